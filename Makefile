@@ -1,0 +1,28 @@
+# The two set-up commands of the README: `make main` and `make test`.
+# Both create .venv and install the project from the package registries when needed.
+
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export WORKBENCH_DATA ?= $(abspath ../shared/data)
+
+.PHONY: main test bench
+
+$(VENV)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+# The main job, end to end on the real corpora.
+main: $(VENV)/.installed
+	$(BIN)/workbench data build
+	$(BIN)/workbench data list
+
+# The test suite (pytest's exit 5, "no tests ran", is a failure).
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest -q; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+bench: $(VENV)/.installed
+	$(BIN)/python benchmarks/bench_data_build.py

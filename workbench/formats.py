@@ -1,0 +1,180 @@
+"""Reading and writing the interchange files: queries TSV, TREC qrels, documents JSONL.
+
+All writers are deterministic (sorted rows, ``\\n`` line ends, UTF-8, no BOM), so two
+builds from the same inputs give byte-identical files. All readers raise
+:class:`~workbench.errors.DataError` naming the file and line on malformed input.
+
+* Queries: TSV with the header ``query_id  text  query_type  language  split  group``
+  (tabs and newlines inside a text are replaced by spaces).
+* Qrels: TREC format ``query_id 0 doc_id relevance`` (whitespace-separated, graded
+  relevance as an integer). For binary measures a document counts as relevant when
+  ``relevance >= 1`` (:data:`BINARY_THRESHOLD`).
+* Documents: one JSON object per line (:meth:`Document.to_json`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+from workbench.errors import DataError
+from workbench.types import QUERY_TYPES, SPLITS, Document, Qrel, Query
+
+#: Graded relevance at or above this counts as relevant for binary measures (recall, MRR, P@k).
+BINARY_THRESHOLD = 1
+
+QUERY_COLUMNS = ("query_id", "text", "query_type", "language", "split", "group")
+
+
+def _one_line(s: str) -> str:
+    return " ".join(s.replace("\t", " ").splitlines()).strip()
+
+
+def write_queries(path: Path, queries: Iterable[Query]) -> None:
+    """Write queries as TSV sorted by query_id.
+
+    Raises:
+        ValueError: a duplicate query_id or an empty text.
+    """
+    rows = sorted(queries, key=lambda q: q.query_id)
+    seen: set[str] = set()
+    lines = ["\t".join(QUERY_COLUMNS)]
+    for q in rows:
+        if q.query_id in seen:
+            raise ValueError(f"duplicate query_id {q.query_id!r}")
+        seen.add(q.query_id)
+        text = _one_line(q.text)
+        if not text:
+            raise ValueError(f"query {q.query_id!r} has an empty text")
+        lines.append("\t".join((q.query_id, text, q.query_type, q.language, q.split, q.group)))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def read_queries(path: Path) -> list[Query]:
+    """Read a queries TSV written by :func:`write_queries` (the ``group`` column is optional).
+
+    Raises:
+        DataError: missing file, wrong header, wrong column count, unknown query_type
+            or split, duplicate query_id (names the file and line).
+    """
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError as exc:
+        raise DataError(f"queries file {path} is missing; run `workbench data build`") from exc
+    if not lines:
+        raise DataError(f"queries file {path} is empty; rebuild it with `workbench data build`")
+    header = tuple(lines[0].split("\t"))
+    if header[:5] != QUERY_COLUMNS[:5]:
+        raise DataError(f"{path}:1: header must start with {' '.join(QUERY_COLUMNS[:5])} (tab-separated), got {header}")
+    out, seen = [], set()
+    for n, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) != len(header):
+            raise DataError(f"{path}:{n}: expected {len(header)} tab-separated columns, got {len(cols)}")
+        qid, text, qtype, lang, split = cols[:5]
+        group = cols[5] if len(cols) > 5 else ""
+        if qtype not in QUERY_TYPES:
+            raise DataError(f"{path}:{n}: unknown query_type {qtype!r}; expected one of {', '.join(QUERY_TYPES)}")
+        if split not in SPLITS:
+            raise DataError(f"{path}:{n}: unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+        if qid in seen:
+            raise DataError(f"{path}:{n}: duplicate query_id {qid!r}")
+        seen.add(qid)
+        out.append(Query(qid, text, qtype, lang, split, group))
+    return out
+
+
+def write_qrels(path: Path, qrels: Iterable[Qrel]) -> None:
+    """Write TREC qrels (``query_id 0 doc_id relevance``), sorted by query_id then doc_id.
+
+    Raises:
+        ValueError: a duplicate (query_id, doc_id) pair, whitespace inside an id, or a
+            negative relevance.
+    """
+    rows = sorted(qrels, key=lambda r: (r.query_id, r.doc_id))
+    lines, prev = [], None
+    for r in rows:
+        if (r.query_id, r.doc_id) == prev:
+            raise ValueError(f"duplicate judgment for query {r.query_id!r}, doc {r.doc_id!r}")
+        prev = (r.query_id, r.doc_id)
+        if any(c.isspace() for c in r.query_id + r.doc_id):
+            raise ValueError(f"ids may not contain whitespace: {r.query_id!r} / {r.doc_id!r}")
+        if r.relevance < 0:
+            raise ValueError(f"negative relevance {r.relevance} for {r.query_id!r}/{r.doc_id!r}")
+        lines.append(f"{r.query_id} 0 {r.doc_id} {r.relevance}")
+    path.write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
+
+
+def read_qrels(path: Path) -> list[Qrel]:
+    """Read TREC qrels (4 whitespace-separated columns; the second is ignored).
+
+    Raises:
+        DataError: missing or empty file, wrong column count, non-integer relevance,
+            duplicate (query_id, doc_id) (names the file and line).
+    """
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError as exc:
+        raise DataError(f"qrels file {path} is missing; run `workbench data build`") from exc
+    out, seen = [], set()
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        cols = line.split()
+        if len(cols) != 4:
+            raise DataError(f"{path}:{n}: a TREC qrels line has 4 columns (query_id 0 doc_id relevance), got {len(cols)}")
+        try:
+            rel = int(cols[3])
+        except ValueError:
+            raise DataError(f"{path}:{n}: relevance {cols[3]!r} is not an integer") from None
+        key = (cols[0], cols[2])
+        if key in seen:
+            raise DataError(f"{path}:{n}: duplicate judgment for query {cols[0]!r}, doc {cols[2]!r}")
+        seen.add(key)
+        out.append(Qrel(cols[0], cols[2], rel))
+    if not out:
+        raise DataError(f"qrels file {path} holds no judgments")
+    return out
+
+
+def write_documents(path: Path, docs: Iterable[Document]) -> int:
+    """Write documents as JSON lines in the given order; returns the count.
+
+    Raises:
+        ValueError: a duplicate doc_id.
+    """
+    seen: set[str] = set()
+    n = 0
+    with path.open("w", encoding="utf-8", newline="\n") as fh:
+        for d in docs:
+            if d.doc_id in seen:
+                raise ValueError(f"duplicate doc_id {d.doc_id!r}")
+            seen.add(d.doc_id)
+            fh.write(json.dumps(d.to_json(), ensure_ascii=False, sort_keys=True) + "\n")
+            n += 1
+    return n
+
+
+def read_documents(path: Path) -> list[Document]:
+    """Read documents written by :func:`write_documents`.
+
+    Raises:
+        DataError: missing file or a malformed line (names the file and line).
+    """
+    out = []
+    try:
+        fh = path.open(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise DataError(f"documents file {path} is missing; run `workbench data build`") from exc
+    with fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                out.append(Document.from_json(json.loads(line)))
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise DataError(f"{path}:{n}: not a document record ({exc}); rebuild with `workbench data build`") from exc
+    return out

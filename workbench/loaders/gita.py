@@ -1,0 +1,178 @@
+"""The Bhagavad-gītā (gita/gita data): 701 verses with translations.
+
+One document per verse: doc_id ``bg<c>.<v>``, address ``BG <c>.<v>``, work ``bg``,
+granularity ``verse``. Texts:
+
+* ``root`` (sa, Deva): the Devanagari verse with its trailing ``।।2.47।।`` removed;
+* ``transliteration`` (sa, Latn, source ``gita``): the romanisation as given (a
+  Hindi-oriented scheme with ``ṣh``, ``ch``, ``ṛi``);
+* ``transliteration_iast`` (sa, Latn, source ``iast``): the same in strict IAST
+  (:func:`workbench.textnorm.gita_to_iast`);
+* ``word_meanings`` (en, Latn): the word-by-word gloss ``karmaṇi—in prescribed duties; …``;
+* ``word_meanings_iast`` (en, Latn, source ``iast``): the same with each Sanskrit word
+  (left of the dash) in strict IAST and the English gloss untouched;
+* ``translation`` per translator (en Latn or hi Deva, source = the translator's name),
+  from ``archive/translation_old.json`` (the translators' own wording, before the 2023
+  GPT rewrite), with the leading verse address (``2.47``, ``1.23. - 1.24.``,
+  ``।।1.4 -- 1.6।।``) stripped so that no text matches on the number alone. Four
+  placeholders that stand where a translator has no text ("No such translation is
+  available for this sloka." and the like, BG 10.30, 13.1, 18.2) are dropped.
+
+Several verses share one translation where a translator rendered them together
+(``1.4 -- 1.6``); :func:`shared_translation_groups` exposes that for split assignment.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbench.errors import DataError
+from workbench.loaders._io import read_json
+from workbench.textnorm import gita_to_iast, nfc
+from workbench.types import Document, Text
+
+#: Verses per chapter in this 701-verse edition (13.1 is Arjuna's question).
+VERSES_PER_CHAPTER = (47, 72, 43, 42, 29, 47, 30, 28, 34, 42, 55, 20, 35, 27, 20, 24, 28, 78)
+
+_ADDR = r"\d+\s*\.\s*\d+\s*\.?"
+_LEADING_ADDRESS = re.compile(
+    rf"^\s*(?:।।\s*)?{_ADDR}(?:\s*(?:--|-|–|—|to|,)?\s*{_ADDR})*\s*(?:।।|॥)?\s*"
+)
+_TRAILING_ADDRESS = re.compile(r"\s*[।॥]{1,2}\s*\d+\s*\.\s*\d+\s*[।॥]{1,2}\s*$")
+
+#: Placeholders the data holds where a translator has no text (BG 10.30, 13.1, 18.2); dropped.
+_PLACEHOLDER = re.compile(r"^(?:No such translation is available for this sloka\.?|No Translation|Hindi Translation By .*)$",
+                          re.IGNORECASE)
+
+_SCRIPT = {"english": ("en", "Latn"), "hindi": ("hi", "Deva"), "sanskrit": ("sa", "Deva")}
+
+
+def word_meanings_pairs(meanings: str) -> list[tuple[str, str]]:
+    """Split a gloss ``karmaṇi—in prescribed duties; eva—only`` into ``(word, meaning)`` pairs.
+
+    Entries without an em dash are skipped. Words keep the data's romanisation.
+    """
+    out = []
+    for part in meanings.split(";"):
+        word, sep, meaning = part.partition("—")
+        if sep and word.strip():
+            out.append((word.strip(), meaning.strip()))
+    return out
+
+
+def word_meanings_iast(meanings: str) -> str:
+    """The gloss with each Sanskrit word in strict IAST (:func:`gita_to_iast`), English untouched."""
+    return "; ".join(f"{gita_to_iast(w)}—{m}" for w, m in word_meanings_pairs(meanings))
+
+
+def strip_leading_address(text: str) -> str:
+    """Remove a leading verse address (``2.47``, ``1.1.``, ``1.23. - 1.24.``, ``।।1.4 -- 1.6।।``) and trim."""
+    return _LEADING_ADDRESS.sub("", text, count=1).strip()
+
+
+def strip_trailing_address(text: str) -> str:
+    """Remove the Devanagari verse's closing ``।।2.47।।`` and trim."""
+    return _TRAILING_ADDRESS.sub("", text).strip()
+
+
+@dataclass
+class GitaCorpus:
+    """The gita verses and the facts the query builders need.
+
+    Attributes:
+        documents: 701 verse documents, in verse order (BG 1.1 … BG 18.78).
+        translators: translator name → language code, in the data's author-id order.
+        files: the files read.
+    """
+
+    documents: list[Document] = field(default_factory=list)
+    translators: dict[str, str] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+
+
+def load_gita(data_dir: Path) -> GitaCorpus:
+    """Load the 701 verses of ``gita/`` with every translator's original wording.
+
+    Raises:
+        DataError: a file is missing or malformed, a translation points at an unknown
+            verse, or the verse count is not 701 (names the path).
+    """
+    base = data_dir / "gita"
+    verse_path, trans_path = base / "data" / "verse.json", base / "archive" / "translation_old.json"
+    chapters_path = base / "data" / "chapters.json"
+    verses, translations, chapters = read_json(verse_path), read_json(trans_path), read_json(chapters_path)
+    if not isinstance(verses, list) or len(verses) != sum(VERSES_PER_CHAPTER):
+        n = len(verses) if isinstance(verses, list) else "no list of"
+        raise DataError(f"{verse_path} holds {n} verses; expected 701 (gita/gita @ c6fce39)")
+    chapter_names = {c["chapter_number"]: c.get("name_translation", "") for c in chapters}
+    by_verse: dict[int, list[dict]] = {}
+    for rec in translations:
+        by_verse.setdefault(rec["verse_id"], []).append(rec)
+    corpus = GitaCorpus(files=[verse_path, trans_path, chapters_path])
+    for rec in sorted(translations, key=lambda r: r["author_id"]):
+        corpus.translators.setdefault(rec["authorName"], _SCRIPT.get(rec["lang"], ("und", "Latn"))[0])
+    known_ids = {v["id"] for v in verses}
+    unknown = sorted(set(by_verse) - known_ids)
+    if unknown:
+        raise DataError(f"{trans_path} has translations for unknown verse ids {unknown[:5]}")
+    for v in sorted(verses, key=lambda v: v["id"]):
+        c, n = v["chapter_number"], v["verse_number"]
+        translit = nfc(v.get("transliteration", "")).strip()
+        meanings = nfc(v.get("word_meanings", "")).strip()
+        texts = [
+            Text("root", "sa", "Deva", strip_trailing_address(nfc(v["text"])), "gita"),
+            Text("transliteration", "sa", "Latn", translit, "gita"),
+            Text("transliteration_iast", "sa", "Latn", gita_to_iast(translit), "iast"),
+            Text("word_meanings", "en", "Latn", meanings, "gita"),
+            Text("word_meanings_iast", "en", "Latn", word_meanings_iast(meanings), "iast"),
+        ]
+        for rec in sorted(by_verse.get(v["id"], []), key=lambda r: r["author_id"]):
+            lang, script = _SCRIPT.get(rec["lang"], ("und", "Latn"))
+            body = strip_leading_address(nfc(rec["description"]))
+            if body and not _PLACEHOLDER.match(body):
+                texts.append(Text("translation", lang, script, body, rec["authorName"]))
+        corpus.documents.append(
+            Document(
+                doc_id=f"bg{c}.{n}",
+                address=f"BG {c}.{n}",
+                work_id="bg",
+                granularity="verse",
+                texts=tuple(texts),
+                metadata={"chapter": c, "verse": n, "verse_id": v["id"], "chapter_name": chapter_names.get(c, "")},
+            )
+        )
+    return corpus
+
+
+def shared_translation_groups(corpus: GitaCorpus) -> dict[str, str]:
+    """Map each verse doc_id to the first doc_id of its group of verses that share a translation.
+
+    Verses rendered together by any translator (identical text for ``1.4``-``1.6``)
+    are linked; the groups are the connected components (union-find), and every
+    verse maps to the component's first verse in corpus order.
+    """
+    parent = {d.doc_id: d.doc_id for d in corpus.documents}
+    order = {d.doc_id: i for i, d in enumerate(corpus.documents)}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    seen: dict[tuple[str, str], str] = {}
+    for d in corpus.documents:
+        for t in d.texts:
+            if t.field != "translation":
+                continue
+            key = (t.source, t.text)
+            if key in seen:
+                a, b = find(seen[key]), find(d.doc_id)
+                if a != b:
+                    lo, hi = sorted((a, b), key=order.__getitem__)
+                    parent[hi] = lo
+            else:
+                seen[key] = d.doc_id
+    return {d.doc_id: find(d.doc_id) for d in corpus.documents}

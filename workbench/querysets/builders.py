@@ -1,0 +1,403 @@
+"""Query-set builders over loaded corpora: paraphrase, term, reference and page_ref queries.
+
+Each builder returns :class:`Candidate` queries with their graded judgments; :func:`finalize`
+samples them (seeded, per query type), numbers them and assigns splits by group
+(:mod:`workbench.querysets.split`). Grades: 2 = the exact target (the verse, the segment
+where a page starts, a sutta's heading), 1 = also relevant (the rest of the page or
+sutta, verses sharing one translation, documents holding the term).
+
+Builders are pure functions of their inputs: no I/O, no randomness but the seed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from workbench import refs
+from workbench.loaders.dpd import Lexicon
+from workbench.loaders.gita import GitaCorpus, shared_translation_groups, word_meanings_pairs
+from workbench.querysets.split import DEFAULT_RATIOS, assign_split, unit_interval
+from workbench.textnorm import ascii_fold, gita_to_iast, match_form, to_cyrillic_many, tokens
+from workbench.types import QUERY_TYPES, Document, Qrel, Query
+
+_ABBREV = {"paraphrase": "para", "term": "term", "reference": "ref", "page_ref": "page"}
+_LETTERS = re.compile(r"^[^\W\d_]+$")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A query before sampling and numbering.
+
+    Attributes:
+        text: the query text.
+        query_type: one of :data:`~workbench.types.QUERY_TYPES`.
+        language: ISO 639-1 of the text (``und`` for references).
+        group: the target the split is drawn for.
+        relevant: doc_id → grade (>= 1).
+        order: a sort key giving the corpus order, for stable numbering.
+    """
+
+    text: str
+    query_type: str
+    language: str
+    group: str
+    relevant: dict[str, int] = field(hash=False)
+    order: tuple = ()
+
+
+@dataclass
+class QuerySet:
+    """Numbered queries with their qrels."""
+
+    queries: list[Query]
+    qrels: list[Qrel]
+
+
+def _pick_forms(forms: Sequence[tuple[str, str]], seed: int, key: str, per_language: int) -> list[tuple[str, str]]:
+    """Up to ``per_language`` forms per language, chosen by seeded hash (stable for a seed)."""
+    by_lang: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for f in forms:
+        by_lang[f[1]].append(f)
+    out = []
+    for lang in sorted(by_lang):
+        ranked = sorted(by_lang[lang], key=lambda f: unit_interval(seed, f"form:{key}:{f[0]}"))
+        out += ranked[:per_language]
+    return out
+
+
+# ---------------------------------------------------------------- gita
+
+def gita_paraphrase(corpus: GitaCorpus, held_out: Sequence[str]) -> list[Candidate]:
+    """One query per distinct text of each held-out translator; relevant = the verse(s) it renders.
+
+    The held-out translators' texts must be removed from the indexed documents (the
+    dataset build does this), so the answer is never a string match. Where one text
+    renders several verses (``1.4 -- 1.6``) all of them are relevant (grade 1) and the
+    query's group is their shared group.
+
+    Raises:
+        ValueError: a held-out translator that the corpus does not have.
+    """
+    unknown = [t for t in held_out if t not in corpus.translators]
+    if unknown:
+        raise ValueError(f"unknown gita translator(s) {unknown}; known: {', '.join(corpus.translators)}")
+    groups = shared_translation_groups(corpus)
+    out = []
+    for src in held_out:
+        by_text: dict[str, list[int]] = {}
+        for i, d in enumerate(corpus.documents):
+            for t in d.texts:
+                if t.field == "translation" and t.source == src and t.text.strip():
+                    by_text.setdefault(t.text, []).append(i)
+        for text, idx in by_text.items():
+            docs = [corpus.documents[i] for i in idx]
+            lang = next(t.language for t in docs[0].texts if t.source == src)
+            out.append(Candidate(text, "paraphrase", lang, groups[docs[0].doc_id],
+                                 {d.doc_id: 1 for d in docs}, (idx[0], src)))
+    return out
+
+
+def gita_terms(corpus: GitaCorpus, min_df: int = 2, max_df: int = 15, min_len: int = 4) -> list[Candidate]:
+    """Sanskrit words of the word-by-word glosses, in IAST, ASCII and Cyrillic.
+
+    A word qualifies when it is a single word of at least ``min_len`` letters found in
+    the glosses of ``min_df``..``max_df`` verses, and its ASCII and Cyrillic forms are
+    not shared with any other gloss word (so each form has one meaning). Relevant: the
+    verses whose gloss lists the word (grade 1).
+    """
+    holders: dict[str, list[str]] = defaultdict(list)
+    for d in corpus.documents:
+        words = {match_form(gita_to_iast(w)) for w, _ in word_meanings_pairs(d.text("word_meanings"))}
+        for w in sorted(words):
+            holders[w].append(d.doc_id)
+    return _term_candidates(holders, "sa", min_df, max_df, min_len)
+
+
+def _term_candidates(holders: dict[str, list[str]], language: str, min_df: int, max_df: int,
+                     min_len: int) -> list[Candidate]:
+    """Term queries in IAST, ASCII and Cyrillic for words held by ``min_df``..``max_df`` documents.
+
+    A word qualifies when it is letters only, at least ``min_len`` long, and no other
+    word of ``holders`` shares its ASCII form; its Cyrillic form is issued only when no
+    other such word shares it. Relevant: the holders (grade 1).
+    """
+    found = [w for w in holders if _LETTERS.match(w)]
+    ascii_count: dict[str, int] = defaultdict(int)
+    for w in found:
+        ascii_count[ascii_fold(w)] += 1
+    unique_ascii = [w for w in found if ascii_count[ascii_fold(w)] == 1]
+    cyr = dict(zip(unique_ascii, to_cyrillic_many(unique_ascii)))
+    cyr_count: dict[str, int] = defaultdict(int)
+    for w in unique_ascii:
+        cyr_count[cyr[w]] += 1
+    out = []
+    for w in sorted(unique_ascii):
+        if len(w) < min_len or not min_df <= len(holders[w]) <= max_df:
+            continue
+        rel = {doc: 1 for doc in holders[w]}
+        forms = [w]
+        if ascii_fold(w) != w:
+            forms.append(ascii_fold(w))
+        if cyr_count[cyr[w]] == 1:
+            forms.append(cyr[w])
+        for k, text in enumerate(forms):
+            out.append(Candidate(text, "term", language, f"term:{language}:{w}", rel, (w, k)))
+    return out
+
+
+def gita_references(corpus: GitaCorpus, seed: int, forms_per_language: int = 1) -> list[Candidate]:
+    """Verse references (``BG 2.47``, ``Бг 2.47``…) and whole-chapter references (``BG 7``).
+
+    A verse reference's relevant set is that verse (grade 2); a chapter reference's is
+    every verse of the chapter (grade 1). Verse references take ``forms_per_language``
+    forms per script language, chosen by seed; chapter references take every form.
+    """
+    groups = shared_translation_groups(corpus)
+    out = []
+    chapters: dict[int, list[str]] = defaultdict(list)
+    for i, d in enumerate(corpus.documents):
+        c, v = d.metadata["chapter"], d.metadata["verse"]
+        chapters[c].append(d.doc_id)
+        ref = refs.TextRef("BG", (c, v))
+        for text, lang in _pick_forms(refs.variants(ref), seed, ref.canonical(), forms_per_language):
+            out.append(Candidate(text, "reference", "und" if lang == "en" else lang, groups[d.doc_id],
+                                 {d.doc_id: 2}, (0, i, text)))
+    for c, docs in sorted(chapters.items()):
+        ref = refs.TextRef("BG", (c,))
+        for text, lang in refs.variants(ref):
+            out.append(Candidate(text, "reference", "und" if lang == "en" else lang, f"bg-ch{c}",
+                                 {d: 1 for d in docs}, (1, c, text)))
+    return out
+
+
+# ---------------------------------------------------------------- bilara
+
+def bilara_paraphrase_ru(documents: Sequence[Document], min_words: int = 3) -> list[Candidate]:
+    """Russian segments as cross-lingual queries for their Pali/English segment.
+
+    Relevant: the segment itself (grade 2) and every other segment whose Pali text is
+    identical after normalisation (grade 1: stock formulas such as *evaṁ me sutaṁ*
+    are equally right answers). Queries shorter than ``min_words`` words are skipped.
+    The Russian texts must be removed from the indexed documents (the dataset build does).
+    """
+    same_root: dict[str, list[str]] = defaultdict(list)
+    for d in documents:
+        root = d.text("root", "pi")
+        if root:
+            same_root[" ".join(tokens(root))].append(d.doc_id)
+    out = []
+    for i, d in enumerate(documents):
+        ru = d.text("translation", "ru")
+        if not ru or len(ru.split()) < min_words:
+            continue
+        rel = {doc: 1 for doc in same_root.get(" ".join(tokens(d.text("root", "pi"))), [])}
+        rel[d.doc_id] = 2
+        out.append(Candidate(ru, "paraphrase", "ru", d.work_id, rel, (i,)))
+    return out
+
+
+def lemma_holders(documents: Sequence[Document], lexicon: Lexicon, field: str = "root") -> dict[str, list[str]]:
+    """Bare lemma → doc_ids whose ``field`` text holds any inflected form of it (corpus order)."""
+    cache: dict[str, tuple[str, ...]] = {}
+    holders: dict[str, list[str]] = defaultdict(list)
+    for d in documents:
+        found: set[str] = set()
+        for t in d.texts:
+            if t.field != field:
+                continue
+            for tok in tokens(t.text):
+                if tok not in cache:
+                    cache[tok] = lexicon.lemmas(tok)
+                found.update(cache[tok])
+        for lemma in sorted(found):
+            holders[lemma].append(d.doc_id)
+    return holders
+
+
+def pali_terms(documents: Sequence[Document], lexicon: Lexicon, min_df: int = 3, max_df: int = 30,
+               min_len: int = 5) -> list[Candidate]:
+    """Pali lemmas in IAST, ASCII and Cyrillic; relevant = documents holding any inflected form.
+
+    A lemma qualifies when it is one word of at least ``min_len`` letters, found in
+    ``min_df``..``max_df`` documents, and its ASCII (and Cyrillic) form is shared with no
+    other lemma found in the corpus. Grade 1 for every holder.
+    """
+    return _term_candidates(lemma_holders(documents, lexicon), "pi", min_df, max_df, min_len)
+
+
+_WORK_RE = re.compile(r"^(dn|mn|sn|dhp)(\d+)(?:\.(\d+))?(?:-(\d+))?$")
+
+
+def _work_refs(work_id: str) -> list[refs.TextRef]:
+    """Text references a bilara work answers: ``mn10`` → MN 10; ``sn56.105-107`` → SN 56.105..107."""
+    m = _WORK_RE.match(work_id)
+    if not m:
+        return []
+    coll, a, b, c = m.group(1), int(m.group(2)), m.group(3), m.group(4)
+    if coll == "sn":
+        if b is None:
+            return []
+        lo = int(b)
+        hi = int(c) if c else lo
+        return [refs.TextRef("SN", (a, n)) for n in range(lo, hi + 1)]
+    book = {"dn": "DN", "mn": "MN", "dhp": "Dhp"}[coll]
+    hi = int(c) if c else a
+    return [refs.TextRef(book, (n,)) for n in range(a, hi + 1)]
+
+
+def sutta_references(documents: Sequence[Document], seed: int, forms_per_language: int = 1,
+                     work_of: "callable | None" = None) -> list[Candidate]:
+    """References to suttas (``MN 10``, ``МН 10``, ``SN 56.11``, ``Dhp 21``).
+
+    Relevant: every document of the work, grade 2 for its heading segments (``:0.x``)
+    or, where a work has none, its first document; grade 1 for the rest.
+    ``work_of(doc)`` gives a document's work (default ``doc.work_id``).
+    """
+    work_of = work_of or (lambda d: d.work_id)
+    by_work: dict[str, list[Document]] = {}
+    for d in documents:
+        w = work_of(d)
+        if w:
+            by_work.setdefault(w, []).append(d)
+    out = []
+    for order, (work, docs) in enumerate(by_work.items()):
+        heads = [d.doc_id for d in docs if d.doc_id.partition(":")[2].startswith("0.")] or [docs[0].doc_id]
+        rel = {d.doc_id: (2 if d.doc_id in heads else 1) for d in docs}
+        for ref in _work_refs(work):
+            for text, lang in _pick_forms(refs.variants(ref), seed, ref.canonical(), forms_per_language):
+                out.append(Candidate(text, "reference", "und" if lang == "en" else lang, work, rel,
+                                     (order, ref.numbers, text)))
+    return out
+
+
+def page_ref_candidates(documents: Sequence[Document], seed: int, forms: str = "pts",
+                        forms_per_page: int = 2, group_of: "callable | None" = None,
+                        issue_for: "callable | None" = None) -> list[Candidate]:
+    """Page references; relevant = documents on that page, grade 2 where the page starts.
+
+    Args:
+        documents: documents with canonical ``page_refs`` / ``pages`` (see :mod:`workbench.refs`).
+        seed: chooses the forms issued per page.
+        forms: ``pts`` for the scholarly forms of PTS pages (``M i 56``, ``MN i 56``,
+            ``PTS M 1.56``), keyed by the canonical page; or ``cst`` for the CST notation
+            of every edition (``P1.56``, ``V1.71``, ``M1.70``, ``T1.128``). CST notation
+            names no collection, so in ``cst`` mode pages are keyed by their notation and
+            every document carrying it is judged (MN mūla and its commentary alike).
+        forms_per_page: how many forms to issue per page (chosen by seed).
+        group_of: the split group of the document where the page starts (default its work).
+        issue_for: a predicate on the start document; queries are issued only for pages
+            whose first start document passes (default: all).
+
+    Raises:
+        ValueError: an unknown ``forms``.
+    """
+    if forms not in ("pts", "cst"):
+        raise ValueError(f"forms must be 'pts' or 'cst', got {forms!r}")
+    group_of = group_of or (lambda d: d.work_id)
+    parsed: dict[str, refs.PageRef | None] = {}
+
+    def key(canon: str) -> str | None:
+        if canon not in parsed:
+            r = refs.parse(canon).ref
+            parsed[canon] = r if isinstance(r, refs.PageRef) else None
+        page = parsed[canon]
+        if page is None or (forms == "pts" and page.edition != "PTS"):
+            return None
+        return canon if forms == "pts" else page.cst()
+
+    starts: dict[str, list[Document]] = defaultdict(list)
+    on_page: dict[str, list[str]] = defaultdict(list)
+    for d in documents:
+        for p in d.page_refs:
+            k = key(p)
+            if k is not None:
+                starts[k].append(d)
+        for p in d.pages:
+            k = key(p)
+            if k is not None:
+                on_page[k].append(d.doc_id)
+    out = []
+    for order, (k, start_docs) in enumerate(starts.items()):
+        first = start_docs[0]
+        if issue_for is not None and not issue_for(first):
+            continue
+        if forms == "pts":
+            page = parsed[k]
+            texts = [(t, lang) for t, lang in refs.variants(page) if t != page.cst()]
+        else:
+            texts = [(k, "und")]
+        rel = {doc: 1 for doc in on_page.get(k, [])}
+        for d in start_docs:
+            rel[d.doc_id] = 2
+        for text, _lang in _pick_forms(texts, seed, k, forms_per_page):
+            out.append(Candidate(text, "page_ref", "und", group_of(first), rel, (order, text)))
+    return out
+
+
+# ---------------------------------------------------------------- finalize
+
+def project_to_passages(qrels: Iterable[Qrel], passages: Sequence[Document]) -> list[Qrel]:
+    """Map segment judgments onto passages: a passage's grade is the highest of its segments'."""
+    containing: dict[str, list[str]] = defaultdict(list)
+    for p in passages:
+        for s in p.segment_ids:
+            containing[s].append(p.doc_id)
+    best: dict[tuple[str, str], int] = {}
+    for r in qrels:
+        for pid in containing.get(r.doc_id, ()):
+            key = (r.query_id, pid)
+            best[key] = max(best.get(key, 0), r.relevance)
+    return [Qrel(q, d, g) for (q, d), g in sorted(best.items())]
+
+
+def finalize(candidates: Iterable[Candidate], prefix: str, seed: int, max_per_type: int | None = None,
+             ratios: tuple[float, float, float] = DEFAULT_RATIOS) -> QuerySet:
+    """Deduplicate, sample, number and split candidates.
+
+    * Candidates with the same (query_type, text) are merged (their judgments united,
+      keeping the highest grade; the first group wins).
+    * With ``max_per_type``, each query type keeps at most that many queries: whole
+      groups are taken in the seeded order ``sha256(seed:sample:group)``, so queries
+      about one target stay together.
+    * Queries are numbered ``<prefix>-<type>-<nnnnn>`` in corpus order.
+
+    Raises:
+        ValueError: an unknown query type, a candidate with no relevant document, or
+            ``max_per_type`` < 1.
+    """
+    if max_per_type is not None and max_per_type < 1:
+        raise ValueError(f"max_per_type must be >= 1, got {max_per_type}")
+    merged: dict[tuple[str, str], Candidate] = {}
+    for c in candidates:
+        if c.query_type not in QUERY_TYPES:
+            raise ValueError(f"unknown query_type {c.query_type!r}")
+        if not c.relevant:
+            raise ValueError(f"candidate {c.text!r} has no relevant document")
+        text = " ".join(c.text.split())
+        key = (c.query_type, text)
+        if key in merged:
+            old = merged[key]
+            rel = dict(old.relevant)
+            for d, g in c.relevant.items():
+                rel[d] = max(rel.get(d, 0), g)
+            merged[key] = Candidate(old.text, old.query_type, old.language, old.group, rel, old.order)
+        else:
+            merged[key] = Candidate(text, c.query_type, c.language, c.group, dict(c.relevant), c.order)
+    by_type: dict[str, list[Candidate]] = defaultdict(list)
+    for c in merged.values():
+        by_type[c.query_type].append(c)
+    queries, qrels = [], []
+    for qtype in QUERY_TYPES:
+        cands = by_type.get(qtype, [])
+        if max_per_type is not None and len(cands) > max_per_type:
+            ranked = sorted(cands, key=lambda c: (unit_interval(seed, f"sample:{c.group}"), c.order, c.text))
+            cands = ranked[:max_per_type]
+        cands.sort(key=lambda c: (c.order, c.text))
+        for n, c in enumerate(cands, start=1):
+            qid = f"{prefix}-{_ABBREV[qtype]}-{n:05d}"
+            queries.append(Query(qid, c.text, qtype, c.language, assign_split(c.group, seed, ratios), c.group))
+            qrels += [Qrel(qid, d, g) for d, g in sorted(c.relevant.items())]
+    return QuerySet(queries, qrels)
