@@ -11,13 +11,14 @@ export WORKBENCH_DATA ?= $(abspath ../shared/data)
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[st,test]'
 	touch $@
 
-# The main job, end to end on the real corpora.
+# The main job, end to end on the real corpora: datasets, then both seed experiments (tracked in MLflow).
 main: $(VENV)/.installed
 	$(BIN)/workbench data build
-	$(BIN)/workbench data list
+	$(BIN)/workbench eval experiments/seeds.toml
+	$(BIN)/workbench eval experiments/kb.toml
 
 # The test suite (pytest's exit 5, "no tests ran", is a failure).
 test: $(VENV)/.installed

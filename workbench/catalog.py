@@ -19,7 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
+import time
 import tomllib
 from collections import Counter
 from dataclasses import dataclass
@@ -60,6 +62,16 @@ _SOURCE_KEYS = {
 _QUERY_TYPES_OF = {"gita": {"paraphrase", "term", "reference"},
                    "bilara": {"paraphrase", "term", "reference", "page_ref"},
                    "cst4": {"reference", "page_ref"}}
+#: Query types built when a definition names none, per source (in build order).
+_DEFAULT_QUERY_TYPES = {"gita": ("paraphrase", "term", "reference"),
+                        "bilara": ("paraphrase", "term", "reference", "page_ref"),
+                        "cst4": ("reference", "page_ref")}
+#: Keys a definition must have, per source.
+_REQUIRED_KEYS = {"bilara-passages": ("segments_from",), "cst4": ("books",)}
+_TOP_KEYS = ("seed", "splits", "max_queries_per_type", "dataset")
+#: A dataset name is a folder name under ``<home>/datasets``.
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_DEFAULT_PASSAGE_SIZE = (512, 50)
 
 
 def default_definitions_path() -> Path:
@@ -88,53 +100,189 @@ class Definitions:
                 "max_queries_per_type": self.max_queries_per_type, **self.datasets[name]}
 
 
-def load_definitions(path: Path | None = None) -> Definitions:
+_EXAMPLE_LIST = '["..."]'
+
+
+def _show(value: object, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for messages."""
+    r = repr(value)
+    return r if len(r) <= limit else r[: limit - 1] + "…"
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _str_list(path: Path, key: str, value: object, *, known: tuple[str, ...] | None = None,
+              nonempty: bool = False, example: str = "", suggest: tuple[str, ...] | None = None) -> list[str]:
+    """Check that a definition value is a list of non-empty strings (from ``known``, no repeats).
+
+    ``suggest`` names the choices in messages where the caller checks membership itself.
+    """
+    choices = f"; choose from {', '.join(known or suggest)}" if known or suggest else ""
+    if isinstance(value, str) and value.strip():
+        raise ConfigError(f"{path}: {key} must be a list of strings, not a single string: write "
+                          f"{key.rsplit('.', 1)[-1]} = {json.dumps([value], ensure_ascii=False)}{choices}")
+    if not isinstance(value, list) or not all(isinstance(x, str) and x.strip() for x in value):
+        raise ConfigError(f"{path}: {key} must be a list of non-empty strings like {example or _EXAMPLE_LIST}, "
+                          f"got {_show(value)}{choices}")
+    if nonempty and not value:
+        options = known or suggest
+        raise ConfigError(f"{path}: {key} is empty; list at least one " + (f"of {', '.join(options)}" if options else "value"))
+    if known is not None:
+        bad = [x for x in value if x not in known]
+        if bad:
+            raise ConfigError(f"{path}: {key} holds unknown value(s) {bad}{choices}")
+    twice = sorted({x for x in value if value.count(x) > 1})
+    if twice:
+        raise ConfigError(f"{path}: {key} lists {twice} more than once; list each once")
+    return value
+
+
+def query_types_of(defn: dict[str, Any]) -> tuple[str, ...]:
+    """The query types a dataset section builds (its ``query_types``, else the source's default)."""
+    return tuple(defn.get("query_types", _DEFAULT_QUERY_TYPES.get(defn["source"], ())))
+
+
+def _check_dataset(path: Path, name: str, d: object, datasets: dict[str, Any]) -> None:
+    """Validate one ``[dataset.NAME]`` section (see :func:`load_definitions`)."""
+    from workbench.loaders.bilara import COLLECTIONS, LANGUAGES
+    from workbench.loaders.cst4 import BOOKS
+
+    where = f"dataset.{name}"
+    if not _NAME_RE.match(name):
+        raise ConfigError(f"{path}: dataset name {_show(name)} is not a plain folder name; use letters, digits, '-', '_' "
+                          "and '.' (starting with a letter or digit)")
+    if not isinstance(d, dict):
+        raise ConfigError(f"{path}: {where} must be a table ([{where}] with source = ...), got {_show(d)}")
+    src = d.get("source")
+    if not isinstance(src, str) or src not in SOURCES:
+        raise ConfigError(f"{path}: {where}.source must be one of {', '.join(SOURCES)}, got {_show(src)}")
+    extra = set(d) - _SOURCE_KEYS[src]
+    if extra:
+        raise ConfigError(f"{path}: {where} has unknown key(s) {sorted(extra)}; allowed: {sorted(_SOURCE_KEYS[src])}")
+    absent = [k for k in _REQUIRED_KEYS.get(src, ()) if k not in d]
+    if absent:
+        raise ConfigError(f"{path}: {where} lacks the required key(s) {absent} for source {_show(src)}; add them")
+    if "query_types" in d:
+        known = tuple(sorted(_QUERY_TYPES_OF[src]))
+        types = _str_list(path, f"{where}.query_types", d["query_types"], nonempty=True, example=f'["{known[0]}"]',
+                          suggest=known)
+        bad = sorted(set(types) - set(known))
+        if bad:
+            raise ConfigError(f"{path}: {where}.query_types {bad} not available for source {_show(src)}; "
+                              f"choose from {list(known)}")
+    if "held_out_translators" in d:
+        _str_list(path, f"{where}.held_out_translators", d["held_out_translators"],
+                  example='["Shri Purohit Swami"]')
+    if "held_out_languages" in d:
+        _str_list(path, f"{where}.held_out_languages", d["held_out_languages"], known=LANGUAGES, example='["ru"]')
+    if "collections" in d:
+        _str_list(path, f"{where}.collections", d["collections"], known=tuple(COLLECTIONS), nonempty=True,
+                  example='["dn", "mn"]')
+    if "books" in d:
+        _str_list(path, f"{where}.books", d["books"], known=BOOKS, nonempty=True, example='["s0201m"]')
+    if src == "bilara-passages":
+        parent_name = d["segments_from"]
+        parent = datasets.get(parent_name) if isinstance(parent_name, str) else None
+        if not isinstance(parent, dict) or parent.get("source") != "bilara":
+            bilaras = [n for n, x in datasets.items() if isinstance(x, dict) and x.get("source") == "bilara"]
+            raise ConfigError(f"{path}: {where}.segments_from must name a bilara dataset "
+                              f"({', '.join(bilaras) or 'none is defined'}), got {_show(parent_name)}")
+        size, overlap = d.get("max_tokens", _DEFAULT_PASSAGE_SIZE[0]), d.get("overlap", _DEFAULT_PASSAGE_SIZE[1])
+        if not _is_int(size) or size < 1:
+            raise ConfigError(f"{path}: {where}.max_tokens must be a positive integer, got {_show(size)}")
+        if not _is_int(overlap) or not 0 <= overlap < size:
+            raise ConfigError(f"{path}: {where}.overlap must be an integer with 0 <= overlap < max_tokens ({size}), "
+                              f"got {_show(overlap)}")
+
+
+def load_definitions(path: Path | None = None, *, option: str | None = None) -> Definitions:
     """Read and validate dataset definitions.
 
+    Args:
+        path: the TOML file; default :func:`default_definitions_path`.
+        option: how the caller named ``path`` (``"--definitions"``), for messages.
+
     Raises:
-        ConfigError: the file is missing or invalid TOML, or a dataset has an unknown
-            source, an unknown key, an unknown query type, a bad split or a
-            ``segments_from`` that names no bilara dataset (the message names the key).
+        ConfigError: the file is missing, unreadable or invalid TOML, or a setting is
+            wrong: an unknown top-level key; a seed, split ratios (three finite
+            non-negative numbers summing to 1) or cap of the wrong type; a dataset with
+            a bad name, an unknown source or key, a missing required key (``books``
+            for cst4, ``segments_from`` for passages), a list (``query_types``,
+            ``collections``, ``books``, ``held_out_*``) that is not a list of strings or
+            holds unknown values, ``max_tokens`` / ``overlap`` that are not integers with
+            0 <= overlap < max_tokens, or a ``segments_from`` that names no bilara
+            dataset. The message names the file and the key.
     """
     from workbench.querysets.split import check_ratios
 
-    path = path or default_definitions_path()
+    if path is None:
+        path = default_definitions_path()
+        how = ("fix WORKBENCH_DATASETS or unset it" if os.environ.get("WORKBENCH_DATASETS")
+               else "set WORKBENCH_DATASETS or run from the repository")
+    else:
+        path = Path(path)
+        how = f"check the path given to {option}" if option else "check the path given"
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"dataset definitions {path} not found; set WORKBENCH_DATASETS or run from the repository") from None
+        raise ConfigError(f"dataset definitions {path} not found; {how}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"dataset definitions {path} is a folder, not a TOML file; {how}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"dataset definitions {path} are not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                          "save the file as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"dataset definitions {path} cannot be read ({exc.strerror or exc}); {how}") from None
+    try:
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    extra = sorted(set(raw) - set(_TOP_KEYS))
+    if extra:
+        raise ConfigError(f"{path}: unknown top-level key(s) {extra}; allowed: {', '.join(_TOP_KEYS)} "
+                          "(dataset settings go under [dataset.NAME])")
     seed = raw.get("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ConfigError(f"{path}: seed must be an integer, got {seed!r}")
-    splits = tuple(raw.get("splits", (0.6, 0.2, 0.2)))
+    if not _is_int(seed):
+        raise ConfigError(f"{path}: seed must be an integer, got {_show(seed)}")
+    splits = raw.get("splits", [0.6, 0.2, 0.2])
+    if not isinstance(splits, list):
+        raise ConfigError(f"{path}: splits must be a list of three ratios like [0.6, 0.2, 0.2], got {_show(splits)}")
+    splits = tuple(splits)
     try:
         check_ratios(splits)
     except ValueError as exc:
         raise ConfigError(f"{path}: splits: {exc}") from None
     cap = raw.get("max_queries_per_type")
-    if cap is not None and (not isinstance(cap, int) or cap < 1):
-        raise ConfigError(f"{path}: max_queries_per_type must be a positive integer, got {cap!r}")
+    if cap is not None and (not _is_int(cap) or cap < 1):
+        raise ConfigError(f"{path}: max_queries_per_type must be a positive integer, got {_show(cap)}")
     datasets = raw.get("dataset", {})
+    if not isinstance(datasets, dict):
+        raise ConfigError(f"{path}: dataset must be a table of [dataset.NAME] sections, got {_show(datasets)}")
     if not datasets:
         raise ConfigError(f"{path} defines no [dataset.NAME] section")
     for name, d in datasets.items():
-        src = d.get("source")
-        if src not in SOURCES:
-            raise ConfigError(f"{path}: dataset.{name}.source must be one of {', '.join(SOURCES)}, got {src!r}")
-        extra = set(d) - _SOURCE_KEYS[src]
-        if extra:
-            raise ConfigError(f"{path}: dataset.{name} has unknown key(s) {sorted(extra)}; allowed: {sorted(_SOURCE_KEYS[src])}")
-        bad = set(d.get("query_types", ())) - _QUERY_TYPES_OF.get(src, set())
-        if bad:
-            raise ConfigError(f"{path}: dataset.{name}.query_types {sorted(bad)} not available for source {src!r}; "
-                              f"choose from {sorted(_QUERY_TYPES_OF.get(src, set()))}")
-        if src == "bilara-passages":
-            parent = datasets.get(d.get("segments_from", ""), {})
-            if parent.get("source") != "bilara":
-                raise ConfigError(f"{path}: dataset.{name}.segments_from must name a bilara dataset, got {d.get('segments_from')!r}")
+        _check_dataset(path, name, d, datasets)
     return Definitions(path, seed, splits, cap, datasets)
+
+
+def required_sources(defn: dict[str, Any], defs: Definitions) -> tuple[str, ...]:
+    """The data sources (folders under the data directory) a dataset's build reads.
+
+    gita → ``gita``; bilara and bilara-passages → ``suttacentral-bilara``, plus ``ms-dpd``
+    when the term query type is built; cst4 → ``cst4-tipitaka-xml``. Optional sources
+    (``suttacentral-bilara-ru-sv``) are not listed.
+    """
+    src = defn["source"]
+    if src == "gita":
+        return ("gita",)
+    if src in ("bilara", "bilara-passages"):
+        base = defn if src == "bilara" else defs.definition(defn["segments_from"])
+        return ("suttacentral-bilara",) + (("ms-dpd",) if "term" in query_types_of(base) else ())
+    if src == "cst4":
+        return ("cst4-tipitaka-xml",)
+    raise ConfigError(f"unknown source {src!r}")
 
 
 # ---------------------------------------------------------------- inputs and hashing
@@ -160,7 +308,7 @@ def input_files(defn: dict[str, Any], defs: Definitions, data: Path) -> list[Pat
     if src in ("bilara", "bilara-passages"):
         base = defn if src == "bilara" else defs.definition(defn["segments_from"])
         files = tree("suttacentral-bilara") + tree("suttacentral-bilara-ru-sv")
-        if "term" in base.get("query_types", ()):
+        if "term" in query_types_of(base):
             files += tree("ms-dpd")
         return files
     if src == "cst4":
@@ -169,8 +317,19 @@ def input_files(defn: dict[str, Any], defs: Definitions, data: Path) -> list[Pat
 
 
 def hash_inputs(files: list[Path], data: Path) -> dict[str, str]:
-    """Relative path → sha256 for each input file."""
-    return {str(p.relative_to(data)): _sha256(p) for p in files}
+    """Relative path → sha256 for each input file.
+
+    Raises:
+        DataError: an input file cannot be read (names it).
+    """
+    out = {}
+    for p in files:
+        try:
+            out[str(p.relative_to(data))] = _sha256(p)
+        except OSError as exc:
+            raise DataError(f"corpus file {p} cannot be read ({exc.strerror or exc}); make it readable "
+                            "or restore it from its source") from exc
+    return out
 
 
 # ---------------------------------------------------------------- building
@@ -202,7 +361,7 @@ def _build_gita(defn: dict, defs: Definitions, data: Path, step: Callable[[str],
     step("loading gita")
     corpus = load_gita(data)
     held = list(defn.get("held_out_translators", []))
-    types = defn.get("query_types", ["paraphrase", "term", "reference"])
+    types = query_types_of(defn)
     cands = []
     step("building gita queries")
     if "paraphrase" in types:
@@ -217,12 +376,13 @@ def _build_gita(defn: dict, defs: Definitions, data: Path, step: Callable[[str],
 
 
 def _bilara_parts(defn: dict, defs: Definitions, data: Path, step: Callable[[str], None]):
-    from workbench.loaders.bilara import load_bilara
+    from workbench.loaders import bilara
     from workbench.querysets import builders as b
 
     step("loading bilara")
-    corpus = load_bilara(data, defn.get("collections", ["dn", "mn", "sn56", "dhp"]))
-    types = defn.get("query_types", ["paraphrase", "term", "reference", "page_ref"])
+    # Checked against the published corpus: a partial copy fails instead of building fewer documents.
+    corpus = bilara.load_bilara(data, defn.get("collections", ["dn", "mn", "sn56", "dhp"]), expected=bilara.PUBLISHED)
+    types = query_types_of(defn)
     held_langs = list(defn.get("held_out_languages", []))
     cands = []
     if "paraphrase" in types:
@@ -258,7 +418,8 @@ def _build_passages(defn: dict, defs: Definitions, data: Path, step: Callable[[s
     parent = defs.definition(defn["segments_from"])
     segs, qs, notes = _bilara_parts(parent, defs, data, step)
     step("merging passages")
-    passages = merge_segments(segs, int(defn.get("max_tokens", 512)), int(defn.get("overlap", 50)))
+    passages = merge_segments(segs, defn.get("max_tokens", _DEFAULT_PASSAGE_SIZE[0]),
+                              defn.get("overlap", _DEFAULT_PASSAGE_SIZE[1]))
     qrels = project_to_passages(qs.qrels, passages)
     judged = {r.query_id for r in qrels}
     queries = [q for q in qs.queries if q.query_id in judged]
@@ -271,7 +432,7 @@ def _build_cst4(defn: dict, defs: Definitions, data: Path, step: Callable[[str],
 
     step("loading CST4 XML")
     docs = load_cst4(data, tuple(defn["books"]))
-    types = defn.get("query_types", ["reference", "page_ref"])
+    types = query_types_of(defn)
     mula = [d for d in docs if d.metadata.get("sutta")]
     cands = []
     if "reference" in types:
@@ -309,17 +470,49 @@ def dataset_dir(name: str, home: Path | None = None) -> Path:
     return (home or home_dir()) / "datasets" / name
 
 
+_OUTPUTS = ("documents.jsonl", "queries.tsv", "qrels.txt")
+
+
+def valid_counts(c: object) -> bool:
+    """Whether a manifest's ``counts`` has the fields ``workbench data list`` / ``build`` print, of the right types."""
+    def count(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    def counts_by(v: object) -> bool:
+        return isinstance(v, dict) and all(isinstance(k, str) and count(n) for k, n in v.items())
+
+    if not isinstance(c, dict) or not all(count(c.get(k)) for k in ("documents", "queries", "qrels")):
+        return False
+    by_ts = c.get("by_type_split")
+    return (counts_by(c.get("by_type")) and counts_by(c.get("by_language")) and isinstance(by_ts, dict)
+            and all(counts_by(v) for v in by_ts.values()))
+
+
+def read_manifest(name: str, home: Path | None = None) -> dict[str, Any] | None:
+    """A build's ``manifest.json`` as a dict, or ``None`` when it is missing, unreadable or not a JSON object."""
+    path = dataset_dir(name, home) / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
 def status(name: str, defs: Definitions | None = None, data: Path | None = None, home: Path | None = None) -> str:
-    """``current``, ``missing``, or ``stale: <what changed>`` for one dataset."""
+    """``current``, ``missing``, or ``stale: <what changed>`` for one dataset.
+
+    A manifest that cannot be read (not UTF-8, not JSON, not an object) is ``stale:
+    manifest.json is unreadable``; one without valid counts is stale too, so that
+    ``workbench data build`` rebuilds it.
+    """
     defs = defs or load_definitions()
     defn = defs.definition(name)
-    data = data or _data_dir()
+    data = data or _data_dir(sources=required_sources(defn, defs))
     manifest_path = dataset_dir(name, home) / "manifest.json"
     if not manifest_path.is_file():
         return "missing"
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
+    manifest = read_manifest(name, home)
+    if manifest is None:
         return "stale: manifest.json is unreadable"
     if manifest.get("builder_version") != BUILDER_VERSION:
         return f"stale: built by builder version {manifest.get('builder_version')}, now {BUILDER_VERSION}"
@@ -327,44 +520,114 @@ def status(name: str, defs: Definitions | None = None, data: Path | None = None,
         return "stale: the workbench's dataset code changed since the build"
     if manifest.get("definition") != defn:
         return f"stale: the definition of {name} in {defs.path.name} changed"
+    if not valid_counts(manifest.get("counts")):
+        return "stale: manifest.json lacks valid counts"
     now = hash_inputs(input_files(defn, defs, data), data)
     before = manifest.get("inputs", {})
     if now != before:
+        before = before if isinstance(before, dict) else {}
         changed = sorted(k for k in set(now) | set(before) if now.get(k) != before.get(k))
-        return f"stale: {len(changed)} input file(s) changed, e.g. {changed[0]}"
-    for fname, digest in manifest.get("outputs", {}).items():
+        return f"stale: {len(changed)} input file(s) changed, e.g. {changed[0] if changed else 'manifest.json inputs'}"
+    outputs = manifest.get("outputs")
+    if not isinstance(outputs, dict):
+        return "stale: manifest.json is unreadable"
+    for fname in _OUTPUTS:
         p = manifest_path.parent / fname
-        if not p.is_file() or _sha256(p) != digest:
+        if not p.is_file() or _sha256(p) != outputs.get(fname):
             return f"stale: output {fname} was modified or removed"
     return "current"
+
+
+_HOME_HINT = "set WORKBENCH_HOME (or [paths] home in workbench.toml) to a writable folder"
+
+
+def _prepare_home(name: str, out: Path, started: float) -> None:
+    """Make ``out``'s parent (``<home>/datasets``) and check it is writable, before any work.
+
+    Also removes temporary ``.NAME-XXXXXXXX`` / ``.NAME-old`` folders that an
+    interrupted build left behind (only those of this dataset, older than ``started``).
+
+    Raises:
+        ConfigError: the folder cannot be created (a file is in the way, no permission)
+            or written; the message names it and WORKBENCH_HOME.
+    """
+    import shutil
+    import tempfile
+
+    folder = out.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError(f"{folder} is a file, not a folder; remove it or {_HOME_HINT}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot create the datasets folder {folder} ({exc.strerror or exc}); {_HOME_HINT}") from None
+    if not folder.is_dir():
+        raise ConfigError(f"{folder} is not a folder; remove it or {_HOME_HINT}")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out} is a file, not a dataset folder; remove it (or {_HOME_HINT})")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(f"the datasets folder {folder} is not writable ({exc.strerror or exc}); "
+                          f"make it writable or {_HOME_HINT}") from None
+    leftover = re.compile(rf"^\.{re.escape(name)}-(?:[a-z0-9_]{{8}}|old)$")
+    for p in folder.iterdir():
+        try:
+            if leftover.match(p.name) and p.is_dir() and not p.is_symlink() and p.stat().st_mtime < started:
+                shutil.rmtree(p, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def build(name: str, defs: Definitions | None = None, data: Path | None = None, home: Path | None = None,
           *, force: bool = False, step: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Build one dataset unless it is current (or ``force``); return its manifest.
 
-    Files are written to a temporary folder and moved into place at the end, so an
+    Before any work the home's ``datasets`` folder is created and checked writable, and
+    temporary folders left by an interrupted build of this dataset are removed. Files
+    are written to a temporary folder and moved into place at the end, so a failed or
     interrupted build leaves the previous build intact.
 
     Raises:
-        ConfigError, DataError: bad definitions or corpus files.
+        ConfigError: bad definitions, an unwritable home, or a definition the corpus
+            contradicts (an unknown held-out translator); names the dataset.
+        DataError: missing, incomplete or malformed corpus files (names the path).
     """
     import shutil
     import tempfile
 
+    started = time.time()
     defs = defs or load_definitions()
     defn = defs.definition(name)
-    data = data or _data_dir()
+    data = data or _data_dir(sources=required_sources(defn, defs))
     step = step or (lambda _msg: None)
     out = dataset_dir(name, home)
+    old = out.with_name(f".{name}-old")
+    if not out.exists() and old.is_dir():
+        try:  # a build killed between its two renames: the previous build comes back, status judges it
+            old.rename(out)
+        except OSError:
+            pass
     if not force and status(name, defs, data, home) == "current":
-        return json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+        manifest = read_manifest(name, home)
+        if manifest is not None:
+            return manifest
+    _prepare_home(name, out, started)
     step("hashing inputs")
     inputs = hash_inputs(input_files(defn, defs, data), data)
-    built = _BUILDERS[defn["source"]](defn, defs, data, step)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out.parent))
     try:
+        built = _BUILDERS[defn["source"]](defn, defs, data, step)
+    except ValueError as exc:
+        raise ConfigError(f"cannot build dataset {name} (dataset.{name} in {defs.path}): {exc}; "
+                          f"fix the definition, or the corpus under {data}") from exc
+    except KeyError as exc:
+        raise DataError(f"cannot build dataset {name}: a corpus record under {data} lacks the key {exc}; "
+                        f"restore the corpus (or fix dataset.{name} in {defs.path})") from exc
+    tmp = None
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out.parent))
         step("writing files")
         n_docs = write_documents(tmp / "documents.jsonl", built.documents)
         write_queries(tmp / "queries.tsv", built.queries)
@@ -379,7 +642,7 @@ def build(name: str, defs: Definitions | None = None, data: Path | None = None, 
             "notes": built.notes,
             "inputs_sha256": hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest(),
             "inputs": inputs,
-            "outputs": {f: _sha256(tmp / f) for f in ("documents.jsonl", "queries.tsv", "qrels.txt")},
+            "outputs": {f: _sha256(tmp / f) for f in _OUTPUTS},
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1, sort_keys=True) + "\n",
                                            encoding="utf-8")
@@ -391,8 +654,11 @@ def build(name: str, defs: Definitions | None = None, data: Path | None = None, 
             shutil.rmtree(old, ignore_errors=True)
         else:
             tmp.rename(out)
+    except OSError as exc:
+        raise ConfigError(f"cannot write dataset {name} into {out.parent} ({exc.strerror or exc}); "
+                          f"free space or {_HOME_HINT}; the previous build is kept") from exc
     finally:
-        if tmp.exists():
+        if tmp is not None and tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return manifest
 
@@ -421,7 +687,9 @@ def load(name: str, defs: Definitions | None = None, data: Path | None = None, h
         if state != "current":
             raise StaleError(f"dataset {name} is {state}; run `workbench data build` (or `--only {name}`) first")
     d = dataset_dir(name, home)
-    manifest = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
+    manifest = read_manifest(name, home)
+    if manifest is None:
+        raise StaleError(f"dataset {name} has no readable {d / 'manifest.json'}; run `workbench data build --only {name}`")
     return Dataset(name, read_documents(d / "documents.jsonl"), read_queries(d / "queries.tsv"),
                    read_qrels(d / "qrels.txt"), manifest)
 

@@ -1,7 +1,8 @@
 """The ``workbench`` command.
 
-Exit codes: 0 success, 1 a check failed, 2 usage, configuration or data error (the
-message names the file or setting and the fix; nothing is written on error).
+Exit codes: 0 success, 1 a check failed, 2 usage, configuration or data error (a
+one-line message names the file or setting and the fix; a build that fails leaves the
+previous build of that dataset in place).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ app.add_typer(refs_app, name="ref")
 
 
 def _fail(exc: Exception) -> None:
-    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+    """Print ``error: <message>`` on one line to stderr and exit 2 (no traceback)."""
+    msg = " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
+    typer.secho(f"error: {msg}", fg=typer.colors.RED, err=True)
     raise typer.Exit(2)
 
 
@@ -58,14 +61,19 @@ def data_build(
     force: bool = typer.Option(False, "--force", help="Rebuild even when the build is current."),
     definitions: Optional[Path] = typer.Option(None, "--definitions", help="Dataset definitions TOML (default datasets/datasets.toml)."),
 ) -> None:
-    """Build the datasets and query sets from WORKBENCH_DATA into WORKBENCH_HOME (skips what is current)."""
+    """Build the datasets and query sets from WORKBENCH_DATA into WORKBENCH_HOME (skips what is current).
+
+    Only the corpora the selected datasets read must be present. A dataset whose build
+    fails keeps its previous build.
+    """
     from workbench import catalog
     from workbench.settings import data_dir, home_dir
 
     try:
-        defs = catalog.load_definitions(definitions)
+        defs = catalog.load_definitions(definitions, option="--definitions")
         names = catalog.build_order(defs, only)
-        data, home = data_dir(), home_dir()
+        sources = tuple(dict.fromkeys(s for n in names for s in catalog.required_sources(defs.definition(n), defs)))
+        data, home = data_dir(sources=sources), home_dir()
         steps = _Steps(len(names))
         rows = []
         try:
@@ -96,16 +104,16 @@ def data_list(
     from workbench.settings import data_dir, home_dir
 
     try:
-        defs = catalog.load_definitions(definitions)
-        data, home = data_dir(), home_dir()
+        defs = catalog.load_definitions(definitions, option="--definitions")
+        sources = tuple(dict.fromkeys(s for n in defs.datasets for s in catalog.required_sources(defs.definition(n), defs)))
+        data, home = data_dir(sources=sources), home_dir()
         out = []
         for name in defs.datasets:
             state = catalog.status(name, defs, data, home)
             entry = {"name": name, "source": defs.datasets[name]["source"], "status": state,
                      "path": str(catalog.dataset_dir(name, home))}
-            mpath = catalog.dataset_dir(name, home) / "manifest.json"
-            if mpath.is_file():
-                m = json.loads(mpath.read_text(encoding="utf-8"))
+            m = catalog.read_manifest(name, home)  # None when missing or unreadable: no counts shown
+            if m is not None and catalog.valid_counts(m.get("counts")):
                 entry["counts"] = m["counts"]
                 entry["inputs_sha256"] = m.get("inputs_sha256")
             out.append(entry)
@@ -136,13 +144,21 @@ def ref_parse(
     collection: Optional[str] = typer.Option(None, help="Collection for bare CST notation (M, D, S, Ps)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Parse references; unresolvable ones print the reason (exit 1 if any did not resolve)."""
+    """Parse references; unresolvable ones print the reason (exit 1 if any did not resolve, 2 on a bad --collection)."""
     from workbench import refs
 
+    def shown(text: str, limit: int = 60) -> str:
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+    if collection is not None:
+        try:
+            refs.parse("", collection=collection)
+        except ValueError:
+            _fail(WorkbenchError(f"unknown --collection {shown(collection)!r}; use one of {', '.join(refs.COLLECTIONS)}"))
     results = []
     for r in reference:
         res = refs.parse(r, collection=collection)
-        results.append({"input": r, "canonical": res.ref.canonical() if res else None, "reason": res.reason})
+        results.append({"input": shown(r), "canonical": res.ref.canonical() if res else None, "reason": res.reason})
     if as_json:
         typer.echo(json.dumps(results, ensure_ascii=False, indent=1))
     else:
@@ -150,6 +166,128 @@ def ref_parse(
             typer.echo(f"{x['input']!r:24s} -> {x['canonical'] or 'unresolved: ' + x['reason']}")
     if any(x["canonical"] is None for x in results):
         raise typer.Exit(1)
+
+
+def _log(msg: str) -> None:
+    typer.secho(f"[workbench] {msg}", err=True, fg=typer.colors.BLUE)
+
+
+@app.command("eval")
+def eval_cmd(
+    experiment: Path = typer.Argument(..., help="Experiment TOML, e.g. experiments/seeds.toml."),
+    track: bool = typer.Option(True, "--track/--no-track", help="Log params, metrics and artifacts to MLflow."),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON records."),
+) -> None:
+    """Index what is missing, evaluate every config on every dataset, print the comparison, track it in MLflow."""
+    from workbench.experiment import load_experiment
+    from workbench.job import run_experiment
+    from workbench.settings import data_dir, home_dir
+
+    try:
+        exp = load_experiment(experiment)
+        data_dir()
+        home = home_dir()
+        t0 = time.perf_counter()
+        result = run_experiment(exp, home=home, progress=sys.stderr.isatty(), log=_log)
+        elapsed = time.perf_counter() - t0
+    except WorkbenchError as exc:
+        _fail(exc)
+    from workbench import report
+
+    if as_json:
+        typer.echo(report.comparison_frame(result).to_json(orient="records", indent=1))
+    else:
+        typer.echo(report.render(result))
+        typer.echo(f"\n{len(result.configs)} config runs in {elapsed:.1f} s; candidate cache: "
+                   f"{result.cache_hits} hits, {result.cache_misses} misses")
+    if track:
+        from workbench.tracking import log_job, tracking_uri
+
+        run_id = log_job(result, home)
+        typer.secho(f"tracked in MLflow: {tracking_uri(home)} (parent run {run_id})", err=True)
+
+
+def _read_queries(queries: list[str], file: Optional[Path]) -> list[str]:
+    texts = list(queries)
+    if file is not None:
+        src = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+        texts += [line.strip() for line in src.splitlines() if line.strip()]
+    return texts
+
+
+@app.command("search")
+def search_cmd(
+    queries: list[str] = typer.Argument(None, help="Query texts (or use --file)."),
+    config: str = typer.Option(..., "--config", "-c", help="A config name of the experiment."),
+    experiment: Path = typer.Option(Path("experiments/seeds.toml"), "--experiment", "-e", help="Experiment TOML."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Dataset (default: the experiment's first)."),
+    k: int = typer.Option(10, "-k", min=1, help="Hits to show."),
+    file: Optional[Path] = typer.Option(None, "--file", "-f", help="Read queries from a file, one per line ('-' = stdin)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Run one config live and show each hit with its address, a snippet and its rank and score in every lane."""
+    from workbench import catalog
+    from workbench.doctext import snippet
+    from workbench.experiment import load_experiment
+    from workbench.fusion import fuse
+    from workbench.job import Engine
+    from workbench.run import Run
+    from workbench.settings import home_dir
+    from workbench.types import Query
+
+    try:
+        exp = load_experiment(experiment)
+        if config not in exp.configs:
+            raise WorkbenchError(f"unknown config {config!r}; {experiment} defines: {', '.join(exp.configs)}")
+        cfg = exp.configs[config]
+        name = dataset or exp.datasets[0]
+        texts = _read_queries(queries or [], file)
+        if not texts:
+            raise WorkbenchError("no query given: pass query texts, or --file FILE ('-' reads stdin)")
+        home = home_dir()
+        defs = catalog.load_definitions()
+        if catalog.status(name, defs, home=home) != "current":
+            _log(f"building dataset {name}")
+            catalog.build(name, defs, home=home)
+        ds = catalog.load(name, defs, home=home)
+        engine = Engine(exp, home, progress=False, log=_log)
+        qs = [Query(f"q{i + 1}", t, "paraphrase", "und", "test") for i, t in enumerate(texts)]
+        depth = max(exp.depth, k)
+        lane_runs = {}
+        for lane_name in cfg.lanes:
+            lane_runs[lane_name] = engine.lane(ds, exp.lanes[lane_name]).search(qs, depth)
+        if cfg.fusion == "none":
+            fused = Run({q: h[: cfg.top_k] for q, h in lane_runs[cfg.lanes[0]].items()}, cfg.name)
+        else:
+            fused = fuse(lane_runs, cfg.fusion, **cfg.fusion_params())
+    except WorkbenchError as exc:
+        _fail(exc)
+    docs = {d.doc_id: d for d in ds.documents}
+    records = []
+    for q in qs:
+        hits = []
+        for rank, h in enumerate(fused.get_hits(q.query_id)[:k], start=1):
+            per_lane = {}
+            for lane_name, run in lane_runs.items():
+                for r, lh in enumerate(run.get_hits(q.query_id), start=1):
+                    if lh.doc_id == h.doc_id:
+                        per_lane[lane_name] = {"rank": r, "score": lh.score}
+                        break
+            d = docs.get(h.doc_id)
+            hits.append({"rank": rank, "doc_id": h.doc_id, "address": d.address if d else "", "score": h.score,
+                         "snippet": snippet(d) if d else "", "lanes": per_lane})
+        records.append({"query": q.text, "dataset": name, "config": cfg.name, "hits": hits})
+    if as_json:
+        typer.echo(json.dumps(records, ensure_ascii=False, indent=1))
+        return
+    for rec in records:
+        typer.secho(f"\n{rec['query']!r}  ({rec['config']} on {rec['dataset']})", bold=True)
+        if not rec["hits"]:
+            typer.echo("  no hits")
+        for h in rec["hits"]:
+            lanes = "  ".join(f"{n}#{v['rank']}:{v['score']:.4g}" for n, v in h["lanes"].items()) or "-"
+            typer.echo(f"{h['rank']:3d}. {h['address']:<22s} {h['score']:.5f}  [{lanes}]")
+            typer.echo(f"     {h['snippet']}")
 
 
 def main() -> None:  # pragma: no cover - console entry

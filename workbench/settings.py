@@ -59,20 +59,33 @@ def _read_config() -> tuple[dict, Path | None]:
     path = _config_path()
     if path is None:
         return {}, None
+    fix = "fix the file or point WORKBENCH_CONFIG elsewhere"
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh), path
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text ({exc.reason} at byte {exc.start}); {fix}") from exc
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}; {fix}") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"config file {path} is a folder, not a file; {fix}") from exc
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read ({exc.strerror or exc}); {fix}") from exc
 
 
 def _from_config(key: str) -> Path | None:
     cfg, path = _read_config()
-    value = cfg.get("paths", {}).get(key)
+    section = cfg.get("paths")
+    if section is None:
+        return None
+    if not isinstance(section, dict):
+        raise ConfigError(f"`paths` in {path} must be a table (`[paths]` with `data = \"...\"`, `home = \"...\"`), "
+                          f"got {section!r}; fix the file")
+    value = section.get(key)
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"[paths] {key} in {path} must be a non-empty string path")
+        raise ConfigError(f"[paths] {key} in {path} must be a non-empty string path, got {value!r}; fix the file")
     p = Path(value).expanduser()
     if not p.is_absolute() and path is not None:
         p = path.parent / p
@@ -108,21 +121,32 @@ def data_dir(*, check: bool = True, sources: tuple[str, ...] | None = None) -> P
     env = os.environ.get("WORKBENCH_DATA")
     if env is not None and env.strip():
         path = Path(env).expanduser()
+        origin = "WORKBENCH_DATA"
     else:
         path = _from_config("data")
+        origin = f"[paths] data in {_config_path()}"
     if path is None:
         raise ConfigError(
             "no data directory is set: export WORKBENCH_DATA=/path/to/shared/data "
-            "or put `[paths]\\ndata = \"...\"` in workbench.toml"
+            "or put `[paths] data = \"...\"` in workbench.toml"
         )
     path = path.resolve()
     if not check:
         return path
-    if not path.is_dir():
+    if path.exists() and not path.is_dir():
         raise DataError(
-            f"data directory {path} does not exist; set WORKBENCH_DATA to the folder holding "
+            f"data directory {path} (from {origin}) is a file, not a folder; set WORKBENCH_DATA to the folder holding "
             + ", ".join(f"{s}/" for s in EXPECTED_FILES)
         )
+    if not path.is_dir():
+        raise DataError(
+            f"data directory {path} (from {origin}) does not exist; set WORKBENCH_DATA to the folder holding "
+            + ", ".join(f"{s}/" for s in EXPECTED_FILES)
+        )
+    if sources is not None:
+        unknown = [s for s in sources if s not in EXPECTED_FILES]
+        if unknown:
+            raise ConfigError(f"unknown data source(s) {unknown}; known: {', '.join(EXPECTED_FILES)}")
     wanted = EXPECTED_FILES if sources is None else {s: EXPECTED_FILES[s] for s in sources}
     missing = [f"{src}/{f}" for src, files in wanted.items() for f in files if not (path / src / f).is_file()]
     if missing:

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.loaders._io import read_js_object
+from workbench.loaders._io import read_js_object, str_map
 from workbench.textnorm import match_form
 
 _HOMONYM = re.compile(r"\s+\d+(\.\d+)*$")
@@ -125,13 +125,14 @@ def load_dpd(data_dir: Path) -> Lexicon:
     """Load the ms-dpd lexicon from ``<data_dir>/ms-dpd``.
 
     Raises:
-        DataError: a file is missing, does not start with its ``export const`` line, or
-            holds invalid (e.g. truncated) JSON; the message names the path.
+        DataError: a file is missing, does not start with its ``export const`` line,
+            holds invalid (e.g. truncated) JSON, or its object is not string → string;
+            the message names the path (and the first bad key).
     """
     f = dpd_files(data_dir)
     return Lexicon(
-        index=read_js_object(f["index"], "export const INDEX="),
-        defs=read_js_object(f["pali"], "export const DEF_PALI="),
-        en=read_js_object(f["en"], "export const DEF_LANG="),
-        ru=read_js_object(f["ru"], "export const DEF_LANG="),
+        index=str_map(read_js_object(f["index"], "export const INDEX="), f["index"], "inflected form → headword ids"),
+        defs=str_map(read_js_object(f["pali"], "export const DEF_PALI="), f["pali"], "headword id → Pali fields"),
+        en=str_map(read_js_object(f["en"], "export const DEF_LANG="), f["en"], "headword id → English meanings"),
+        ru=str_map(read_js_object(f["ru"], "export const DEF_LANG="), f["ru"], "headword id → Russian meanings"),
     )

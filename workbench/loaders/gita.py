@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.errors import DataError
-from workbench.loaders._io import read_json
+from workbench.loaders._io import json_kind, read_json
 from workbench.textnorm import gita_to_iast, nfc
 from workbench.types import Document, Text
 
@@ -77,6 +77,48 @@ def strip_trailing_address(text: str) -> str:
     return _TRAILING_ADDRESS.sub("", text).strip()
 
 
+_INT = "integer"
+_STR = "string"
+
+#: The keys each record must carry, and their JSON type (other keys are ignored).
+_VERSE_KEYS = {"id": _INT, "chapter_number": _INT, "verse_number": _INT, "text": _STR}
+_VERSE_OPTIONAL = {"transliteration": _STR, "word_meanings": _STR}
+_TRANSLATION_KEYS = {"verse_id": _INT, "author_id": _INT, "authorName": _STR, "lang": _STR, "description": _STR}
+_CHAPTER_KEYS = {"chapter_number": _INT}
+_CHAPTER_OPTIONAL = {"name_translation": _STR}
+
+
+def _is(value: object, kind: str) -> bool:
+    if kind == _INT:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, str)
+
+
+def _records(obj: object, path: Path, what: str, required: dict[str, str],
+             optional: dict[str, str] | None = None) -> list[dict]:
+    """``obj`` if it is a JSON array of objects with the ``required`` keys (and types), else a DataError.
+
+    The message names the path, the record's position and the key.
+    """
+    if not isinstance(obj, list):
+        raise DataError(f"{path} is not a JSON array of {what} records (it holds a JSON {json_kind(obj)}); "
+                        "restore it from gita/gita")
+    for i, rec in enumerate(obj):
+        if not isinstance(rec, dict):
+            raise DataError(f"{path}: {what} record {i} is a JSON {json_kind(rec)}, not an object; restore the file from gita/gita")
+        for key, kind in required.items():
+            if key not in rec:
+                raise DataError(f"{path}: {what} record {i} lacks the key {key!r}; restore the file from gita/gita")
+            if not _is(rec[key], kind):
+                raise DataError(f"{path}: {what} record {i}: {key!r} is a JSON {json_kind(rec[key])}, not {'an' if kind == _INT else 'a'} "
+                                f"{kind}; restore the file from gita/gita")
+        for key, kind in (optional or {}).items():
+            if key in rec and not _is(rec[key], kind):
+                raise DataError(f"{path}: {what} record {i}: {key!r} is a JSON {json_kind(rec[key])}, not a {kind}; "
+                                "restore the file from gita/gita")
+    return obj
+
+
 @dataclass
 class GitaCorpus:
     """The gita verses and the facts the query builders need.
@@ -96,8 +138,10 @@ def load_gita(data_dir: Path) -> GitaCorpus:
     """Load the 701 verses of ``gita/`` with every translator's original wording.
 
     Raises:
-        DataError: a file is missing or malformed, a translation points at an unknown
-            verse, or the verse count is not 701 (names the path).
+        DataError: a file is missing or malformed (not an array of records with the
+            keys used, each of the right type), a translation points at an unknown
+            verse, or the verses are not the 701 of the edition (names the path, and
+            the record and key).
     """
     base = data_dir / "gita"
     verse_path, trans_path = base / "data" / "verse.json", base / "archive" / "translation_old.json"
@@ -106,6 +150,19 @@ def load_gita(data_dir: Path) -> GitaCorpus:
     if not isinstance(verses, list) or len(verses) != sum(VERSES_PER_CHAPTER):
         n = len(verses) if isinstance(verses, list) else "no list of"
         raise DataError(f"{verse_path} holds {n} verses; expected 701 (gita/gita @ c6fce39)")
+    _records(verses, verse_path, "verse", _VERSE_KEYS, _VERSE_OPTIONAL)
+    _records(translations, trans_path, "translation", _TRANSLATION_KEYS)
+    _records(chapters, chapters_path, "chapter", _CHAPTER_KEYS, _CHAPTER_OPTIONAL)
+    ids = [v["id"] for v in verses]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
+        raise DataError(f"{verse_path} repeats verse ids {dup}; restore it from gita/gita")
+    want = {(c, n) for c, count in enumerate(VERSES_PER_CHAPTER, start=1) for n in range(1, count + 1)}
+    have = {(v["chapter_number"], v["verse_number"]) for v in verses}
+    if have != want:
+        odd = sorted(have - want)[:5] or sorted(want - have)[:5]
+        raise DataError(f"{verse_path} does not hold the 701 verses BG 1.1 … 18.78 of the edition "
+                        f"(e.g. {', '.join(f'{c}.{n}' for c, n in odd)} is out of place); restore it from gita/gita")
     chapter_names = {c["chapter_number"]: c.get("name_translation", "") for c in chapters}
     by_verse: dict[int, list[dict]] = {}
     for rec in translations:

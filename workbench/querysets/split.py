@@ -10,6 +10,7 @@ split, in every dataset and every build, and no target leaks from train into tes
 from __future__ import annotations
 
 import hashlib
+import math
 
 from workbench.types import SPLITS
 
@@ -17,9 +18,11 @@ DEFAULT_RATIOS = (0.6, 0.2, 0.2)
 
 
 def check_ratios(ratios: tuple[float, float, float]) -> None:
-    """Raise ValueError unless the three ratios are non-negative and sum to 1 (within 1e-9)."""
-    if len(ratios) != 3 or any((not isinstance(r, (int, float))) or r < 0 for r in ratios):
-        raise ValueError(f"split ratios must be three non-negative numbers (train, dev, test), got {ratios!r}")
+    """Raise ValueError unless the ratios are three finite non-negative numbers summing to 1 (within 1e-9)."""
+    if (not isinstance(ratios, (tuple, list)) or len(ratios) != 3
+            or any(isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r < 0
+                   for r in ratios)):
+        raise ValueError(f"split ratios must be three finite non-negative numbers (train, dev, test), got {ratios!r}")
     if abs(sum(ratios) - 1.0) > 1e-9:
         raise ValueError(f"split ratios must sum to 1, got {ratios!r} (sum {sum(ratios)})")
 

@@ -1,0 +1,105 @@
+"""Postgres lanes on real data: HNSW build, ANN recall against exact search, per-lane latency.
+
+Measures, on the 2-core machine (issue #3's targets):
+
+* HNSW build time for the MN passages (512 tokens, 50 overlap) with MiniLM embeddings;
+* the vector lane's recall@10 against an exact scan at ef_search 10..200 (target: >= 0.99
+  at some ef_search <= 200), and that no lane returns fewer rows than asked;
+* latency p50 / p95 (ms per query) of every lane of experiments/seeds.toml.
+
+Usage: WORKBENCH_DATA=../shared/data python benchmarks/bench_lanes.py [--queries 300] [--embedder minilm|hash]
+Exits 1 when the recall target is missed or a lane returns fewer rows than asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--queries", type=int, default=300, help="queries per measurement (the first N of the set)")
+    ap.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
+    args = ap.parse_args()
+
+    import numpy as np
+
+    from retrievers.embedders import make_embedder
+    from retrievers.fulltext import FullTextLane
+    from retrievers.pgvector import VectorLane
+    from retrievers.reference import ReferenceLane
+    from retrievers.trigram import TrigramLane
+    from workbench import catalog, pg
+    from workbench.evaluate import latency_summary
+    from workbench.indexer import index_dataset
+
+    spec = {"kind": "sentence-transformers", "model": "all-MiniLM-L6-v2"} if args.embedder == "minilm" \
+        else {"kind": "hash", "dim": 64}
+    embedder = make_embedder(spec, progress=sys.stderr.isatty())
+    defs = catalog.load_definitions()
+    for name in ("bilara-passages", "bilara-segments"):
+        if catalog.status(name, defs) != "current":
+            catalog.build(name, defs)
+    dsn = pg.server_dsn()
+    with pg.connect(dsn) as conn:
+        pg.check_server(conn)
+        pg.ensure_reader(conn)
+    reader = pg.reader_dsn(dsn)
+
+    passages = catalog.load("bilara-passages", defs)
+    mn = replace(passages, name="bilara-passages-mn",
+                 documents=[d for d in passages.documents if d.work_id.startswith("mn")], manifest={})
+    print(f"# HNSW build, MN passages ({len(mn.documents):,} docs, {embedder.model_id}, m=16, ef_construction=64)")
+    info = index_dataset(dsn, mn, embedder)
+    if info.reused:
+        print(f"index reused (built earlier: build {info.build_s:.1f} s, HNSW {info.hnsw_build_s:.2f} s, embedding {info.embed_s:.1f} s)")
+    else:
+        print(f"build {info.build_s:.1f} s (embedding {info.embed_s:.1f} s, HNSW {info.hnsw_build_s:.2f} s)")
+
+    ds = catalog.load("bilara-passages", defs)
+    full = index_dataset(dsn, ds, embedder)
+    queries = ds.queries[: args.queries]
+    k = 100
+    exact = VectorLane("exact", reader, full.table, embedder, exact=True).search(queries, k)
+    print(f"\n# vector lane recall@10 against exact search ({len(queries)} queries, {full.doc_count:,} passages)")
+    print(f"{'ef_search':>9s} {'recall@10':>9s} {'min rows':>8s} {'p50 ms':>7s} {'p95 ms':>7s}")
+    ok = False
+    for ef in (10, 20, 40, 80, 100, 200):
+        lane = VectorLane("v", reader, full.table, embedder, ef_search=ef)
+        run = lane.search(queries, k)
+        rec = np.mean([len({h.doc_id for h in run[q.query_id][:10]} & {h.doc_id for h in exact[q.query_id][:10]}) / 10
+                       for q in queries])
+        rows = min(len(run[q.query_id]) for q in queries)
+        lat = latency_summary(list(lane.last_latencies_ms.values()))
+        ok = ok or (rec >= 0.99 and ef <= 200)
+        print(f"{ef:9d} {rec:9.4f} {rows:8d} {lat['p50']:7.2f} {lat['p95']:7.2f}")
+    rows_ok = True
+    print(f"\n# lane latency, ms per query (k={k}, {len(queries)} queries)")
+    print(f"{'dataset':16s} {'lane':12s} {'p50':>7s} {'p95':>8s} {'mean':>8s}")
+    for name in ("bilara-segments", "bilara-passages"):
+        d = catalog.load(name, defs)
+        inf = index_dataset(dsn, d, embedder)
+        qs = d.queries[: args.queries]
+        lanes = [VectorLane("vector", reader, inf.table, embedder, ef_search=100),
+                 FullTextLane("fts_russian", reader, inf.table, config="russian"),
+                 FullTextLane("fts_simple", reader, inf.table, config="simple"),
+                 FullTextLane("fts_fold", reader, inf.table, config="wb_fold"),
+                 TrigramLane("trigram", reader, inf.table, threshold=0.6),
+                 ReferenceLane("reference", d.documents)]
+        for lane in lanes:
+            t0 = time.perf_counter()
+            run = lane.search(qs, k)
+            lat = latency_summary(list(lane.last_latencies_ms.values()))
+            print(f"{name:16s} {lane.name:12s} {lat['p50']:7.2f} {lat['p95']:8.2f} {lat['mean']:8.2f}")
+            if lane.name == "vector":
+                rows_ok = rows_ok and all(len(run[q.query_id]) == min(k, inf.doc_count) for q in qs)
+    print(f"\nrecall target (>= 0.99 at some ef_search <= 200): {'met' if ok else 'MISSED'}; "
+          f"vector lane full rows: {'yes' if rows_ok else 'NO'}")
+    return 0 if ok and rows_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Retriever adapters (lanes): one batch-first protocol, :class:`retrievers.base.Retriever`."""

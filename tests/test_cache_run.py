@@ -1,0 +1,82 @@
+"""Runs (tie-break, TREC files) and the candidate cache (exact round trip, stale keys never read)."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from workbench.cache import CandidateCache, cache_key
+from workbench.errors import DataError
+from workbench.run import Hit, Run, read_trec_run, write_trec_run
+
+
+def test_tie_break_is_score_then_tiebreak_then_doc_id():
+    run = Run({"q": [Hit("b", 1.0), Hit("a", 1.0), Hit("c", 1.0, 0.5), Hit("z", 2.0)]})
+    assert [h.doc_id for h in run["q"]] == ["z", "c", "a", "b"]
+
+
+def test_run_rejects_nan_and_duplicates():
+    with pytest.raises(ValueError, match="non-finite"):
+        Run({"q": [("a", float("nan"))]})
+    with pytest.raises(ValueError, match="twice"):
+        Run({"q": [("a", 1.0), ("a", 2.0)]})
+
+
+def test_trec_round_trip_is_exact(tmp_path):
+    run = Run({"q1": [("a", 0.1 + 0.2), ("b", 1e-17)], "q2": [("c", -3.5)]}, "lane")
+    for name in ("r.trec", "r.trec.gz"):
+        write_trec_run(tmp_path / name, run)
+        back = read_trec_run(tmp_path / name)
+        assert back.to_dict() == run.to_dict()
+    assert (tmp_path / "r.trec").read_text().splitlines()[0] == f"q1 Q0 a 1 {0.1 + 0.2!r} lane"
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("q1 Q0 a 1 0.5\n", "6 columns"),
+    ("q1 Q0 a 1 x tag\n", "not a number"),
+    ("q1 Q0 a 1 nan tag\n", "not finite"),
+    ("q1 Q0 a 1 0.5 t\nq1 Q0 a 2 0.4 t\n", "twice"),
+    ("", "no results"),
+])
+def test_bad_trec_runs_name_the_line(tmp_path, content, needle):
+    p = tmp_path / "bad.trec"
+    p.write_text(content)
+    with pytest.raises(DataError, match=needle):
+        read_trec_run(p)
+
+
+def test_missing_run_file(tmp_path):
+    with pytest.raises(DataError, match="does not exist"):
+        read_trec_run(tmp_path / "nope.trec")
+
+
+def test_cache_round_trip_keeps_order_empty_queries_and_latencies(tmp_path):
+    cache = CandidateCache(tmp_path)
+    parts = {"dataset": "gita", "documents": "abc", "lane": "reference", "params": {}, "depth": 10}
+    run = Run({"q1": [Hit("bg1.2", 1.0, -1.0), Hit("bg1.1", 1.0, -2.0)], "q2": []}, "ref")
+    assert cache.get(parts) is None
+    cache.put(parts, run, {"q1": 0.5, "q2": 0.25})
+    got, lat = cache.get(parts)
+    assert [h.doc_id for h in got["q1"]] == ["bg1.2", "bg1.1"]  # the lane's order, not doc_id order
+    assert got["q2"] == () and set(got) == {"q1", "q2"}
+    assert lat == {"q1": 0.5, "q2": 0.25}
+    assert (cache.hits, cache.misses) == (1, 1)
+
+
+def test_changed_key_parts_miss(tmp_path):
+    cache = CandidateCache(tmp_path)
+    parts = {"documents": "abc", "params": {"ef_search": 100}}
+    cache.put(parts, Run({"q": [("a", 1.0)]}), {})
+    assert cache.get({"documents": "abd", "params": {"ef_search": 100}}) is None
+    assert cache.get({"documents": "abc", "params": {"ef_search": 200}}) is None
+    assert cache.get(parts) is not None
+    assert cache_key({"a": 1, "b": 2}) == cache_key({"b": 2, "a": 1})
+
+
+def test_damaged_entry_is_a_miss(tmp_path):
+    cache = CandidateCache(tmp_path)
+    parts = {"x": 1}
+    key = cache.put(parts, Run({"q": [("a", 1.0)]}), {})
+    (tmp_path / key[:2] / f"{key}.run.gz").write_bytes(gzip.compress(b"garbage line\n"))
+    assert cache.get(parts) is None

@@ -1,0 +1,100 @@
+"""Experiment configs: the shipped files load, and bad configs fail at load with the key named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from workbench.errors import ConfigError
+from workbench.experiment import load_experiment
+from workbench.tracking import metric_key
+
+ROOT = Path(__file__).resolve().parent.parent
+KNOWN = {"gita", "bilara-segments", "bilara-passages", "cst4-mn"}
+
+BASE = """
+name = "t"
+datasets = ["gita"]
+[embedders.e]
+kind = "hash"
+[lanes.vector]
+kind = "pgvector"
+embedder = "e"
+[lanes.fts]
+kind = "fulltext"
+config = "simple"
+[configs.both]
+lanes = ["vector", "fts"]
+fusion = "rrf"
+k = 60
+"""
+
+
+def load(tmp_path, text):
+    p = tmp_path / "e.toml"
+    p.write_text(text)
+    return load_experiment(p, known_datasets=KNOWN)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("*.toml")))
+def test_shipped_experiments_load(path):
+    exp = load_experiment(path, known_datasets=KNOWN)
+    assert exp.configs and exp.lanes_used()
+
+
+def test_seed_config_reproduces_aicharya():
+    exp = load_experiment(ROOT / "experiments" / "seeds.toml", known_datasets=KNOWN)
+    cfg = exp.configs["aicharya-rrf60"]
+    assert cfg.fusion == "rrf" and cfg.k == 60 and cfg.tiebreak_lane == "vector"
+    assert {exp.lanes[n].kind for n in cfg.lanes} == {"pgvector", "fulltext", "trigram"}
+    assert {exp.lanes[n].params.get("config") for n in cfg.lanes if exp.lanes[n].kind == "fulltext"} == {"russian", "simple"}
+    kb = load_experiment(ROOT / "experiments" / "kb.toml", known_datasets=KNOWN)
+    assert kb.configs["kb-top6"].top_k == 6 and kb.datasets == ("bilara-passages", "cst4-mn")
+
+
+def test_valid_minimal(tmp_path):
+    exp = load(tmp_path, BASE)
+    assert exp.configs["both"].fusion_params()["k"] == 60.0
+    assert exp.lanes_used() == ["vector", "fts"]
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (('kind = "fulltext"', 'kind = "bm99"'), "lanes.fts.kind"),
+    (('config = "simple"', 'config = "klingon"'), "lanes.fts.config"),
+    (('config = "simple"', 'config = "simple"\nef_search = 10'), "lanes.fts.ef_search"),
+    (('lanes = ["vector", "fts"]', 'lanes = ["vector", "nope"]'), "unknown lane"),
+    (('k = 60', 'k = 60\nweights = {vector = 1.0}'), "one weight for each lane"),
+    (('k = 60', 'k = 60\nweights = {vector = 1.0, fts = 1.0, zz = 2.0}'), "one weight for each lane"),
+    (('k = 60', 'k = -1'), "configs.both.k"),
+    (('k = 60', 'k = 60\ndepth = {zz = 3}'), "depth"),
+    (('k = 60', 'k = 60\ntiebreak_lane = "zz"'), "tiebreak_lane"),
+    (('fusion = "rrf"', 'fusion = "borda"'), "fusion"),
+    (('datasets = ["gita"]', 'datasets = ["nope"]'), "unknown dataset"),
+    (('datasets = ["gita"]', 'datasets = ["gita"]\nmeasures = ["recall@ten"]'), "measures"),
+    (('datasets = ["gita"]', 'datasets = ["gita"]\nsplits = ["holdout"]'), "splits"),
+    (('embedder = "e"', 'embedder = "zz"'), "embedders.zz"),
+    (('kind = "hash"', 'kind = "openai"'), "embedders.e.kind"),
+    (('name = "t"', 'name = "t"\ncolour = 1'), "unknown key"),
+])
+def test_bad_configs_fail_at_load_naming_the_key(tmp_path, edit, needle):
+    old, new = edit
+    assert old in BASE
+    with pytest.raises(ConfigError, match=needle.replace(".", r"\.")):
+        load(tmp_path, BASE.replace(old, new, 1))
+
+
+def test_missing_and_invalid_files(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_experiment(tmp_path / "nope.toml", known_datasets=KNOWN)
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load(tmp_path, "[configs\n")
+    with pytest.raises(ConfigError, match="no \\[configs"):
+        load(tmp_path, 'datasets = ["gita"]\n')
+
+
+@pytest.mark.parametrize("measure,key", [("R@10", "recall_at_10"), ("nDCG@10", "ndcg_at_10"), ("RR@10", "mrr_at_10"),
+                                         ("P@5", "precision_at_5"), ("Judged@10", "judged_at_10")])
+def test_metric_names_are_sanitised_for_mlflow(measure, key):
+    assert metric_key(measure) == key
+    assert "@" not in metric_key(measure)

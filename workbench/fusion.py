@@ -1,0 +1,191 @@
+"""Fusion of lane runs: pure functions, no I/O.
+
+Every function takes runs (one per lane, each query's hits best first) and returns a
+new :class:`~workbench.run.Run`; inputs are never modified. Parameters:
+
+* ``depth``: how many hits of each lane enter the fusion (per-lane, default all);
+* ``weights``: per-lane multipliers (default 1.0 each);
+* ``top_k``: the length of the fused list;
+* ``min_score``: fused hits scoring below it are dropped (after fusion, before ``top_k``);
+* ``tiebreak``: fused ties are broken by the ``tiebreak`` value (the AICharya seed uses
+  the raw cosine of its vector lane: pass ``tiebreak_lane="vector"``), then by doc_id
+  ascending (the :mod:`workbench.run` rule).
+
+Methods:
+
+* **RRF** (Cormack, Clarke and Büttcher, "Reciprocal rank fusion outperforms Condorcet
+  and individual rank learning methods", SIGIR 2009): ``score(d) = Σ_lanes w_l / (k + rank_l(d))``
+  with ranks from 1 and the constant ``k`` (60 in the paper and in the AICharya seed).
+  Only ranks are used, so RRF ignores the lanes' score scales.
+* **weighted**: ``Σ w_l · norm_l(score_l(d))`` with ``norm`` = min-max to [0, 1] per query
+  (a constant list maps to 1.0) or z-score per query (a constant list maps to 0.0); a
+  document absent from a lane contributes 0 from it.
+* **CombSUM / CombMNZ** (Fox and Shaw, TREC-2 1994): the sum of min-max normalised
+  scores; CombMNZ multiplies it by the number of lanes that retrieved the document.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+from workbench.run import Hit, Run
+
+NORMALISATIONS = ("minmax", "zscore")
+METHODS = ("rrf", "weighted", "combsum", "combmnz")
+
+
+def _check(runs: Mapping[str, Run], weights: Mapping[str, float] | None, depth: int | Mapping[str, int] | None) -> None:
+    if not runs:
+        raise ValueError("fusion needs at least one lane run")
+    if weights is not None:
+        unknown = set(weights) - set(runs)
+        if unknown:
+            raise ValueError(f"weights name lanes that are not fused: {sorted(unknown)}; lanes: {sorted(runs)}")
+        bad = {k: v for k, v in weights.items() if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0)}
+        if bad:
+            raise ValueError(f"weights must be finite and >= 0, got {bad}")
+    if isinstance(depth, Mapping):
+        unknown = set(depth) - set(runs)
+        if unknown:
+            raise ValueError(f"depth names lanes that are not fused: {sorted(unknown)}")
+        if any(not isinstance(v, int) or v < 1 for v in depth.values()):
+            raise ValueError(f"per-lane depth must be integers >= 1, got {dict(depth)}")
+    elif depth is not None and (not isinstance(depth, int) or depth < 1):
+        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
+
+
+def _depth_of(depth: int | Mapping[str, int] | None, lane: str) -> int | None:
+    if isinstance(depth, Mapping):
+        return depth.get(lane)
+    return depth
+
+
+def _finish(scores: dict[str, dict[str, float]], tiebreaks: dict[str, dict[str, float]], name: str,
+            min_score: float | None, top_k: int | None) -> Run:
+    rows = {}
+    for qid, per_doc in scores.items():
+        tb = tiebreaks.get(qid, {})
+        hits = [Hit(d, s, tb.get(d, 0.0)) for d, s in per_doc.items() if min_score is None or s >= min_score]
+        hits.sort(key=lambda h: (-h.score, -h.tiebreak, h.doc_id))
+        rows[qid] = hits[:top_k] if top_k is not None else hits
+    return Run(rows, name)
+
+
+def _tiebreaks(runs: Mapping[str, Run], lane: str | None) -> dict[str, dict[str, float]]:
+    if lane is None:
+        return {}
+    if lane not in runs:
+        raise ValueError(f"tiebreak_lane {lane!r} is not among the fused lanes {sorted(runs)}")
+    return {q: {h.doc_id: h.score for h in hits} for q, hits in runs[lane].items()}
+
+
+def _queries(runs: Mapping[str, Run]) -> list[str]:
+    return sorted({q for r in runs.values() for q in r})
+
+
+def rrf(runs: Mapping[str, Run], *, k: float = 60.0, weights: Mapping[str, float] | None = None,
+        depth: int | Mapping[str, int] | None = None, min_score: float | None = None, top_k: int | None = None,
+        tiebreak_lane: str | None = None, name: str = "rrf") -> Run:
+    """Reciprocal Rank Fusion (Cormack et al. 2009): ``Σ w_l / (k + rank_l(d))``, ranks from 1.
+
+    Args:
+        runs: lane name → run.
+        k: the RRF constant (> 0; 60 in the paper and the seeds).
+        weights: lane → weight; lanes missing from the mapping get 1.0.
+        depth: hits per lane that enter (int for all lanes, or lane → int).
+        min_score, top_k, tiebreak_lane: see the module docstring.
+
+    Raises:
+        ValueError: no runs, k <= 0, weights / depth naming unknown lanes, negative weights.
+    """
+    _check(runs, weights, depth)
+    if not (isinstance(k, (int, float)) and math.isfinite(k) and k > 0):
+        raise ValueError(f"RRF k must be a finite number > 0, got {k!r}")
+    w = {lane: float((weights or {}).get(lane, 1.0)) for lane in runs}
+    scores: dict[str, dict[str, float]] = {}
+    for q in _queries(runs):
+        acc: dict[str, float] = {}
+        for lane, run in runs.items():
+            hits = run.get_hits(q)[: _depth_of(depth, lane)]
+            for rank, h in enumerate(hits, start=1):
+                acc[h.doc_id] = acc.get(h.doc_id, 0.0) + w[lane] / (k + rank)
+        scores[q] = acc
+    return _finish(scores, _tiebreaks(runs, tiebreak_lane), name, min_score, top_k)
+
+
+def normalise(hits: Sequence[Hit], method: str = "minmax") -> dict[str, float]:
+    """Per-query score normalisation: ``minmax`` → [0, 1] (constant → 1.0), ``zscore`` (constant → 0.0).
+
+    Raises:
+        ValueError: an unknown method.
+    """
+    if method not in NORMALISATIONS:
+        raise ValueError(f"normalisation must be one of {NORMALISATIONS}, got {method!r}")
+    if not hits:
+        return {}
+    vals = [h.score for h in hits]
+    if method == "minmax":
+        lo, hi = min(vals), max(vals)
+        return {h.doc_id: (1.0 if hi == lo else (h.score - lo) / (hi - lo)) for h in hits}
+    mean = sum(vals) / len(vals)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
+    return {h.doc_id: (0.0 if sd == 0 else (h.score - mean) / sd) for h in hits}
+
+
+def weighted(runs: Mapping[str, Run], *, weights: Mapping[str, float] | None = None, norm: str = "minmax",
+             depth: int | Mapping[str, int] | None = None, min_score: float | None = None,
+             top_k: int | None = None, tiebreak_lane: str | None = None, name: str = "weighted") -> Run:
+    """Weighted sum of per-query normalised scores: ``Σ w_l · norm(score_l(d))``.
+
+    The seed's hybrid mode (fuzzy and semantic 7:3) is ``weights={"fuzzy": 0.7, "semantic": 0.3}``.
+
+    Raises:
+        ValueError: as :func:`rrf`, or an unknown ``norm``.
+    """
+    _check(runs, weights, depth)
+    if norm not in NORMALISATIONS:
+        raise ValueError(f"norm must be one of {NORMALISATIONS}, got {norm!r}")
+    w = {lane: float((weights or {}).get(lane, 1.0)) for lane in runs}
+    scores: dict[str, dict[str, float]] = {}
+    for q in _queries(runs):
+        acc: dict[str, float] = {}
+        for lane, run in runs.items():
+            for d, s in normalise(run.get_hits(q)[: _depth_of(depth, lane)], norm).items():
+                acc[d] = acc.get(d, 0.0) + w[lane] * s
+        scores[q] = acc
+    return _finish(scores, _tiebreaks(runs, tiebreak_lane), name, min_score, top_k)
+
+
+def comb(runs: Mapping[str, Run], *, mnz: bool = False, weights: Mapping[str, float] | None = None,
+         depth: int | Mapping[str, int] | None = None, min_score: float | None = None, top_k: int | None = None,
+         tiebreak_lane: str | None = None, name: str | None = None) -> Run:
+    """CombSUM (``mnz=False``) or CombMNZ (``mnz=True``) over min-max normalised scores (Fox and Shaw 1994)."""
+    _check(runs, weights, depth)
+    w = {lane: float((weights or {}).get(lane, 1.0)) for lane in runs}
+    scores: dict[str, dict[str, float]] = {}
+    for q in _queries(runs):
+        acc: dict[str, float] = {}
+        hits_n: dict[str, int] = {}
+        for lane, run in runs.items():
+            for d, s in normalise(run.get_hits(q)[: _depth_of(depth, lane)], "minmax").items():
+                acc[d] = acc.get(d, 0.0) + w[lane] * s
+                hits_n[d] = hits_n.get(d, 0) + 1
+        scores[q] = {d: (s * hits_n[d] if mnz else s) for d, s in acc.items()}
+    return _finish(scores, _tiebreaks(runs, tiebreak_lane), name or ("combmnz" if mnz else "combsum"),
+                   min_score, top_k)
+
+
+def fuse(runs: Mapping[str, Run], method: str, **params) -> Run:
+    """Dispatch by method name (``rrf``, ``weighted``, ``combsum``, ``combmnz``).
+
+    Raises:
+        ValueError: an unknown method (listing the known ones) or bad parameters.
+    """
+    if method == "rrf":
+        return rrf(runs, **params)
+    if method == "weighted":
+        return weighted(runs, **params)
+    if method in ("combsum", "combmnz"):
+        return comb(runs, mnz=method == "combmnz", **params)
+    raise ValueError(f"unknown fusion method {method!r}; choose from {', '.join(METHODS)}")

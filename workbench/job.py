@@ -1,0 +1,277 @@
+"""The main job: index what is missing, run each lane through the candidate cache, fuse, evaluate.
+
+``run_experiment`` is what ``workbench eval`` calls. Per dataset of the experiment:
+
+1. load the built dataset (building it first when it is missing or stale);
+2. for each lane some config uses: take its top-``depth`` candidates for *every* query
+   of the dataset from the candidate cache, or run the lane (starting Postgres and
+   indexing the dataset with the lane's embedder only then) and store them;
+3. for each config: fuse the lanes' candidates in memory (:mod:`workbench.fusion`),
+   evaluate on the experiment's splits (:mod:`workbench.evaluate`), and record latency.
+
+The database and the models are touched only on a cache miss. Latency of a fused
+config for one query is the sum of its lanes' latencies for that query (the lanes run
+one after the other) plus the fusion time.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from workbench import catalog
+from workbench.cache import CandidateCache
+from workbench.experiment import Experiment, FusedConfig, LaneSpec
+from workbench.run import Run
+from workbench.settings import home_dir
+
+BATCH = 256
+
+
+@dataclass
+class LaneResult:
+    """A lane's candidates for every query of a dataset, with per-query latency (ms)."""
+
+    run: Run
+    latencies_ms: dict[str, float]
+    cached: bool
+
+
+@dataclass
+class ConfigResult:
+    """One config evaluated on one dataset."""
+
+    dataset: str
+    config: FusedConfig
+    run: Run
+    evaluation: Any  # workbench.evaluate.EvalResult
+    latency_ms: dict[str, float]
+    fusion_ms: float
+
+
+@dataclass
+class JobResult:
+    """Everything ``workbench eval`` computed."""
+
+    experiment: Experiment
+    configs: list[ConfigResult] = field(default_factory=list)
+    lanes: dict[tuple[str, str], LaneResult] = field(default_factory=dict)
+    lane_latency: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    datasets: dict[str, catalog.Dataset] = field(default_factory=dict)
+    cache_hits: int = 0
+    cache_misses: int = 0
+
+
+class Engine:
+    """Lazily started services and models for one job: Postgres, embedders, indexes.
+
+    Nothing is started until a lane actually has to run (a cache miss).
+    """
+
+    def __init__(self, experiment: Experiment, home: Path, progress: bool = False,
+                 log: Callable[[str], None] = lambda _m: None):
+        self.exp = experiment
+        self.home = home
+        self.progress = progress
+        self.log = log
+        self._dsn: str | None = None
+        self._reader: str | None = None
+        self._embedders: dict[str, Any] = {}
+        self._indexes: dict[tuple[str, str], Any] = {}
+
+    def dsn(self) -> str:
+        """The admin DSN (embedded server by default), checked and with the reader role in place."""
+        if self._dsn is None:
+            from workbench import pg
+
+            self.log("starting Postgres")
+            self._dsn = pg.server_dsn(self.home)
+            with pg.connect(self._dsn) as conn:
+                pg.check_server(conn)
+                pg.ensure_reader(conn)
+            self._reader = pg.reader_dsn(self._dsn)
+        return self._dsn
+
+    def reader(self) -> str:
+        """The read-only DSN every lane connects with."""
+        self.dsn()
+        return self._reader  # type: ignore[return-value]
+
+    def embedder(self, name: str):
+        """The cached embedder declared as ``[embedders.NAME]``."""
+        if name not in self._embedders:
+            from retrievers.embedders import make_embedder
+
+            self.log(f"loading embedder {name}")
+            self._embedders[name] = make_embedder(self.exp.embedders[name])
+        return self._embedders[name]
+
+    def model_id(self, name: str) -> str:
+        """The model id of an embedder without loading the model when the spec tells it."""
+        return self.embedder(name).model_id
+
+    def text_embedder_name(self) -> str:
+        """The embedder whose index the text lanes (full text, trigram) read: the first declared."""
+        if not self.exp.embedders:
+            from workbench.errors import ConfigError
+
+            raise ConfigError(f"{self.exp.path}: full-text and trigram lanes read the Postgres index, which needs "
+                              "an [embedders.NAME] table; declare one (e.g. kind = \"sentence-transformers\")")
+        return next(iter(self.exp.embedders))
+
+    def index(self, ds: catalog.Dataset, embedder_name: str):
+        """The dataset's Postgres index for this embedder, built when missing."""
+        key = (ds.name, embedder_name)
+        if key not in self._indexes:
+            from workbench.indexer import index_dataset
+
+            self.log(f"indexing {ds.name} with {embedder_name}")
+            self._indexes[key] = index_dataset(self.dsn(), ds, self.embedder(embedder_name),
+                                               progress=self.progress, **self.exp.index)
+        return self._indexes[key]
+
+    def lane(self, ds: catalog.Dataset, spec: LaneSpec):
+        """A live Retriever for this lane on this dataset."""
+        if spec.kind == "reference":
+            from retrievers.reference import ReferenceLane
+
+            return ReferenceLane(spec.name, ds.documents)
+        if spec.kind == "pgvector":
+            from retrievers.pgvector import VectorLane
+
+            info = self.index(ds, spec.params["embedder"])
+            p = {k: v for k, v in spec.params.items() if k != "embedder"}
+            return VectorLane(spec.name, self.reader(), info.table, self.embedder(spec.params["embedder"]), **p)
+        info = self.index(ds, self.text_embedder_name())
+        if spec.kind == "fulltext":
+            from retrievers.fulltext import FullTextLane
+
+            return FullTextLane(spec.name, self.reader(), info.table, **spec.params)
+        if spec.kind == "trigram":
+            from retrievers.trigram import TrigramLane
+
+            return TrigramLane(spec.name, self.reader(), info.table, **spec.params)
+        raise ValueError(f"unknown lane kind {spec.kind!r}")
+
+    def cache_parts(self, ds: catalog.Dataset, spec: LaneSpec) -> dict[str, Any]:
+        """Everything that shapes this lane's candidates (the cache key)."""
+        outputs = ds.manifest["outputs"]
+        parts: dict[str, Any] = {"dataset": ds.name, "documents": outputs["documents.jsonl"],
+                                 "queries": outputs["queries.tsv"], "lane": spec.kind, "params": spec.params,
+                                 "depth": self.exp.depth, "code": lane_code_fingerprint(spec.kind)}
+        if spec.kind == "pgvector":
+            parts["model_id"] = self.model_id(spec.params["embedder"])
+            parts["index"] = dict(self.exp.index)
+        return parts
+
+
+#: Source files whose code shapes each lane kind's candidates (defaults included).
+_LANE_CODE = {
+    "pgvector": ("retrievers/pgvector.py", "workbench/pg.py", "workbench/indexer.py", "workbench/doctext.py"),
+    "fulltext": ("retrievers/fulltext.py", "workbench/pg.py", "workbench/indexer.py", "workbench/doctext.py"),
+    "trigram": ("retrievers/trigram.py", "workbench/pg.py", "workbench/indexer.py", "workbench/doctext.py"),
+    "reference": ("retrievers/reference.py", "workbench/refs.py"),
+}
+
+
+def lane_code_fingerprint(kind: str) -> str:
+    """sha256 (16 hex) of the source of the modules behind a lane kind, so a code change
+    (a new default, a fixed query builder) never reads candidates made by the old code."""
+    import hashlib
+
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for rel in _LANE_CODE.get(kind, ()):
+        h.update(rel.encode() + b"\0" + (root / rel).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _run_lane(lane, queries, depth: int, progress: bool, label: str) -> tuple[Run, dict[str, float]]:
+    from tqdm import tqdm
+
+    rows: dict = {}
+    lat: dict[str, float] = {}
+    batches = [queries[i:i + BATCH] for i in range(0, len(queries), BATCH)]
+    for batch in tqdm(batches, desc=label, unit="batch", disable=not progress, file=sys.stderr, leave=False):
+        run = lane.search(batch, depth)
+        rows.update({q: run[q] for q in run})
+        lat.update(getattr(lane, "last_latencies_ms", {}) or {})
+    return Run(rows, lane.name), lat
+
+
+def lane_candidates(exp: Experiment, ds: catalog.Dataset, engine: Engine, cache: CandidateCache,
+                    log: Callable[[str], None] = lambda _m: None) -> dict[str, LaneResult]:
+    """Every used lane's candidates for all queries of ``ds``, from the cache or live."""
+    out: dict[str, LaneResult] = {}
+    for name in exp.lanes_used():
+        spec = exp.lanes[name]
+        parts = engine.cache_parts(ds, spec)
+        got = cache.get(parts)
+        if got is not None:
+            out[name] = LaneResult(got[0], got[1], cached=True)
+            continue
+        log(f"{ds.name}: running lane {name} on {len(ds.queries)} queries")
+        lane = engine.lane(ds, spec)
+        run, lat = _run_lane(lane, ds.queries, exp.depth, engine.progress, f"{ds.name}/{name}")
+        cache.put(parts, run, lat)
+        out[name] = LaneResult(run, lat, cached=False)
+    return out
+
+
+def evaluate_config(exp: Experiment, ds: catalog.Dataset, cfg: FusedConfig, lanes: dict[str, LaneResult]) -> ConfigResult:
+    """Fuse the lanes of ``cfg`` in memory and evaluate on the experiment's splits."""
+    from workbench.evaluate import evaluate
+    from workbench.fusion import fuse
+
+    t0 = time.perf_counter()
+    if cfg.fusion == "none":
+        run = lanes[cfg.lanes[0]].run
+        if cfg.min_score is not None:
+            run = Run({q: [h for h in hits if h.score >= cfg.min_score] for q, hits in run.items()}, cfg.name)
+        run = Run({q: hits[: cfg.top_k] for q, hits in run.items()}, cfg.name)
+    else:
+        run = fuse({n: lanes[n].run for n in cfg.lanes}, cfg.fusion, **cfg.fusion_params())
+    fusion_ms = (time.perf_counter() - t0) * 1000
+    queries = [q for q in ds.queries if q.split in exp.splits]
+    wanted = {q.query_id for q in queries}
+    qrels = [r for r in ds.qrels if r.query_id in wanted]
+    evaluation = evaluate(run, qrels, queries, list(exp.measures))
+    per_q = fusion_ms / max(len(ds.queries), 1)
+    latency = {q.query_id: sum(lanes[n].latencies_ms.get(q.query_id, 0.0) for n in cfg.lanes) + per_q
+               for q in queries}
+    return ConfigResult(ds.name, cfg, run, evaluation, latency, fusion_ms)
+
+
+def run_experiment(exp: Experiment, *, home: Path | None = None, progress: bool = False,
+                   log: Callable[[str], None] = lambda _m: None) -> JobResult:
+    """Run every config of ``exp`` on every dataset (see the module docstring).
+
+    Raises:
+        ConfigError, DataError, StaleError, PgError: with messages naming the fix.
+    """
+    
+    from workbench.evaluate import latency_or_nan
+
+    home = home or home_dir()
+    defs = catalog.load_definitions()
+    engine = Engine(exp, home, progress, log)
+    cache = CandidateCache(home / "cache" / "candidates")
+    result = JobResult(exp)
+    for name in exp.datasets:
+        if catalog.status(name, defs, home=home) != "current":
+            log(f"building dataset {name}")
+            catalog.build(name, defs, home=home)
+        ds = catalog.load(name, defs, home=home)
+        result.datasets[name] = ds
+        lanes = lane_candidates(exp, ds, engine, cache, log)
+        for lane_name, lr in lanes.items():
+            result.lanes[(name, lane_name)] = lr
+            result.lane_latency[(name, lane_name)] = latency_or_nan(list(lr.latencies_ms.values()))
+        for cfg in exp.configs.values():
+            result.configs.append(evaluate_config(exp, ds, cfg, lanes))
+    result.cache_hits, result.cache_misses = cache.hits, cache.misses
+    return result
+

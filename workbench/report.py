@@ -1,0 +1,61 @@
+"""Plain-text comparison tables for ``workbench eval`` (configs × measures, per query type)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from workbench.evaluate import latency_or_nan
+
+
+
+def comparison_frame(result) -> pd.DataFrame:
+    """One row per (dataset, config): every measure's mean, query count, latency p50/p95 (ms)."""
+    rows = []
+    for cr in result.configs:
+        lat = latency_or_nan(list(cr.latency_ms.values()))
+        row = {"dataset": cr.dataset, "config": cr.config.name, "n": len(cr.evaluation.per_query)}
+        row.update({m: v for m, v in cr.evaluation.overall.items()})
+        row.update({"p50 ms": lat["p50"], "p95 ms": lat["p95"]})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def by_type_frame(result, measures: list[str]) -> pd.DataFrame:
+    """One row per (dataset, config, query_type) with the given measures and the query count."""
+    rows = []
+    for cr in result.configs:
+        table = cr.evaluation.aggregate("query_type")
+        for qtype, r in table.iterrows():
+            row = {"dataset": cr.dataset, "config": cr.config.name, "query_type": qtype, "n": int(r["n"])}
+            row.update({m: r[m] for m in measures})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def render(result, type_measures: tuple[str, ...] = ("R@10", "nDCG@10", "RR@10")) -> str:
+    """The comparison as text: per dataset, configs × measures, then per query type."""
+    out = []
+    comp = comparison_frame(result)
+    fmt = {c: "{:.3f}".format for c in comp.columns if c not in ("dataset", "config", "n", "p50 ms", "p95 ms")}
+    fmt.update({"p50 ms": "{:.1f}".format, "p95 ms": "{:.1f}".format})
+    splits = ",".join(result.experiment.splits)
+    for ds, part in comp.groupby("dataset", sort=False):
+        out.append(f"\n== {ds} (splits: {splits}) ==")
+        out.append(part.drop(columns=["dataset"]).to_string(index=False, formatters=fmt))
+    canonical = list(result.configs[0].evaluation.measures) if result.configs else []
+    measures = [m for m in type_measures if m in canonical] or canonical[:3]
+    bt = by_type_frame(result, measures)
+    if not bt.empty:
+        for ds, part in bt.groupby("dataset", sort=False):
+            wide = part.pivot_table(index="config", columns="query_type", values=measures, sort=False)
+            wide = wide.reindex([c for c in result.experiment.configs if c in wide.index])
+            out.append(f"\n-- {ds}: per query type --")
+            out.append(wide.to_string(float_format=lambda v: f"{v:.3f}"))
+    lanes = [(d, lane, s) for (d, lane), s in result.lane_latency.items()]
+    if lanes:
+        out.append("\n-- lane latency (ms per query) --")
+        out.append(pd.DataFrame([{"dataset": d, "lane": lane, "p50": s["p50"], "p95": s["p95"],
+                                  "cached": result.lanes[(d, lane)].cached} for d, lane, s in lanes])
+                   .to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    return "\n".join(out)
+

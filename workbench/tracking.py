@@ -1,0 +1,125 @@
+"""MLflow tracking for ``workbench eval``: one parent run per invocation, one child per (dataset, config).
+
+* Store: ``MLFLOW_TRACKING_URI`` when set, else ``sqlite:///<home>/mlflow.db`` (MLflow
+  discourages the plain file store); artifacts under ``<home>/mlartifacts``.
+* Params: the config flattened (``fusion``, ``k``, ``weights.vector``…), every lane's
+  engine parameters (``lane.vector.ef_search``), embedding model ids, splits, depth, and
+  the input hashes (documents, queries, qrels, corpus inputs, builder code).
+* Metrics: names sanitised in exactly one place, :func:`metric_key` (MLflow rejects
+  ``@``): ``R@10`` → ``recall_at_10``, ``nDCG@10`` → ``ndcg_at_10``, ``RR@10`` →
+  ``mrr_at_10``; per query type ``recall_at_10/paraphrase``, per split
+  ``recall_at_10/split_test``; latency ``latency_p50_ms`` / ``latency_p95_ms``.
+* Artifacts: the TREC run, the per-query table (CSV) and the experiment TOML.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+_PREFIX = {"R": "recall", "P": "precision", "nDCG": "ndcg", "RR": "mrr", "Judged": "judged", "AP": "map",
+           "Success": "success"}
+
+
+def metric_key(measure: str) -> str:
+    """The MLflow metric name of an ir_measures name: ``R@10`` → ``recall_at_10``; ``nDCG@10`` → ``ndcg_at_10``."""
+    name, _, cutoff = str(measure).partition("@")
+    base = _PREFIX.get(name, re.sub(r"[^0-9A-Za-z]+", "_", name).strip("_").lower())
+    return f"{base}_at_{cutoff}" if cutoff else base
+
+
+def tracking_uri(home: Path) -> str:
+    """``MLFLOW_TRACKING_URI`` or ``sqlite:///<home>/mlflow.db``."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(home / 'mlflow.db').resolve()}"
+
+
+def _quiet() -> None:
+    for name in ("mlflow", "alembic", "sqlalchemy"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+
+def _experiment_id(mlflow, name: str, home: Path) -> str:
+    exp = mlflow.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    return mlflow.create_experiment(name, artifact_location=(home / "mlartifacts").resolve().as_uri())
+
+
+def config_params(result, cr) -> dict[str, Any]:
+    """The params logged for one (dataset, config) child run."""
+    exp = result.experiment
+    ds = result.datasets[cr.dataset]
+    params: dict[str, Any] = {"dataset": cr.dataset, "config": cr.config.name, "splits": ",".join(exp.splits),
+                              "depth": exp.depth, "measures": ",".join(exp.measures)}
+    params.update({f"fusion.{k}": v for k, v in cr.config.flat().items()})
+    for lane in cr.config.lanes:
+        spec = exp.lanes[lane]
+        params[f"lane.{lane}.kind"] = spec.kind
+        params.update({f"lane.{lane}.{k}": v for k, v in spec.params.items()})
+        if spec.kind == "pgvector":
+            params[f"lane.{lane}.model"] = exp.embedders[spec.params["embedder"]].get("model", exp.embedders[spec.params["embedder"]]["kind"])
+    outputs = ds.manifest["outputs"]
+    params.update({"hash.documents": outputs["documents.jsonl"], "hash.queries": outputs["queries.tsv"],
+                   "hash.qrels": outputs["qrels.txt"], "hash.inputs": ds.manifest.get("inputs_sha256", ""),
+                   "hash.code": ds.manifest.get("code_sha256", "")})
+    return {k: str(v)[:500] for k, v in params.items()}
+
+
+def config_metrics(cr) -> dict[str, float]:
+    """The metrics logged for one (dataset, config) child run."""
+    from workbench.evaluate import latency_or_nan
+
+    
+    ev = cr.evaluation
+    out: dict[str, float] = {metric_key(m): float(v) for m, v in ev.overall.items()}
+    for by in ("query_type", "split"):
+        table = ev.aggregate(by)
+        for group, row in table.iterrows():
+            label = str(group) if by == "query_type" else f"split_{group}"
+            for m in ev.overall:
+                out[f"{metric_key(m)}/{label}"] = float(row[m])
+    lat = latency_or_nan(list(cr.latency_ms.values()))
+    out["latency_p50_ms"], out["latency_p95_ms"] = lat["p50"], lat["p95"]
+    out["queries"] = float(len(ev.per_query))
+    return out
+
+
+def log_job(result, home: Path) -> str:
+    """Log a :class:`~workbench.job.JobResult` to MLflow; returns the parent run id."""
+    _quiet()
+    import mlflow
+    from mlflow.entities import Metric, Param
+
+    from workbench.run import write_trec_run
+
+    mlflow.set_tracking_uri(tracking_uri(home))
+    exp = result.experiment
+    exp_id = _experiment_id(mlflow, exp.name, home)
+    client = mlflow.MlflowClient()
+    with mlflow.start_run(experiment_id=exp_id, run_name=f"{exp.name} eval") as parent:
+        mlflow.log_params({"experiment_file": str(exp.path), "datasets": ",".join(exp.datasets),
+                           "configs": ",".join(exp.configs)})
+        mlflow.log_artifact(str(exp.path))
+        lanes = {f"{d}/{lane}": s for (d, lane), s in result.lane_latency.items()}
+        mlflow.log_dict(lanes, "lane_latency_ms.json")
+        for cr in result.configs:
+            with mlflow.start_run(experiment_id=exp_id, run_name=f"{cr.dataset}/{cr.config.name}", nested=True) as child:
+                now = int(__import__("time").time() * 1000)
+                client.log_batch(child.info.run_id,
+                                 metrics=[Metric(k, v, now, 0) for k, v in config_metrics(cr).items()],
+                                 params=[Param(k, v) for k, v in config_params(result, cr).items()])
+                mlflow.set_tags({"dataset": cr.dataset, "config": cr.config.name, "workbench.kind": "config"})
+                with tempfile.TemporaryDirectory() as tmp:
+                    t = Path(tmp)
+                    write_trec_run(t / "run.trec", cr.run, tag=cr.config.name)
+                    cr.evaluation.per_query.to_csv(t / "per_query.csv", index=False)
+                    (t / "config.json").write_text(json.dumps(cr.config.flat(), indent=1, default=str))
+                    mlflow.log_artifacts(tmp)
+        return parent.info.run_id
+
