@@ -66,3 +66,12 @@ def test_k_limits_and_batch(lanes):
     run = lanes["gita"].search([q("BG 7", "a"), q("BG 2.47", "b"), q("nothing", "c")], 5)
     assert len(run["a"]) == 5 and len(run["b"]) == 1 and run["c"] == ()
     assert lanes["gita"].search([q("BG 7")], 0)["q"] == ()
+
+
+def test_reference_lane_passes_the_lane_conformance_kit(lanes):
+    from lane_conformance import check_lane
+
+    qs = [q("BG 2.47", "a"), q("Бг 7", "b"), q("Bhagavad-gita 18.78", "c"), q("BG 3", "d")]
+    check_lane(lanes["gita"], qs, 10, matches={"a": 1, "b": 30, "c": 1, "d": 43})
+    seg = [q("M i 56", "p"), q("MN 10", "m"), q("SN 56.11", "s")]
+    check_lane(lanes["bilara-segments"], seg, 5, matches=5)

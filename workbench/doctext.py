@@ -1,9 +1,13 @@
 """The text of a document that lanes index and embed.
 
-``index_text`` joins every text of a document (original, translations, transliterations,
-word meanings) with newlines, in the document's order. The canonical address is never
-part of it: references are answered by the reference lane, so no text lane can match a
-query on a verse number alone.
+``index_text`` joins every text of a document with newlines, translations first, then
+word meanings, transliterations and the original (:data:`FIELD_ORDER`; within a field,
+the document's order). Models with a short input window (all-MiniLM-L6-v2 reads 256
+word pieces) thus see the translations, which they understand, before the Devanagari or
+Pali, which they mostly turn into unknown tokens; full-text and trigram lanes are
+indifferent to the order. The canonical address is never part of it: references are
+answered by the reference lane, so no text lane can match a query on a verse number
+alone.
 """
 
 from __future__ import annotations
@@ -11,9 +15,16 @@ from __future__ import annotations
 from workbench.types import Document
 
 
+#: Field order in ``index_text``; fields not listed come last, in the document's order.
+FIELD_ORDER = ("translation", "word_meanings_iast", "word_meanings", "transliteration_iast", "transliteration",
+               "root")
+
+
 def index_text(doc: Document) -> str:
-    """All texts of ``doc`` joined by ``\\n`` (empty texts skipped)."""
-    return "\n".join(t.text for t in doc.texts if t.text.strip())
+    """All texts of ``doc`` joined by ``\\n``, ordered by :data:`FIELD_ORDER` (empty texts skipped)."""
+    rank = {f: i for i, f in enumerate(FIELD_ORDER)}
+    texts = sorted((t for t in doc.texts if t.text.strip()), key=lambda t: rank.get(t.field, len(FIELD_ORDER)))
+    return "\n".join(t.text for t in texts)
 
 
 def snippet(doc: Document, length: int = 160) -> str:

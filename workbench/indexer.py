@@ -25,6 +25,7 @@ batches (``embed_passages``) while they are streamed in with binary ``COPY``.
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 import json
 import time
 import unicodedata
@@ -118,10 +119,20 @@ def corpus_sha256(dataset: Any) -> str:
     return h.hexdigest()
 
 
+def body_fingerprint() -> str:
+    """sha256 (16 hex) of :mod:`workbench.doctext`, which defines the indexed and embedded body:
+    a change to it (say, the order of the fields) gives every index a new key."""
+    from workbench import doctext
+
+    return hashlib.sha256(Path(doctext.__file__).read_bytes()).hexdigest()[:16]
+
+
 def index_key(corpus: str, model_id: str, dim: int, m: int, ef_construction: int, halfvec: bool) -> str:
-    """sha256 hex of everything that shapes an index (see the module docstring)."""
+    """sha256 hex of everything that shapes an index (see the module docstring), including
+    :func:`body_fingerprint`."""
     parts = {"corpus_sha256": corpus, "model_id": model_id, "dim": int(dim), "m": int(m),
-             "ef_construction": int(ef_construction), "halfvec": bool(halfvec), "schema_version": SCHEMA_VERSION}
+             "ef_construction": int(ef_construction), "halfvec": bool(halfvec), "schema_version": SCHEMA_VERSION,
+             "body": body_fingerprint()}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
 
 
