@@ -98,3 +98,43 @@ def test_missing_and_invalid_files(tmp_path):
 def test_metric_names_are_sanitised_for_mlflow(measure, key):
     assert metric_key(measure) == key
     assert "@" not in metric_key(measure)
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (('name = "t"', 'name = 5'), "name must be"),
+    (('k = 60', 'k = 60\nmin_score = true'), "min_score"),
+    (('kind = "hash"', 'kind = "sentence-transformers"\nmodel = "/nonexistent/model"'), "embedders.e.model"),
+])
+def test_more_bad_values_fail_at_load(tmp_path, edit, needle):
+    old, new = edit
+    with pytest.raises(ConfigError, match=needle.replace(".", r"\.")):
+        load(tmp_path, BASE.replace(old, new, 1))
+
+
+def test_tracking_uri_is_checked_before_the_evaluation(tmp_path, monkeypatch):
+    from workbench.tracking import check_tracking
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "bogus://x")
+    with pytest.raises(ConfigError, match="unsupported scheme"):
+        check_tracking(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}")
+    with pytest.raises(ConfigError, match="folder"):
+        check_tracking(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'sub' / 'm.db'}")
+    check_tracking(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["missing", "folder", "latin1"])
+def test_search_cli_bad_query_file_exits_2(tmp_path, kind):
+    from typer.testing import CliRunner
+
+    from workbench.cli import app
+
+    exp = tmp_path / "e.toml"
+    exp.write_text(BASE)
+    target = {"missing": tmp_path / "nope.txt", "folder": tmp_path}.get(kind, tmp_path / "latin1.txt")
+    if kind == "latin1":
+        target.write_bytes("sanātana".encode("latin-1", errors="replace") + b"\xe9\xff\n")
+    res = CliRunner().invoke(app, ["search", "-e", str(exp), "-c", "both", "--file", str(target)])
+    assert res.exit_code == 2, res.output
+    assert "query file" in res.output and "Traceback" not in res.output

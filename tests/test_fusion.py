@@ -153,3 +153,10 @@ def test_fusion_is_deterministic_and_sorted(r1, r2):
             all(math.isclose(x.score, y.score) for x, y in zip(a[q], b[q]))
         keys = [(-h.score, -h.tiebreak, h.doc_id) for h in a[q]]
         assert keys == sorted(keys)
+
+
+def test_a_document_missing_from_the_tiebreak_lane_sorts_after_one_it_retrieved():
+    vec = Run({"q": [("v", -0.5)]})  # a negative cosine still beats "not retrieved"
+    ref = Run({"q": [("r", 2.0)]})
+    fused = rrf({"vector": vec, "reference": ref}, tiebreak_lane="vector")
+    assert ids(fused) == ["v", "r"]

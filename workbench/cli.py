@@ -187,6 +187,10 @@ def eval_cmd(
         exp = load_experiment(experiment)
         data_dir()
         home = home_dir()
+        if track:
+            from workbench.tracking import check_tracking
+
+            check_tracking(home)
         t0 = time.perf_counter()
         result = run_experiment(exp, home=home, progress=sys.stderr.isatty(), log=_log)
         elapsed = time.perf_counter() - t0
@@ -203,14 +207,27 @@ def eval_cmd(
     if track:
         from workbench.tracking import log_job, tracking_uri
 
-        run_id = log_job(result, home)
+        try:
+            run_id = log_job(result, home)
+        except Exception as exc:  # MLflow raises many kinds; the comparison above is already printed
+            _fail(WorkbenchError(f"could not track in MLflow at {tracking_uri(home)}: {str(exc).splitlines()[0][:200]}; "
+                                 "fix or unset MLFLOW_TRACKING_URI, or pass --no-track"))
         typer.secho(f"tracked in MLflow: {tracking_uri(home)} (parent run {run_id})", err=True)
 
 
 def _read_queries(queries: list[str], file: Optional[Path]) -> list[str]:
     texts = list(queries)
     if file is not None:
-        src = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+        try:
+            src = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise WorkbenchError(f"query file {file} does not exist; give a UTF-8 text file, one query per line") from None
+        except IsADirectoryError:
+            raise WorkbenchError(f"query file {file} is a folder; give a UTF-8 text file, one query per line") from None
+        except UnicodeDecodeError:
+            raise WorkbenchError(f"query file {file} is not UTF-8; convert it (e.g. iconv -t utf-8)") from None
+        except OSError as exc:
+            raise WorkbenchError(f"cannot read query file {file}: {exc.strerror or exc}") from None
         texts += [line.strip() for line in src.splitlines() if line.strip()]
     return texts
 
@@ -281,7 +298,8 @@ def search_cmd(
         typer.echo(json.dumps(records, ensure_ascii=False, indent=1))
         return
     for rec in records:
-        typer.secho(f"\n{rec['query']!r}  ({rec['config']} on {rec['dataset']})", bold=True)
+        shown = rec["query"] if len(rec["query"]) <= 80 else rec["query"][:79] + "…"
+        typer.secho(f"\n{shown!r}  ({rec['config']} on {rec['dataset']})", bold=True)
         if not rec["hits"]:
             typer.echo("  no hits")
         for h in rec["hits"]:

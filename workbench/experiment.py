@@ -192,7 +192,11 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
     for key in ("index", "embedders", "lanes", "configs"):
         if key in raw and not isinstance(raw[key], dict):
             raise _err(path, key, f"must be a table ([{key}] or [{key}.NAME])")
-    name = raw.get("name") or path.stem
+    name = raw.get("name", path.stem)
+    if not isinstance(name, str) or not name.strip():
+        raise _err(path, "name", "must be a non-empty string")
+    if not isinstance(raw.get("description", ""), str):
+        raise _err(path, "description", "must be a string")
     if known_datasets is None:
         from workbench.catalog import load_definitions
 
@@ -225,7 +229,14 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
             raise _err(path, f"index.{key}", check(val))
     embedders = raw.get("embedders", {})
     for ename, spec in embedders.items():
-        _check_table(path, f"embedders.{ename}", spec, EMBEDDER_KINDS)
+        kind, params = _check_table(path, f"embedders.{ename}", spec, EMBEDDER_KINDS)
+        from retrievers.embedders import MINILM_NAMES
+
+        model = params.get("model")
+        if kind == "sentence-transformers" and model is not None and model not in MINILM_NAMES \
+                and not Path(model).expanduser().is_dir():
+            raise _err(path, f"embedders.{ename}.model", f"{model!r} is neither {MINILM_NAMES[0]!r} (the packaged "
+                       "model) nor an existing local folder of a sentence-transformers model")
     lanes: dict[str, LaneSpec] = {}
     for lname, spec in raw.get("lanes", {}).items():
         kind, params = _check_table(path, f"lanes.{lname}", spec, LANE_KINDS)
@@ -302,7 +313,8 @@ def _config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneS
     elif depth is not None and _int_at_least(1)(depth):
         raise _err(path, f"{where}.depth", "must be an integer >= 1 or a table lane = integer")
     min_score = spec.get("min_score")
-    if min_score is not None and not (isinstance(min_score, (int, float)) and math.isfinite(min_score)):
+    if min_score is not None and (isinstance(min_score, bool) or not (isinstance(min_score, (int, float))
+                                                                    and math.isfinite(min_score))):
         raise _err(path, f"{where}.min_score", "must be a number")
     top_k = spec.get("top_k", 100)
     if _int_at_least(1)(top_k):

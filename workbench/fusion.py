@@ -66,7 +66,8 @@ def _finish(scores: dict[str, dict[str, float]], tiebreaks: dict[str, dict[str, 
     rows = {}
     for qid, per_doc in scores.items():
         tb = tiebreaks.get(qid, {})
-        hits = [Hit(d, s, tb.get(d, 0.0)) for d, s in per_doc.items() if min_score is None or s >= min_score]
+        # a document the tie-break lane did not retrieve sorts after every one it did
+        hits = [Hit(d, s, tb.get(d, -math.inf)) for d, s in per_doc.items() if min_score is None or s >= min_score]
         hits.sort(key=lambda h: (-h.score, -h.tiebreak, h.doc_id))
         rows[qid] = hits[:top_k] if top_k is not None else hits
     return Run(rows, name)

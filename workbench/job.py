@@ -63,6 +63,7 @@ class JobResult:
     datasets: dict[str, catalog.Dataset] = field(default_factory=dict)
     cache_hits: int = 0
     cache_misses: int = 0
+    model_ids: dict[str, str] = field(default_factory=dict)
 
 
 class Engine:
@@ -81,13 +82,14 @@ class Engine:
         self._reader: str | None = None
         self._embedders: dict[str, Any] = {}
         self._indexes: dict[tuple[str, str], Any] = {}
+        self.model_ids: dict[str, str] = {}
 
     def dsn(self) -> str:
         """The admin DSN (embedded server by default), checked and with the reader role in place."""
         if self._dsn is None:
             from workbench import pg
 
-            self.log("starting Postgres")
+            self.log("connecting to Postgres (the embedded server unless WORKBENCH_PG_DSN is set)")
             self._dsn = pg.server_dsn(self.home)
             with pg.connect(self._dsn) as conn:
                 pg.check_server(conn)
@@ -110,8 +112,9 @@ class Engine:
         return self._embedders[name]
 
     def model_id(self, name: str) -> str:
-        """The model id of an embedder without loading the model when the spec tells it."""
-        return self.embedder(name).model_id
+        """The model id of an embedder (loads it: the id depends on the resolved model)."""
+        self.model_ids[name] = self.embedder(name).model_id
+        return self.model_ids[name]
 
     def text_embedder_name(self) -> str:
         """The embedder whose index the text lanes (full text, trigram) read: the first declared."""
@@ -273,5 +276,6 @@ def run_experiment(exp: Experiment, *, home: Path | None = None, progress: bool 
         for cfg in exp.configs.values():
             result.configs.append(evaluate_config(exp, ds, cfg, lanes))
     result.cache_hits, result.cache_misses = cache.hits, cache.misses
+    result.model_ids = dict(engine.model_ids)
     return result
 

@@ -39,9 +39,47 @@ def tracking_uri(home: Path) -> str:
 
 
 def _quiet() -> None:
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    # an unreachable tracking server fails in seconds, not after minutes of retries
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
     for name in ("mlflow", "alembic", "sqlalchemy"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+
+def check_tracking(home: Path) -> None:
+    """Fail early (before a long evaluation) on a tracking URI that cannot work.
+
+    Checks the scheme, and for ``sqlite:///`` that the database's folder can be created
+    and written. Remote servers are only reached when logging.
+
+    Raises:
+        ConfigError: naming the URI and the fix.
+    """
+    from workbench.errors import ConfigError
+
+    uri = tracking_uri(home)
+    scheme = uri.split(":", 1)[0].lower()
+    fix = "fix or unset MLFLOW_TRACKING_URI, or pass --no-track"
+    if scheme not in ("sqlite", "http", "https", "postgresql", "mysql", "databricks"):
+        raise ConfigError(f"MLflow tracking URI {uri!r} has an unsupported scheme {scheme!r}; "
+                          f"use sqlite:///PATH or http(s)://HOST ({fix})")
+    if scheme == "sqlite":
+        path = Path(uri.split(":///", 1)[1]) if ":///" in uri else None
+        if path is None or not str(path):
+            raise ConfigError(f"MLflow tracking URI {uri!r} names no database file ({fix})")
+        if not path.is_absolute():
+            path = Path.cwd() / path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            probe = path.parent / f".wb-probe-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise ConfigError(f"MLflow database folder {path.parent} is not writable ({exc.strerror or exc}); {fix}") from None
+        if path.exists() and path.is_dir():
+            raise ConfigError(f"MLflow tracking URI {uri!r} points at a folder, not a database file ({fix})")
 
 
 def _experiment_id(mlflow, name: str, home: Path) -> str:
@@ -63,7 +101,8 @@ def config_params(result, cr) -> dict[str, Any]:
         params[f"lane.{lane}.kind"] = spec.kind
         params.update({f"lane.{lane}.{k}": v for k, v in spec.params.items()})
         if spec.kind == "pgvector":
-            params[f"lane.{lane}.model"] = exp.embedders[spec.params["embedder"]].get("model", exp.embedders[spec.params["embedder"]]["kind"])
+            params[f"lane.{lane}.model_id"] = result.model_ids.get(spec.params["embedder"], "")
+    params.update({f"index.{k}": v for k, v in exp.index.items()})
     outputs = ds.manifest["outputs"]
     params.update({"hash.documents": outputs["documents.jsonl"], "hash.queries": outputs["queries.tsv"],
                    "hash.qrels": outputs["qrels.txt"], "hash.inputs": ds.manifest.get("inputs_sha256", ""),
