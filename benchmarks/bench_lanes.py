@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from dataclasses import replace
 
 
@@ -108,7 +107,6 @@ def main() -> int:
                  TrigramLane("trigram", reader, inf.table, threshold=0.6),
                  ReferenceLane("reference", d.documents)]
         for lane in lanes:
-            t0 = time.perf_counter()
             run = lane.search(qs, k)
             lat = latency_summary(list(lane.last_latencies_ms.values()))
             print(f"{name:16s} {lane.name:12s} {lat['p50']:7.2f} {lat['p95']:8.2f} {lat['mean']:8.2f}")

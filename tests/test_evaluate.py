@@ -11,7 +11,6 @@ import math
 
 import ir_measures
 import numpy as np
-import pandas as pd
 import pytest
 
 from workbench.errors import ConfigError

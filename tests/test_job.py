@@ -8,7 +8,6 @@ read back from MLflow.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner

@@ -20,13 +20,12 @@ import hashlib
 import json
 import os
 import re
-import sys
 import time
 import tomllib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from workbench.errors import ConfigError, DataError, StaleError
 from workbench.formats import BINARY_THRESHOLD, read_documents, read_qrels, read_queries, write_documents, write_qrels, write_queries

@@ -18,7 +18,7 @@ import gzip
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping
 
 from workbench.errors import DataError
 
