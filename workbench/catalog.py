@@ -693,6 +693,21 @@ def load(name: str, defs: Definitions | None = None, data: Path | None = None, h
                    read_qrels(d / "qrels.txt"), manifest)
 
 
+def ensure(name: str, defs: Definitions | None = None, data: Path | None = None, home: Path | None = None,
+           log: Callable[[str], None] = lambda _m: None) -> Dataset:
+    """Load a dataset, building it first when it is missing or stale.
+
+    The inputs are hashed once: the status check decides, and the build and the load
+    then skip their own checks.
+    """
+    defs = defs or load_definitions()
+    state = status(name, defs, data, home)
+    if state != "current":
+        log(f"building dataset {name} ({state})")
+        build(name, defs, data, home, force=True)
+    return load(name, defs, data, home, check=False)
+
+
 def build_order(defs: Definitions, only: list[str] | None = None) -> list[str]:
     """Dataset names to build, in definition order, checking ``only`` names exist."""
     names = list(defs.datasets)

@@ -263,10 +263,7 @@ def search_cmd(
             raise WorkbenchError("no query given: pass query texts, or --file FILE ('-' reads stdin)")
         home = home_dir()
         defs = catalog.load_definitions()
-        if catalog.status(name, defs, home=home) != "current":
-            _log(f"building dataset {name}")
-            catalog.build(name, defs, home=home)
-        ds = catalog.load(name, defs, home=home)
+        ds = catalog.ensure(name, defs, home=home, log=_log)
         engine = Engine(exp, home, progress=False, log=_log)
         qs = [Query(f"q{i + 1}", t, "paraphrase", "und", "test") for i, t in enumerate(texts)]
         depth = max(exp.depth, k)

@@ -264,10 +264,7 @@ def run_experiment(exp: Experiment, *, home: Path | None = None, progress: bool 
     cache = CandidateCache(home / "cache" / "candidates")
     result = JobResult(exp)
     for name in exp.datasets:
-        if catalog.status(name, defs, home=home) != "current":
-            log(f"building dataset {name}")
-            catalog.build(name, defs, home=home)
-        ds = catalog.load(name, defs, home=home)
+        ds = catalog.ensure(name, defs, home=home, log=log)
         result.datasets[name] = ds
         lanes = lane_candidates(exp, ds, engine, cache, log)
         for lane_name, lr in lanes.items():
