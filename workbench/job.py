@@ -16,6 +16,7 @@ one after the other) plus the fusion time.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from dataclasses import dataclass, field
@@ -82,6 +83,9 @@ class Engine:
         self._reader: str | None = None
         self._embedders: dict[str, Any] = {}
         self._indexes: dict[tuple[str, str], Any] = {}
+        self._os: tuple[Any, str] | None = None
+        self._os_indexes: dict[tuple[str, str | None], Any] = {}
+        self._lexicon: Any = None
         self.model_ids: dict[str, str] = {}
 
     def dsn(self) -> str:
@@ -136,6 +140,42 @@ class Engine:
                                                progress=self.progress, **self.exp.index)
         return self._indexes[key]
 
+    def opensearch(self) -> tuple[Any, str]:
+        """``(client, url)`` of the checked cluster: ``WORKBENCH_OS_URL``, else the local node (started if needed)."""
+        if self._os is None:
+            from workbench import osearch
+
+            url = osearch.cluster_url(self.home, start=True, log=self.log)
+            es = osearch.client(url)
+            osearch.check_cluster(es, url)
+            self._os = (es, url)
+        return self._os
+
+    def lexicon(self):
+        """The ms-dpd lexicon (lemma synonyms of the OpenSearch index), loaded once."""
+        if self._lexicon is None:
+            from workbench.loaders.dpd import load_dpd
+            from workbench.settings import data_dir
+
+            self.log("loading ms-dpd for the OpenSearch lemma synonyms")
+            self._lexicon = load_dpd(data_dir(sources=("ms-dpd",)))
+        return self._lexicon
+
+    def os_index(self, ds: catalog.Dataset, embedder_name: str | None):
+        """The dataset's OpenSearch index with this embedder's vectors (``None``: no vector field), built when missing."""
+        key = (ds.name, embedder_name)
+        if key not in self._os_indexes:
+            from workbench.os_index import index_dataset
+
+            es, url = self.opensearch()
+            pali = any(t.language == "pi" for d in ds.documents for t in d.texts)
+            self.log(f"OpenSearch index of {ds.name}" + (f" with {embedder_name}" if embedder_name else ""))
+            index = {k: v for k, v in self.exp.index.items() if k in ("m", "ef_construction")}
+            self._os_indexes[key] = index_dataset(
+                es, url, ds, self.embedder(embedder_name) if embedder_name else None,
+                lexicon=self.lexicon() if pali else None, progress=self.progress, **index)
+        return self._os_indexes[key]
+
     def lane(self, ds: catalog.Dataset, spec: LaneSpec):
         """A live Retriever for this lane on this dataset."""
         if spec.kind == "reference":
@@ -148,6 +188,17 @@ class Engine:
             info = self.index(ds, spec.params["embedder"])
             p = {k: v for k, v in spec.params.items() if k != "embedder"}
             return VectorLane(spec.name, self.reader(), info.table, self.embedder(spec.params["embedder"]), **p)
+        if spec.kind == "opensearch":
+            from retrievers.opensearch import OpenSearchLane
+
+            emb = spec.params.get("embedder") or (next(iter(self.exp.embedders)) if self.exp.embedders else None)
+            info = self.os_index(ds, emb)
+            es, url = self.opensearch()
+            p = {k: v for k, v in spec.params.items() if k not in ("embedder", "mode")}
+            if "fuzziness" in p:
+                p["fuzziness"] = str(p["fuzziness"])
+            return OpenSearchLane(spec.name, es, info.name, spec.params["mode"], url=url,
+                                  embedder=self.embedder(emb) if spec.params["mode"] == "semantic" else None, **p)
         info = self.index(ds, self.text_embedder_name())
         if spec.kind == "fulltext":
             from retrievers.fulltext import FullTextLane
@@ -165,9 +216,11 @@ class Engine:
         parts: dict[str, Any] = {"dataset": ds.name, "documents": outputs["documents.jsonl"],
                                  "queries": outputs["queries.tsv"], "lane": spec.kind, "params": spec.params,
                                  "depth": self.exp.depth, "code": lane_code_fingerprint(spec.kind)}
-        if spec.kind == "pgvector":
+        if spec.kind == "pgvector" or (spec.kind == "opensearch" and spec.params["mode"] == "semantic"):
             parts["model_id"] = self.model_id(spec.params["embedder"])
             parts["index"] = dict(self.exp.index)
+        if spec.kind == "opensearch" and spec.params["mode"] == "lemma":
+            parts["dpd"] = dpd_digest()
         return parts
 
 
@@ -177,7 +230,29 @@ _LANE_CODE = {
     "fulltext": ("retrievers/fulltext.py", "workbench/pg.py", "workbench/indexer.py", "workbench/doctext.py"),
     "trigram": ("retrievers/trigram.py", "workbench/pg.py", "workbench/indexer.py", "workbench/doctext.py"),
     "reference": ("retrievers/reference.py", "workbench/refs.py"),
+    "opensearch": ("retrievers/opensearch.py", "workbench/os_index.py", "workbench/doctext.py", "workbench/refs.py",
+                   "workbench/services/icu_plugin/WorkbenchIcuPlugin.java"),
 }
+
+
+def dpd_digest() -> str:
+    """sha256 (16 hex) of the ms-dpd files behind the OpenSearch lemma synonyms (form index, headwords)."""
+    from workbench.settings import data_dir
+
+    return _dpd_digest(data_dir(sources=("ms-dpd",)))
+
+
+@functools.lru_cache(maxsize=4)
+def _dpd_digest(data: Path) -> str:
+    import hashlib
+
+    from workbench.loaders.dpd import dpd_files
+
+    files = dpd_files(data)
+    h = hashlib.sha256()
+    for role in ("index", "pali"):
+        h.update(files[role].read_bytes())
+    return h.hexdigest()[:16]
 
 
 def lane_code_fingerprint(kind: str) -> str:

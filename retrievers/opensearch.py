@@ -1,0 +1,193 @@
+"""OpenSearch lanes: the third seed's search modes over an index built by :mod:`workbench.os_index`.
+
+One class, :class:`OpenSearchLane`, with a ``mode``:
+
+* ``fuzzy`` — ``match`` on ``content.text`` (ICU-folded) with ``fuzziness`` (default
+  ``AUTO``) and ``operator`` (default ``or``): the seed's default mode. Raw score: BM25.
+* ``exact`` — the seed's exact mode: a ``term`` on ``content.exact`` (the whole text
+  equals the query, case-insensitively; boost 2) or a ``match_phrase`` on
+  ``content.words`` (the words in order, diacritics kept: ``metta`` does *not* find
+  ``mettā``). Raw score: BM25 (sum of the two clauses).
+* ``lemma`` — ``match`` on ``content.lemma``: the query is analysed by the
+  ``synonym_graph`` analyser, so any DPD form of a Pali word finds every form of its
+  lemma. Raw score: BM25.
+* ``page_ref`` — searches ``page_refs`` / ``pages`` only: the query is read with the
+  reference grammar (:func:`workbench.refs.parse_page_ref`: ``M i 56``, ``MN i 56``,
+  ``PTS M 1.56``, CST ``P1.56``) into the indexed canonical key; a ``term`` on
+  ``page_refs`` (the page starts in the document, boost 2) or ``pages`` (the document
+  lies on it, boost 1), ``constant_score``, so the raw score is 2 or 1 (3 when both).
+  A query that is not a page reference is looked up verbatim (whitespace collapsed).
+* ``semantic`` — ``knn`` on ``content.vector`` (Lucene HNSW) with ``k`` = the depth and
+  ``method_parameters.ef_search`` = ``max(ef_search, k)``. Raw score: **cosine
+  similarity** = ``2 * _score - 1`` (the lucene engine's ``cosinesimil`` score is
+  ``(1 + cos) / 2``), higher is better.
+
+Every mode sorts by ``_score`` then ``doc_id``, so ties are cut deterministically. The
+query text is never parsed as query syntax (``match``, ``match_phrase``, ``term`` and
+``knn`` take it literally), so ``/ : ( ) " ~ *`` are ordinary characters. Queries
+longer than ``max_query_chars`` (default 1,000) are cut; empty ones get an empty
+ranking. Hybrid (the seed's fuzzy + semantic at 7:3) is not a mode: it is the
+workbench's own weighted fusion of the ``fuzzy`` and ``semantic`` lanes, so it is
+tuned like every other combination.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+from workbench.errors import ConfigError
+from workbench.osearch import OpenSearchError, describe
+from workbench.run import Hit, Run
+from workbench.types import Query
+
+MODES = ("fuzzy", "exact", "lemma", "page_ref", "semantic")
+FUZZINESS = ("AUTO", "0", "1", "2")
+EF_SEARCH_MAX = 10000
+
+_SCORE_KIND = {
+    "fuzzy": "BM25 of match(content.text, fuzziness) , >= 0, higher is better",
+    "exact": "BM25 of term(content.exact)^2 + match_phrase(content.words), >= 0, higher is better",
+    "lemma": "BM25 of match(content.lemma) through the DPD synonym_graph analyser, >= 0, higher is better",
+    "page_ref": "2 = the page starts in the document, 1 = the document lies on the page (3 = both), higher is better",
+    "semantic": "cosine similarity = 2 * lucene cosinesimil score - 1, in [-1, 1], higher is better",
+}
+
+
+class OpenSearchLane:
+    """A lane over an OpenSearch index (see the module docstring).
+
+    Args:
+        name: lane name.
+        es: an ``opensearchpy.OpenSearch`` client.
+        index: the index name (:class:`~workbench.os_index.OsIndexInfo` ``.name``).
+        mode: one of :data:`MODES`.
+        url: the cluster URL, for error messages.
+        embedder: for ``semantic``: the embedder the index was built with.
+        fuzziness: for ``fuzzy``: ``AUTO``, ``0``, ``1`` or ``2``.
+        operator: for ``fuzzy`` and ``lemma``: ``or`` or ``and``.
+        ef_search: for ``semantic``: HNSW candidate list size, raised to ``k``.
+        max_query_chars: longer queries are cut to this many characters.
+
+    Attributes:
+        last_latencies_ms: per query_id, the request's round trip in ms (plus, for
+            ``semantic``, an equal share of the batch's embedding time).
+
+    Raises:
+        ConfigError: an unknown mode or a parameter out of range; ``semantic`` without an embedder.
+    """
+
+    def __init__(self, name: str, es, index: str, mode: str, *, url: str = "", embedder: Any = None,
+                 fuzziness: str = "AUTO", operator: str = "or", ef_search: int = 100, max_query_chars: int = 1000):
+        if mode not in MODES:
+            raise ConfigError(f"lane {name}: mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if str(fuzziness) not in FUZZINESS:
+            raise ConfigError(f"lane {name}: fuzziness must be one of {', '.join(FUZZINESS)}, got {fuzziness!r}")
+        if operator not in ("or", "and"):
+            raise ConfigError(f"lane {name}: operator must be 'or' or 'and', got {operator!r}")
+        if not isinstance(ef_search, int) or isinstance(ef_search, bool) or not 1 <= ef_search <= EF_SEARCH_MAX:
+            raise ConfigError(f"lane {name}: ef_search must be an integer in 1..{EF_SEARCH_MAX}, got {ef_search!r}")
+        if not isinstance(max_query_chars, int) or isinstance(max_query_chars, bool) or max_query_chars < 1:
+            raise ConfigError(f"lane {name}: max_query_chars must be a positive integer, got {max_query_chars!r}")
+        if mode == "semantic" and embedder is None:
+            raise ConfigError(f"lane {name}: mode 'semantic' needs an embedder")
+        self.name, self.es, self.index, self.mode, self.url = name, es, str(getattr(index, "name", index)), mode, url
+        self.embedder = embedder
+        self.fuzziness, self.operator, self.ef_search = str(fuzziness), operator, ef_search
+        self.max_query_chars = max_query_chars
+        self.score_kind = _SCORE_KIND[mode]
+        self.last_latencies_ms: dict[str, float] = {}
+
+    def config(self) -> dict[str, Any]:
+        """Every engine parameter that shapes the ranking (keys the candidate cache)."""
+        out: dict[str, Any] = {"kind": "opensearch", "index": self.index, "mode": self.mode,
+                               "max_query_chars": self.max_query_chars}
+        if self.mode == "fuzzy":
+            out.update(fuzziness=self.fuzziness, operator=self.operator)
+        if self.mode == "lemma":
+            out.update(operator=self.operator)
+        if self.mode == "semantic":
+            out.update(ef_search=self.ef_search, model_id=self.embedder.model_id)
+        return out
+
+    # ------------------------------------------------------------ queries
+
+    def query_body(self, text: str, k: int, vector: Sequence[float] | None = None) -> dict[str, Any] | None:
+        """The search body for one query text (``None`` when the text is empty after trimming)."""
+        text = " ".join(text[: self.max_query_chars].split())
+        if not text:
+            return None
+        if self.mode == "fuzzy":
+            q: dict[str, Any] = {"match": {"content.text": {"query": text, "fuzziness": self.fuzziness,
+                                                             "operator": self.operator}}}
+        elif self.mode == "exact":
+            q = {"bool": {"should": [{"term": {"content.exact": {"value": text, "boost": 2.0}}},
+                                     {"match_phrase": {"content.words": {"query": text}}}],
+                          "minimum_should_match": 1}}
+        elif self.mode == "lemma":
+            q = {"match": {"content.lemma": {"query": text, "operator": self.operator}}}
+        elif self.mode == "page_ref":
+            key = page_query_key(text)
+            q = {"bool": {"should": [{"constant_score": {"filter": {"term": {"page_refs": key}}, "boost": 2.0}},
+                                     {"constant_score": {"filter": {"term": {"pages": key}}, "boost": 1.0}}],
+                          "minimum_should_match": 1}}
+        else:
+            q = {"knn": {"content.vector": {"vector": [float(x) for x in vector], "k": k,
+                                            "method_parameters": {"ef_search": max(self.ef_search, k)}}}}
+        return {"size": k, "query": q, "sort": [{"_score": "desc"}, {"doc_id": "asc"}], "track_scores": True,
+                "track_total_hits": False, "_source": False}
+
+    def search(self, queries: Sequence[Query], k: int) -> Run:
+        """Top ``k`` documents for every query (empty ranking for an empty query).
+
+        Raises:
+            ValueError: ``k`` is not an integer >= 0.
+            OpenSearchError: the index is missing or the cluster is unreachable (names the URL and index).
+        """
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            raise ValueError(f"k must be an integer >= 0, got {k!r}")
+        self.last_latencies_ms = {}
+        vectors: Any = [None] * len(queries)
+        share = 0.0
+        if self.mode == "semantic" and queries and k > 0:
+            t0 = time.perf_counter()
+            vectors = self.embedder.embed_queries([q.text[: self.max_query_chars] for q in queries])
+            share = (time.perf_counter() - t0) * 1000 / len(queries)
+        rows: dict[str, list[Hit]] = {}
+        for q, vec in zip(queries, vectors):
+            t0 = time.perf_counter()
+            body = self.query_body(q.text, k, vec) if k > 0 else None
+            hits: list[Hit] = []
+            if body is not None:
+                try:
+                    resp = self.es.search(index=self.index, body=body)
+                except Exception as exc:
+                    raise self._error(exc) from None
+                for h in resp["hits"]["hits"]:
+                    score = float(h["_score"])
+                    if self.mode == "semantic":
+                        score = 2.0 * score - 1.0
+                    hits.append(Hit(h["sort"][1] if len(h.get("sort", [])) > 1 else h["_id"], score))
+            rows[q.query_id] = hits
+            self.last_latencies_ms[q.query_id] = (time.perf_counter() - t0) * 1000 + share
+        return Run(rows, self.name)
+
+    def _error(self, exc: BaseException) -> OpenSearchError:
+        what = describe(exc)
+        if "index_not_found" in what:
+            return OpenSearchError(f"lane {self.name}: index {self.index} does not exist at {self.url or 'the cluster'}; "
+                                   "run `workbench eval` again to build it (indexes are built on a cache miss)")
+        return OpenSearchError(f"lane {self.name}: OpenSearch at {self.url or 'the cluster'} failed on index "
+                               f"{self.index}: {what}")
+
+
+def page_query_key(text: str) -> str:
+    """The indexed page key a query asks for: the canonical form (``PTS M 1.56``) of a page
+    reference with a collection, the CST form (``P1.56``) of a CST reference, or the query
+    itself (whitespace collapsed) when it is not a page reference."""
+    from workbench import refs
+
+    res = refs.parse_page_ref(text)
+    if res and isinstance(res.ref, refs.PageRef):
+        return res.ref.canonical() if res.ref.collection is not None else res.ref.cst()
+    return " ".join(text.split())

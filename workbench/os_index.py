@@ -1,0 +1,298 @@
+"""Index a dataset into OpenSearch after the third seed's design (iapt-platform/mint ``search.md``).
+
+**Fields** (:func:`index_body`):
+
+* ``title`` and ``content``, each an object with ``display`` (stored, not searched),
+  ``text`` (``wb_text``: ``icu_tokenizer`` + ``icu_folding`` + ``lowercase``, so
+  ``metta`` finds ``mettā``), ``exact`` (``keyword``: the whole text, NFC, lower case),
+  ``words`` (``wb_words``: ``icu_tokenizer`` + NFKC case folding, diacritics *kept*:
+  the exact lane's phrases) and ``lemma`` (``wb_lemma_index`` at index time, which maps
+  each Pali form to its DPD lemma with a ``synonym`` filter, and ``wb_lemma_query`` at
+  query time, the same rules in a ``synonym_graph`` filter, as the seed specifies); for
+  ``content`` also ``vector``, a ``knn_vector`` (``lucene`` engine, ``cosinesimil``,
+  HNSW ``m`` / ``ef_construction``) filled by the same embedders as the Postgres lanes;
+* ``page_refs`` (keyword): the pages that *start* in the document, canonical
+  (``PTS M 1.56``) and in CST notation (``P1.56``); ``pages`` (keyword): every page the
+  document lies on, likewise;
+* ``doc_id``, ``related_id`` (work id and canonical address), ``language`` (every
+  language of its texts), ``resource_type`` (``origin_text``), ``granularity``, ``path``
+  (``/<dataset>/<work_id>``).
+
+``content`` is :func:`workbench.doctext.index_text`, the same body the Postgres lanes
+match, so the two engines are compared on the same text. Only ``display`` fields are
+kept in ``_source`` (the searchable copies and the vector are excluded).
+
+**Synonyms** (:func:`lemma_rules`): for every word of the dataset's Pali texts that the
+Digital Pāḷi Dictionary (ms-dpd) knows, a rule ``form => lemma[, lemma2…]`` (bare
+lemmas, homonym numbers stripped), sorted. Rules are analysed by the chain before the
+filter (ICU folding, lower case), so ``dhammo``, ``dhammā`` and ``dhamma`` all reduce
+to the lemma ``dhamma`` and ASCII queries are covered. Forms that are their own only
+lemma need no rule. Datasets without Pali get no rules (``lemma`` then equals ``text``).
+Rules are inline in the index settings (about 26,000 rules, 0.7 MB for the MN/DN/SN
+corpus), so any cluster can take them; ``lenient`` skips a rule that analysis empties.
+
+**Name and idempotence.** The index is ``wb-<dataset>-<key[:16]>`` where the key is the
+sha256 of the corpus hash, the index body (mapping, settings, rules), the embedder's
+``model_id`` and :data:`SCHEMA_VERSION`. Building writes ``_meta.complete = false``,
+bulk-loads, refreshes, then sets ``complete = true``; an existing complete index is
+reused, an incomplete one (an interrupted build) is deleted and rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from workbench.doctext import index_text
+from workbench.osearch import OpenSearchError, describe
+
+#: Bump when the mapping or what is indexed changes: every index gets a new name.
+SCHEMA_VERSION = 1
+
+#: Documents per bulk request.
+BULK_DOCS = 200
+
+#: ``ignore_above`` of the ``exact`` keyword fields (characters).
+EXACT_MAX_CHARS = 8000
+
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class OsIndexInfo:
+    """A built OpenSearch index: its name, key, size and how long the build took (seconds)."""
+
+    name: str
+    key: str
+    dataset: str
+    model_id: str | None
+    dim: int | None
+    n_docs: int
+    n_rules: int
+    reused: bool
+    build_s: float
+
+
+def lemma_rules(documents: Sequence[Any], lexicon: Any) -> list[str]:
+    """Synonym rules ``form => lemma, …`` for the Pali words of ``documents`` (see the module docstring).
+
+    Args:
+        documents: :class:`~workbench.types.Document` objects.
+        lexicon: a :class:`workbench.loaders.dpd.Lexicon` (``lemmas(form)`` → bare lemmas).
+
+    Returns:
+        Sorted, unique rules; ``[]`` when no text is Pali.
+    """
+    vocab: set[str] = set()
+    for d in documents:
+        for t in d.texts:
+            if t.language == "pi":
+                vocab.update(w.lower() for w in _WORD.findall(t.text))
+    rules = set()
+    for w in vocab:
+        lemmas = [lem for lem in lexicon.lemmas(w) if lem and "," not in lem and "=>" not in lem]
+        if lemmas and lemmas != [w]:
+            rules.add(f"{w} => {', '.join(lemmas)}")
+    return sorted(rules)
+
+
+def index_body(rules: Sequence[str], dim: int | None, *, m: int = 16, ef_construction: int = 64) -> dict[str, Any]:
+    """Settings and mappings of a dataset index (see the module docstring).
+
+    Args:
+        rules: lemma synonym rules (:func:`lemma_rules`); empty → ``lemma`` analyses like ``text``.
+        dim: vector dimension, or ``None`` for an index without ``content.vector``.
+        m, ef_construction: HNSW parameters of the ``lucene`` engine.
+    """
+    lemma_filters = ["lowercase"]
+    filters: dict[str, Any] = {}
+    query_filters = ["lowercase"]
+    if rules:
+        filters = {"wb_pali_lemma": {"type": "synonym", "synonyms": list(rules), "lenient": True},
+                   "wb_pali_lemma_graph": {"type": "synonym_graph", "synonyms": list(rules), "lenient": True}}
+        lemma_filters = ["lowercase", "wb_pali_lemma"]
+        query_filters = ["lowercase", "wb_pali_lemma_graph"]
+    analysis = {
+        "normalizer": {"wb_exact": {"type": "custom", "filter": ["lowercase"]}},
+        "filter": filters,
+        "analyzer": {
+            "wb_text": {"tokenizer": "icu_tokenizer", "filter": ["icu_folding", "lowercase"]},
+            "wb_words": {"tokenizer": "icu_tokenizer", "filter": ["icu_normalizer"]},
+            "wb_lemma_index": {"tokenizer": "icu_tokenizer", "filter": ["icu_folding", *lemma_filters]},
+            "wb_lemma_query": {"tokenizer": "icu_tokenizer", "filter": ["icu_folding", *query_filters]},
+        },
+    }
+
+    def text_object(with_vector: bool) -> dict[str, Any]:
+        props: dict[str, Any] = {
+            "display": {"type": "text", "index": False},
+            "text": {"type": "text", "analyzer": "wb_text"},
+            "exact": {"type": "keyword", "normalizer": "wb_exact", "ignore_above": EXACT_MAX_CHARS},
+            "words": {"type": "text", "analyzer": "wb_words"},
+            "lemma": {"type": "text", "analyzer": "wb_lemma_index", "search_analyzer": "wb_lemma_query"},
+        }
+        if with_vector and dim:
+            props["vector"] = {"type": "knn_vector", "dimension": int(dim),
+                               "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil",
+                                          "parameters": {"m": int(m), "ef_construction": int(ef_construction)}}}
+        return {"properties": props}
+
+    return {
+        "settings": {"index": {"number_of_shards": 1, "number_of_replicas": 0, "knn": dim is not None,
+                               "refresh_interval": "-1"},
+                     "analysis": analysis},
+        "mappings": {
+            "dynamic": "strict",
+            "_source": {"excludes": ["title.text", "title.exact", "title.words", "title.lemma", "content.text",
+                                     "content.exact", "content.words", "content.lemma", "content.vector"]},
+            "_meta": {"complete": False},
+            "properties": {
+                "doc_id": {"type": "keyword"},
+                "address": {"type": "keyword"},
+                "title": text_object(False),
+                "content": text_object(True),
+                "page_refs": {"type": "keyword"},
+                "pages": {"type": "keyword"},
+                "related_id": {"type": "keyword"},
+                "language": {"type": "keyword"},
+                "resource_type": {"type": "keyword"},
+                "granularity": {"type": "keyword"},
+                "path": {"type": "keyword"},
+            },
+        },
+    }
+
+
+def page_keys(canonical_refs: Sequence[str]) -> list[str]:
+    """Canonical page references plus their CST notation (``PTS M 1.56`` → ``PTS M 1.56``, ``P1.56``), unique, in order."""
+    from workbench import refs
+
+    out: dict[str, None] = {}
+    for p in canonical_refs:
+        out[p] = None
+        res = refs.parse(p)
+        if res and isinstance(res.ref, refs.PageRef):
+            out[res.ref.cst()] = None
+    return list(out)
+
+
+def _text_fields(text: str) -> dict[str, str]:
+    import unicodedata
+
+    t = unicodedata.normalize("NFC", text)
+    return {"display": t, "text": t, "exact": t[:EXACT_MAX_CHARS], "words": t, "lemma": t}
+
+
+def document_source(dataset: str, doc: Any, vector: Any = None) -> dict[str, Any]:
+    """The OpenSearch document for one :class:`~workbench.types.Document` (``vector``: its embedding or None)."""
+    title = str(doc.metadata.get("title") or doc.metadata.get("chapter_name") or "")
+    src: dict[str, Any] = {
+        "doc_id": doc.doc_id, "address": doc.address, "title": _text_fields(title),
+        "content": _text_fields(index_text(doc)), "page_refs": page_keys(doc.page_refs),
+        "pages": page_keys(doc.pages), "related_id": [doc.work_id, doc.address],
+        "language": sorted({t.language for t in doc.texts}), "resource_type": "origin_text",
+        "granularity": doc.granularity, "path": f"/{dataset}/{doc.work_id}",
+    }
+    if vector is not None:
+        src["content"]["vector"] = [float(x) for x in vector]
+    return src
+
+
+def index_name(dataset: str, key: str) -> str:
+    """``wb-<dataset>-<key[:16]>`` (lower case, as OpenSearch requires)."""
+    return f"wb-{re.sub(r'[^a-z0-9_-]', '-', dataset.lower())}-{key[:16]}"
+
+
+def index_key(corpus: str, body: dict[str, Any], model_id: str | None) -> str:
+    """sha256 hex of the corpus hash, the index body, the model id and :data:`SCHEMA_VERSION`."""
+    from workbench.indexer import body_fingerprint
+
+    parts = {"corpus": corpus, "body": body, "model_id": model_id, "schema": SCHEMA_VERSION,
+             "text": body_fingerprint()}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def index_dataset(es, url: str, dataset: Any, embedder: Any | None, *, lexicon: Any | None = None, m: int = 16,
+                  ef_construction: int = 64, progress: bool = False) -> OsIndexInfo:
+    """Build (or reuse) the OpenSearch index of ``dataset`` (see the module docstring).
+
+    Args:
+        es: an ``opensearchpy.OpenSearch`` client; ``url`` names it in errors.
+        dataset: a :class:`workbench.catalog.Dataset` (``name``, ``documents``, ``manifest``).
+        embedder: fills ``content.vector`` (``embed_passages``), or ``None`` for no vector field.
+        lexicon: the ms-dpd lexicon for the lemma rules (``None``: no rules).
+        m, ef_construction: HNSW parameters.
+        progress: a progress bar on stderr.
+
+    Raises:
+        OpenSearchError: the cluster refuses the index or a bulk request (names the URL and the reason).
+    """
+    from workbench.indexer import corpus_sha256
+
+    t0 = time.perf_counter()
+    rules = lemma_rules(dataset.documents, lexicon) if lexicon is not None else []
+    dim = int(embedder.dim) if embedder is not None else None
+    model_id = embedder.model_id if embedder is not None else None
+    body = index_body(rules, dim, m=m, ef_construction=ef_construction)
+    key = index_key(corpus_sha256(dataset), body, model_id)
+    name = index_name(dataset.name, key)
+    try:
+        if es.indices.exists(index=name):
+            meta = es.indices.get_mapping(index=name)[name]["mappings"].get("_meta", {})
+            if meta.get("complete"):
+                return OsIndexInfo(name, key, dataset.name, model_id, dim, len(dataset.documents), len(rules), True,
+                                   time.perf_counter() - t0)
+            es.indices.delete(index=name)  # an interrupted build
+        es.indices.create(index=name, body=body)
+        _bulk(es, name, dataset, embedder, progress)
+        es.indices.put_settings(index=name, body={"index": {"refresh_interval": "1s"}})
+        es.indices.refresh(index=name)
+        count = es.count(index=name)["count"]
+        if count != len(dataset.documents):
+            raise OpenSearchError(f"index {name} at {url} holds {count} documents, expected {len(dataset.documents)}")
+        es.indices.put_mapping(index=name, body={"_meta": {"complete": True, "dataset": dataset.name,
+                                                           "model_id": model_id, "rules": len(rules)}})
+    except OpenSearchError:
+        raise
+    except Exception as exc:
+        raise OpenSearchError(f"cannot build index {name} at {url}: {describe(exc)}") from None
+    return OsIndexInfo(name, key, dataset.name, model_id, dim, len(dataset.documents), len(rules), False,
+                       time.perf_counter() - t0)
+
+
+def _batches(seq: Sequence, size: int) -> Iterator[Sequence]:
+    for i in range(0, len(seq), size):
+        yield seq[i:i + size]
+
+
+def _bulk(es, name: str, dataset: Any, embedder: Any | None, progress: bool) -> None:
+    from tqdm import tqdm
+
+    docs = dataset.documents
+    bar = tqdm(total=len(docs), desc=f"opensearch {dataset.name}", unit="doc", disable=not progress, file=sys.stderr,
+               leave=False)
+    for batch in _batches(docs, BULK_DOCS):
+        vectors = embedder.embed_passages([index_text(d) for d in batch]) if embedder is not None else [None] * len(batch)
+        lines: list[str] = []
+        for d, v in zip(batch, vectors):
+            lines.append(json.dumps({"index": {"_index": name, "_id": d.doc_id}}))
+            lines.append(json.dumps(document_source(dataset.name, d, v), ensure_ascii=False))
+        resp = es.bulk(body="\n".join(lines) + "\n", refresh=False)
+        if resp.get("errors"):
+            first = next(i for i in resp["items"] if i["index"].get("error"))
+            raise OpenSearchError(f"bulk indexing into {name} failed for {first['index'].get('_id')}: "
+                                  f"{first['index']['error'].get('reason')}")
+        bar.update(len(batch))
+    bar.close()
+
+
+def find_built(es, dataset_name: str) -> list[str]:
+    """Names of complete workbench indexes of a dataset on the cluster (for ``workbench services status``)."""
+    got = es.indices.get(index=f"wb-{dataset_name}-*", ignore_unavailable=True, allow_no_indices=True)
+    return sorted(n for n, v in got.items() if v.get("mappings", {}).get("_meta", {}).get("complete"))

@@ -1,0 +1,1 @@
+"""Local services the workbench starts and stops itself (``workbench services up opensearch``)."""
