@@ -14,11 +14,13 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[st,test]'
 	touch $@
 
-# The main job, end to end on the real corpora: datasets, then both seed experiments (tracked in MLflow).
+# The main job, end to end on the real corpora: datasets, then the seed experiments (tracked in MLflow).
+# mint.toml starts the local OpenSearch node (unless WORKBENCH_OS_URL names a cluster); it is stopped at the end.
 main: $(VENV)/.installed
 	$(BIN)/workbench data build
 	$(BIN)/workbench eval experiments/seeds.toml
 	$(BIN)/workbench eval experiments/kb.toml
+	$(BIN)/workbench eval experiments/mint.toml; rc=$$?; $(BIN)/workbench services down opensearch; exit $$rc
 
 # The test suite (pytest's exit 5, "no tests ran", is a failure).
 test: $(VENV)/.installed

@@ -25,8 +25,8 @@ One class, :class:`OpenSearchLane`, with a ``mode``:
 Every mode sorts by ``_score`` then ``doc_id``, so ties are cut deterministically. The
 query text is never parsed as query syntax (``match``, ``match_phrase``, ``term`` and
 ``knn`` take it literally), so ``/ : ( ) " ~ *`` are ordinary characters. Queries
-longer than ``max_query_chars`` (default 1,000) are cut; empty ones get an empty
-ranking. Hybrid (the seed's fuzzy + semantic at 7:3) is not a mode: it is the
+longer than ``max_query_chars`` (default 1,000) are cut, text is put in NFC (the index
+holds NFC); empty queries get an empty ranking. Hybrid (the seed's fuzzy + semantic at 7:3) is not a mode: it is the
 workbench's own weighted fusion of the ``fuzzy`` and ``semantic`` lanes, so it is
 tuned like every other combination.
 """
@@ -34,6 +34,7 @@ tuned like every other combination.
 from __future__ import annotations
 
 import time
+import unicodedata
 from typing import Any, Sequence
 
 from workbench.errors import ConfigError
@@ -114,7 +115,7 @@ class OpenSearchLane:
 
     def query_body(self, text: str, k: int, vector: Sequence[float] | None = None) -> dict[str, Any] | None:
         """The search body for one query text (``None`` when the text is empty after trimming)."""
-        text = " ".join(text[: self.max_query_chars].split())
+        text = " ".join(unicodedata.normalize("NFC", text[: self.max_query_chars]).split())
         if not text:
             return None
         if self.mode == "fuzzy":

@@ -61,3 +61,36 @@ def pg_dsn():
     finally:
         stop_embedded(home)
         shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def os_cluster():
+    """``(client, url)`` of a real OpenSearch with k-NN and ICU analysis for the session.
+
+    ``WORKBENCH_OS_URL`` when set (``.ci/run`` starts the local node and sets it);
+    otherwise the workbench's local node of the current home, started if needed and
+    stopped at the end only when this session started it. Indexes the tests create
+    (``wb-*``) are deleted at the end.
+    """
+    from workbench import osearch
+    from workbench.services import opensearch as node
+    from workbench.settings import home_dir
+
+    started = False
+    if os.environ.get(osearch.URL_ENV, "").strip():
+        url = osearch.cluster_url()
+    else:
+        home = home_dir()
+        started = node.status(home)["state"] != "running"
+        url = node.up(home, log=lambda _m: None).url
+    es = osearch.client(url)
+    osearch.check_cluster(es, url)
+    before = set(es.indices.get(index="wb-*", ignore_unavailable=True, allow_no_indices=True))
+    try:
+        yield es, url
+    finally:
+        after = set(es.indices.get(index="wb-*", ignore_unavailable=True, allow_no_indices=True))
+        for name in sorted(after - before):
+            es.indices.delete(index=name, ignore_unavailable=True)
+        if started:
+            node.down(home_dir())

@@ -138,3 +138,48 @@ def test_search_cli_bad_query_file_exits_2(tmp_path, kind):
     res = CliRunner().invoke(app, ["search", "-e", str(exp), "-c", "both", "--file", str(target)])
     assert res.exit_code == 2, res.output
     assert "query file" in res.output and "Traceback" not in res.output
+
+
+# ---------------------------------------------------------------- opensearch lanes
+
+OS_BASE = '''
+name = "os"
+datasets = ["gita"]
+[embedders.e]
+kind = "hash"
+[configs.c]
+lanes = ["x"]
+'''
+
+
+@pytest.mark.parametrize("lane, msg", [
+    ('kind = "opensearch"', "needs mode"),
+    ('kind = "opensearch"\nmode = "bm25"', "mode must be one of"),
+    ('kind = "opensearch"\nmode = "semantic"', "mode 'semantic' needs embedder"),
+    ('kind = "opensearch"\nmode = "semantic"\nembedder = "nope"', r"names no \[embedders.nope\]"),
+    ('kind = "opensearch"\nmode = "fuzzy"\nembedder = "e"', "is not read by mode 'fuzzy'"),
+    ('kind = "opensearch"\nmode = "exact"\nfuzziness = "AUTO"', "is not read by mode 'exact'"),
+    ('kind = "opensearch"\nmode = "fuzzy"\nfuzziness = 3', "must be \"AUTO\" or 0, 1, 2"),
+    ('kind = "opensearch"\nmode = "fuzzy"\nfuzziness = true', "must be \"AUTO\" or 0, 1, 2"),
+    ('kind = "opensearch"\nmode = "page_ref"\nef_search = 10', "is not read by mode 'page_ref'"),
+    ('kind = "opensearch"\nmode = "lemma"\nboost = 2', "is not a parameter of opensearch"),
+])
+def test_bad_opensearch_lanes_fail_at_load(tmp_path, lane, msg):
+    p = tmp_path / "e.toml"
+    p.write_text(OS_BASE + "[lanes.x]\n" + lane + "\n")
+    with pytest.raises(ConfigError, match=msg):
+        load_experiment(p, known_datasets={"gita"})
+
+
+def test_a_good_opensearch_lane_loads(tmp_path):
+    p = tmp_path / "e.toml"
+    p.write_text(OS_BASE + '[lanes.x]\nkind = "opensearch"\nmode = "semantic"\nembedder = "e"\nef_search = 64\n')
+    exp = load_experiment(p, known_datasets={"gita"})
+    assert exp.lanes["x"].params == {"mode": "semantic", "embedder": "e", "ef_search": 64}
+
+
+def test_the_shipped_mint_experiment_loads():
+    exp = load_experiment(Path("experiments/mint.toml"))
+    assert exp.configs["os-hybrid-7-3"].weights == {"os_fuzzy": 0.7, "os_semantic": 0.3}
+    assert {exp.lanes[n].params["mode"] for n in exp.lanes if exp.lanes[n].kind == "opensearch"} == \
+        {"fuzzy", "exact", "lemma", "page_ref", "semantic"}

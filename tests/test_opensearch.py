@@ -1,0 +1,264 @@
+"""OpenSearch: analyzers, mapping, lanes and errors against a real node (see conftest ``os_cluster``).
+
+The corpus is MN 1 and MN 10 of the real bilara segments (about 800 segments), with the
+real ms-dpd lemma rules. Known values: MN 10's ``mn10:2.1`` is where PTS page M i 56
+starts and holds ``Ekāyano ayaṁ, bhikkhave, maggo``; DPD maps ``dhammo`` → ``dhamma``
+and ``bhikkhave`` → ``bhikkhu``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lane_conformance import HashEmbedder, check_lane
+from retrievers.base import Retriever
+from retrievers.opensearch import MODES, OpenSearchLane, page_query_key
+from workbench import catalog, osearch
+from workbench.catalog import Dataset
+from workbench.errors import ConfigError
+from workbench.loaders.dpd import load_dpd
+from workbench.os_index import index_body, index_dataset, lemma_rules, page_keys
+from workbench.types import Query
+
+pytestmark = pytest.mark.data
+
+EMB = HashEmbedder(64)
+RESERVED = ["/", ":", "(", ")", '"', "~", "*", 'mettā / : ( ) " ~ *', "M i 56)", "(bhikkhave", 'a:"b~2*" OR (c)']
+
+
+def Q(qid: str, text: str, qtype: str = "term") -> Query:
+    return Query(qid, text, qtype, "und", "test")
+
+
+@pytest.fixture(scope="session")
+def lexicon(data_dir: Path):
+    return load_dpd(data_dir)
+
+
+@pytest.fixture(scope="session")
+def mn(built_home: Path, data_dir: Path) -> Dataset:
+    full = catalog.load("bilara-segments", catalog.load_definitions(), data_dir, built_home)
+    docs = [d for d in full.documents if d.work_id in ("mn1", "mn10")]
+    return Dataset("test-mn", docs, [], [], {})
+
+
+@pytest.fixture(scope="session")
+def index(os_cluster, mn: Dataset, lexicon):
+    es, url = os_cluster
+    return index_dataset(es, url, mn, EMB, lexicon=lexicon)
+
+
+def lane(os_cluster, index, mode: str, **kw) -> OpenSearchLane:
+    es, url = os_cluster
+    return OpenSearchLane(f"os_{mode}", es, index.name, mode, url=url,
+                          embedder=EMB if mode == "semantic" else None, **kw)
+
+
+def tokens(os_cluster, index, analyzer: str, text: str) -> list[str]:
+    es, _ = os_cluster
+    return [t["token"] for t in es.indices.analyze(index=index.name, body={"analyzer": analyzer, "text": text})["tokens"]]
+
+
+# ---------------------------------------------------------------- analyzers and mapping
+
+def test_icu_folding_removes_pali_diacritics_and_case(os_cluster, index):
+    assert tokens(os_cluster, index, "wb_text", "Mettā SAṂYUTTA saṁyutta Ñāṇa ḍ ḷ") == \
+        ["metta", "samyutta", "samyutta", "nana", "d", "l"]
+
+
+def test_words_analyzer_keeps_diacritics_and_composes_nfd(os_cluster, index):
+    import unicodedata
+
+    assert tokens(os_cluster, index, "wb_words", unicodedata.normalize("NFD", "Mettā Ñāṇa")) == ["mettā", "ñāṇa"]
+
+
+def test_icu_tokenizer_segments_chinese(os_cluster, index):
+    # ICU's dictionary segmentation splits 佛陀说法 into words, not single characters.
+    assert tokens(os_cluster, index, "wb_text", "佛陀说法") == ["佛陀", "说法"]
+
+
+def test_lemma_query_analyzer_maps_dpd_forms_to_lemmas(os_cluster, index, lexicon):
+    assert lexicon.lemmas("dhammo") == ("dhamma",)
+    assert tokens(os_cluster, index, "wb_lemma_query", "dhammo") == ["dhamma"]
+    assert sorted(tokens(os_cluster, index, "wb_lemma_query", "bhikkhave")) == ["bhikkhave", "bhikkhu"]
+    # ASCII input reaches the same rule: the rules are folded by the chain before the filter.
+    assert tokens(os_cluster, index, "wb_lemma_query", "Dhammo") == ["dhamma"]
+    # Index and query side agree: an indexed form and a query form of one lemma share a token.
+    assert "dhamma" in tokens(os_cluster, index, "wb_lemma_index", "dhammā")
+
+
+def test_lemma_rules_cover_the_corpus_forms_dpd_knows(mn: Dataset, lexicon):
+    rules = lemma_rules(mn.documents, lexicon)
+    assert rules == sorted(set(rules))
+    assert "dhammo => dhamma" in rules  # not in MN 1 or MN 10, but a form of their lemma dhamma
+    assert "bhikkhave => bhikkhave, bhikkhu" in rules
+    assert all(" => " in r for r in rules)
+    assert lemma_rules([d for d in mn.documents if False], lexicon) == []
+
+
+def test_mapping_round_trip(os_cluster, index, lexicon, mn: Dataset):
+    es, _ = os_cluster
+    rules = lemma_rules(mn.documents, lexicon)
+    want = index_body(rules, EMB.dim)
+    got = es.indices.get(index=index.name)[index.name]
+    props = got["mappings"]["properties"]
+    assert props["content"] == want["mappings"]["properties"]["content"]
+    assert props["page_refs"] == {"type": "keyword"}
+    assert props["content"]["properties"]["vector"]["method"]["engine"] == "lucene"
+    assert got["mappings"]["_meta"]["complete"] is True
+    assert got["mappings"]["_meta"]["rules"] == len(rules) == index.n_rules
+    syn = got["settings"]["index"]["analysis"]["filter"]["wb_pali_lemma_graph"]
+    assert syn["type"] == "synonym_graph" and len(syn["synonyms"]) == len(rules)
+    assert es.count(index=index.name)["count"] == len(mn.documents)
+    src = es.get(index=index.name, id="mn10:2.1")["_source"]
+    assert set(src["content"]) == {"display"}  # searchable copies and the vector are not stored
+    assert "PTS M 1.56" in src["page_refs"] and "P1.56" in src["page_refs"]
+
+
+def test_indexing_is_idempotent(os_cluster, mn: Dataset, index, lexicon):
+    es, url = os_cluster
+    again = index_dataset(es, url, mn, EMB, lexicon=lexicon)
+    assert again.reused and again.name == index.name
+
+
+def test_an_interrupted_build_is_rebuilt(os_cluster, mn: Dataset):
+    es, url = os_cluster
+    small = Dataset("test-interrupted", mn.documents[:20], [], [], {})
+    first = index_dataset(es, url, small, None)
+    es.indices.put_mapping(index=first.name, body={"_meta": {"complete": False}})
+    es.delete(index=first.name, id=small.documents[0].doc_id, refresh=True)
+    again = index_dataset(es, url, small, None)
+    assert not again.reused and es.count(index=again.name)["count"] == 20
+
+
+def test_page_keys_add_the_cst_notation():
+    assert page_keys(["PTS M 1.56", "VRI M 1.3"]) == ["PTS M 1.56", "P1.56", "VRI M 1.3", "V1.3"]
+    assert page_query_key("M i 56") == "PTS M 1.56"
+    assert page_query_key("MN i 56") == "PTS M 1.56"
+    assert page_query_key("P1.56") == "P1.56"
+    assert page_query_key("  not   a page ") == "not a page"
+
+
+# ---------------------------------------------------------------- lanes on known queries
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_passes_the_conformance_check(os_cluster, index, mode):
+    queries = [Q("q1", "satipaṭṭhāna"), Q("q2", "Ekāyano ayaṁ, bhikkhave, maggo"), Q("q3", "M i 56"),
+               Q("q4", "mindfulness meditation"), Q("q5", "dhammo")]
+    ln = lane(os_cluster, index, mode)
+    assert isinstance(ln, Retriever)
+    check_lane(ln, queries, 10)
+
+
+def test_page_ref_returns_the_segment_where_the_page_starts_first(os_cluster, index, mn: Dataset):
+    run = lane(os_cluster, index, "page_ref").search([Q("p", "M i 56", "page_ref"), Q("c", "PTS M 1.56", "page_ref")], 50)
+    on_page = sorted(d.doc_id for d in mn.documents if "PTS M 1.56" in d.pages)
+    for qid in ("p", "c"):
+        hits = run[qid]
+        assert hits[0].doc_id == "mn10:2.1" and hits[0].score == 3.0  # starts there (2) and lies on it (1)
+        assert sorted(h.doc_id for h in hits) == on_page
+        assert all(h.score == 1.0 for h in hits[1:])
+
+
+def test_ascii_pali_term_finds_its_diacritic_form(os_cluster, index, mn: Dataset):
+    text = {d.doc_id: d.texts[0].text for d in mn.documents}
+    for mode in ("fuzzy", "lemma"):
+        hits = lane(os_cluster, index, mode).search([Q("a", "satipatthana")], 10)["a"]
+        assert hits, mode
+        assert all("satipaṭṭhān" in text[h.doc_id].lower() for h in hits[:5]), mode
+
+
+def test_exact_keeps_diacritics_and_fuzzy_forgives_them(os_cluster, index):
+    phrase = "Ekāyano ayaṁ, bhikkhave, maggo"
+    exact = lane(os_cluster, index, "exact")
+    assert exact.search([Q("e", phrase)], 10)["e"][0].doc_id == "mn10:2.1"
+    assert exact.search([Q("a", "ekayano ayam bhikkhave maggo")], 10)["a"] == ()
+    fuzzy = lane(os_cluster, index, "fuzzy", operator="and")
+    assert fuzzy.search([Q("a", "ekayano ayam bhikkhave maggo")], 10)["a"][0].doc_id in ("mn10:2.1", "mn10:46.1")
+
+
+def test_fuzzy_survives_a_misspelling_and_zero_fuzziness_does_not(os_cluster, index):
+    assert lane(os_cluster, index, "fuzzy").search([Q("m", "satipattana")], 5)["m"]
+    assert lane(os_cluster, index, "fuzzy", fuzziness="0").search([Q("m", "satipattana")], 5)["m"] == ()
+
+
+def test_semantic_scores_are_cosine_similarities(os_cluster, index, mn: Dataset):
+    doc = next(d for d in mn.documents if d.doc_id == "mn10:2.1")
+    from workbench.doctext import index_text
+
+    body = index_text(doc)
+    hits = lane(os_cluster, index, "semantic").search([Q("s", body)], 5)["s"]
+    assert hits[0].doc_id == "mn10:2.1"
+    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+    vq = EMB.embed_queries([body])[0]
+    other = {d.doc_id: d for d in mn.documents}
+    for h in hits[1:]:
+        cos = float(np.dot(vq, EMB.embed_passages([index_text(other[h.doc_id])])[0]))
+        assert h.score == pytest.approx(cos, abs=1e-4)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reserved_characters_never_raise(os_cluster, index, mode):
+    ln = lane(os_cluster, index, mode)
+    run = ln.search([Q(f"r{i}", t) for i, t in enumerate(RESERVED)], 10)
+    assert set(run) == {f"r{i}" for i in range(len(RESERVED))}
+    if mode in ("fuzzy", "lemma", "exact", "semantic"):
+        assert run["r9"], "the word next to a parenthesis is still searched"
+
+
+def test_lane_config_names_everything_that_shapes_the_ranking(os_cluster, index):
+    assert lane(os_cluster, index, "fuzzy").config() == {
+        "kind": "opensearch", "index": index.name, "mode": "fuzzy", "max_query_chars": 1000,
+        "fuzziness": "AUTO", "operator": "or"}
+    assert lane(os_cluster, index, "semantic", ef_search=50).config()["ef_search"] == 50
+
+
+# ---------------------------------------------------------------- bad input
+
+def test_unreachable_cluster_names_the_url():
+    url = "http://127.0.0.1:9"
+    with pytest.raises(osearch.OpenSearchError, match=r"cannot reach OpenSearch at http://127\.0\.0\.1:9"):
+        osearch.check_cluster(osearch.client(url), url)
+
+
+def test_a_bad_url_setting_is_refused(monkeypatch):
+    monkeypatch.setenv(osearch.URL_ENV, "localhost:9200")
+    with pytest.raises(osearch.OpenSearchError, match="must be an http:// or https:// URL"):
+        osearch.cluster_url()
+
+
+def test_missing_index_names_it_and_the_fix(os_cluster):
+    es, url = os_cluster
+    ln = OpenSearchLane("os_fuzzy", es, "wb-no-such-index", "fuzzy", url=url)
+    with pytest.raises(osearch.OpenSearchError, match=r"index wb-no-such-index does not exist at http"):
+        ln.search([Q("q", "dhamma")], 5)
+
+
+def test_a_stopped_cluster_fails_with_the_url(os_cluster, index):
+    es, _ = os_cluster
+    dead = OpenSearchLane("os_fuzzy", osearch.client("http://127.0.0.1:9"), index.name, "fuzzy", url="http://127.0.0.1:9")
+    with pytest.raises(osearch.OpenSearchError, match=r"at http://127\.0\.0\.1:9 failed"):
+        dead.search([Q("q", "dhamma")], 5)
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"mode": "bm25"}, "mode must be one of"),
+    ({"mode": "fuzzy", "fuzziness": "3"}, "fuzziness must be one of"),
+    ({"mode": "fuzzy", "operator": "xor"}, "operator must be"),
+    ({"mode": "semantic"}, "needs an embedder"),
+    ({"mode": "fuzzy", "ef_search": 0}, "ef_search must be"),
+    ({"mode": "fuzzy", "max_query_chars": 0}, "max_query_chars must be"),
+])
+def test_bad_lane_parameters_are_config_errors(kw, msg):
+    mode = kw.pop("mode")
+    with pytest.raises(ConfigError, match=msg):
+        OpenSearchLane("x", None, "i", mode, **kw)
+
+
+def test_k_must_be_a_non_negative_integer(os_cluster, index):
+    with pytest.raises(ValueError, match="k must be"):
+        lane(os_cluster, index, "fuzzy").search([Q("q", "dhamma")], -1)

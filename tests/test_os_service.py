@@ -1,0 +1,78 @@
+"""The local OpenSearch node's life cycle, with its own home: install, up, reuse, down.
+
+This starts a second node beside the session's (``os_cluster``), so it is one test that
+does everything in order and removes its install and data at the end.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from workbench.cli import app
+from workbench.services import opensearch as node
+
+pytestmark = pytest.mark.data
+
+
+def test_up_reuse_analyze_down(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("WORKBENCH_OS_URL", raising=False)
+    home = tmp_path / "home"
+    runner = CliRunner()
+    try:
+        res = runner.invoke(app, ["services", "status", "opensearch"])
+        assert res.exit_code == 1 and "opensearch: stopped" in res.output
+
+        res = runner.invoke(app, ["services", "up", "opensearch", "--heap", "384m"])
+        assert res.exit_code == 0, res.output
+        url = res.stdout.strip().splitlines()[-1]
+        assert url.startswith("http://127.0.0.1:")
+        st = node.status(home)
+        assert st["state"] == "running" and st["health"] in ("green", "yellow") and st["heap"] == "384m"
+
+        again = node.up(home)  # reused: same node
+        assert again.url == url and again.pid == st["pid"]
+
+        from workbench import osearch
+
+        es = osearch.client(url)
+        info = osearch.check_cluster(es, url)
+        assert info["version"] == node.OPENSEARCH_VERSION
+        assert {"opensearch-knn", node.ICU_PLUGIN} <= set(info["plugins"])
+        toks = es.indices.analyze(body={"tokenizer": "icu_tokenizer", "filter": ["icu_folding"], "text": "Saṁyutta"})
+        assert [t["token"] for t in toks["tokens"]] == ["samyutta"]
+
+        res = runner.invoke(app, ["services", "status", "opensearch", "--json"])
+        assert res.exit_code == 0 and '"state": "running"' in res.stdout
+
+        res = runner.invoke(app, ["services", "down", "opensearch"])
+        assert res.exit_code == 0
+        assert node.status(home) == {"state": "stopped"}
+        with pytest.raises(osearch.OpenSearchError, match="cannot reach"):
+            osearch.check_cluster(osearch.client(url), url)
+        assert node.down(home) is False
+    finally:
+        node.down(home)
+        shutil.rmtree(node.runtime_dir(home), ignore_errors=True)
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["services", "up", "elasticsearch"], "unknown service 'elasticsearch'"),
+    (["services", "up", "opensearch", "--heap", "lots"], "must look like 512m or 1g"),
+])
+def test_bad_service_arguments_exit_2(tmp_path, monkeypatch, args, msg):
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path))
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2 and msg in res.output
+    assert not node.state_path(tmp_path).exists()
+
+
+def test_a_dead_node_is_reported_and_restartable(tmp_path):
+    node.state_path(tmp_path).parent.mkdir(parents=True)
+    node.state_path(tmp_path).write_text('{"url": "http://127.0.0.1:9", "pid": 999999999, "install": "", "data": "", '
+                                         '"log": "", "heap": "512m", "started_at": 0}')
+    assert node.status(tmp_path)["state"] == "dead"
+    assert node.down(tmp_path) is False and not node.state_path(tmp_path).exists()
