@@ -262,3 +262,24 @@ def test_bad_lane_parameters_are_config_errors(kw, msg):
 def test_k_must_be_a_non_negative_integer(os_cluster, index):
     with pytest.raises(ValueError, match="k must be"):
         lane(os_cluster, index, "fuzzy").search([Q("q", "dhamma")], -1)
+
+
+class _LyingEmbedder(HashEmbedder):
+    """Says 64 dimensions, returns 32: the cluster must refuse the vectors."""
+
+    def __init__(self):
+        super().__init__(64, model_id="test/lying-64")
+
+    def embed_passages(self, texts):
+        return super().embed_passages(texts)[:, :32]
+
+
+def test_a_refused_bulk_names_the_document_and_leaves_no_complete_index(os_cluster, mn: Dataset):
+    es, url = os_cluster
+    small = Dataset("test-refused", mn.documents[:5], [], [], {})
+    with pytest.raises(osearch.OpenSearchError, match=r"bulk indexing into wb-test-refused-\w+ failed for mn1:"):
+        index_dataset(es, url, small, _LyingEmbedder())
+    names = list(es.indices.get(index="wb-test-refused-*"))
+    assert names and all(not es.indices.get_mapping(index=n)[n]["mappings"]["_meta"]["complete"] for n in names)
+    good = index_dataset(es, url, small, HashEmbedder(64))
+    assert not good.reused and es.count(index=good.name)["count"] == 5
