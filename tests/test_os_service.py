@@ -76,3 +76,15 @@ def test_a_dead_node_is_reported_and_restartable(tmp_path):
                                          '"log": "", "heap": "512m", "started_at": 0}')
     assert node.status(tmp_path)["state"] == "dead"
     assert node.down(tmp_path) is False and not node.state_path(tmp_path).exists()
+
+
+@pytest.mark.parametrize("content", ["", "{not json", '{"url": "http://127.0.0.1:9"}', '["a"]',
+                                     '{"url": 1, "pid": "x", "install": "", "data": "", "log": "", "heap": "", '
+                                     '"started_at": 0}'])
+def test_a_corrupt_state_file_is_moved_aside_not_trusted(tmp_path, content):
+    path = node.state_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    assert node.status(tmp_path) == {"state": "stopped"}
+    assert not path.exists() and path.with_name("opensearch.json.corrupt").read_text() == content
+    assert node.down(tmp_path) is False

@@ -318,12 +318,31 @@ def _health(url: str, timeout: float = 2.0) -> str | None:
         return None
 
 
-def status(home: Path) -> dict:
-    """``{"state": "running"|"stopped"|"dead", ...NodeState fields, "health": ...}`` for the node of ``home``."""
+def _read_state(home: Path) -> dict | None:
+    """The saved :class:`NodeState` as a dict, or ``None`` when there is none or it is unreadable
+    (a corrupt file is moved aside to ``opensearch.json.corrupt``, never silently trusted)."""
     path = state_path(home)
     if not path.is_file():
+        return None
+    try:
+        st = json.loads(path.read_text())
+        if not isinstance(st, dict) or set(NodeState.__dataclass_fields__) - set(st) or \
+                not isinstance(st["pid"], int) or not isinstance(st["url"], str):
+            raise ValueError("missing or mistyped fields")
+        return st
+    except (ValueError, OSError, UnicodeDecodeError):
+        path.replace(path.with_name(path.name + ".corrupt"))
+        return None
+
+
+def status(home: Path) -> dict:
+    """``{"state": "running"|"starting"|"dead"|"stopped", ...NodeState fields, "health": ...}`` for the node of ``home``.
+
+    ``dead``: the recorded process is gone; ``starting``: it lives but the cluster does not answer yet.
+    """
+    st = _read_state(home)
+    if st is None:
         return {"state": "stopped"}
-    st = json.loads(path.read_text())
     health = _health(st["url"])
     alive = _pid_alive(st["pid"])
     state = "running" if (health and alive) else ("dead" if not alive else "starting")
@@ -426,10 +445,10 @@ def down(home: Path, *, timeout: float = 60.0) -> bool:
         ServiceError: the node did not stop within ``timeout`` seconds, even after SIGKILL.
     """
     path = state_path(home)
-    if not path.is_file():
+    st = _read_state(home)
+    if st is None:
         return False
-    st = json.loads(path.read_text())
-    pid = st.get("pid", -1)
+    pid = st["pid"]
     was = pid > 0 and _pid_alive(pid)
     if was:
         os.kill(pid, signal.SIGTERM)
