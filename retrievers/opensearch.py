@@ -25,8 +25,11 @@ One class, :class:`OpenSearchLane`, with a ``mode``:
 Every mode sorts by ``_score`` then ``doc_id``, so ties are cut deterministically. The
 query text is never parsed as query syntax (``match``, ``match_phrase``, ``term`` and
 ``knn`` take it literally), so ``/ : ( ) " ~ *`` are ordinary characters. Queries
-longer than ``max_query_chars`` (default 1,000) are cut, text is put in NFC (the index
-holds NFC); empty queries get an empty ranking. Hybrid (the seed's fuzzy + semantic at 7:3) is not a mode: it is the
+are put in NFC (the index holds NFC), control characters become spaces, and queries
+longer than ``max_query_chars`` (default 1,000, at most 10,000) are cut at a word
+boundary; text modes send at most 256 words (and fewer, retried by halves, if Lucene's
+1,024-clause limit is still hit; see ``last_shortened``); empty queries get an empty
+ranking. Depths above 10,000 (OpenSearch's result window) are refused. Hybrid (the seed's fuzzy + semantic at 7:3) is not a mode: it is the
 workbench's own weighted fusion of the ``fuzzy`` and ``semantic`` lanes, so it is
 tuned like every other combination.
 """
@@ -45,6 +48,15 @@ from workbench.types import Query
 MODES = ("fuzzy", "exact", "lemma", "page_ref", "semantic")
 FUZZINESS = ("AUTO", "0", "1", "2")
 EF_SEARCH_MAX = 10000
+
+#: The deepest ranking OpenSearch returns (``index.max_result_window`` and the k-NN ``k`` limit).
+K_MAX = 10000
+
+#: Longest query accepted by ``max_query_chars``.
+MAX_QUERY_CHARS = 10000
+
+#: Words of a text query sent at most (Lucene's 1,024-clause limit; see ``query_body``).
+MAX_QUERY_WORDS = 256
 
 _SCORE_KIND = {
     "fuzzy": "BM25 of match(content.text, fuzziness) , >= 0, higher is better",
@@ -73,6 +85,8 @@ class OpenSearchLane:
     Attributes:
         last_latencies_ms: per query_id, the request's round trip in ms (plus, for
             ``semantic``, an equal share of the batch's embedding time).
+        last_shortened: query_ids of the last batch whose text query hit Lucene's
+            1,024-clause limit and was sent again with half the words (until it passed).
 
     Raises:
         ConfigError: an unknown mode or a parameter out of range; ``semantic`` without an embedder.
@@ -88,8 +102,10 @@ class OpenSearchLane:
             raise ConfigError(f"lane {name}: operator must be 'or' or 'and', got {operator!r}")
         if not isinstance(ef_search, int) or isinstance(ef_search, bool) or not 1 <= ef_search <= EF_SEARCH_MAX:
             raise ConfigError(f"lane {name}: ef_search must be an integer in 1..{EF_SEARCH_MAX}, got {ef_search!r}")
-        if not isinstance(max_query_chars, int) or isinstance(max_query_chars, bool) or max_query_chars < 1:
-            raise ConfigError(f"lane {name}: max_query_chars must be a positive integer, got {max_query_chars!r}")
+        if not isinstance(max_query_chars, int) or isinstance(max_query_chars, bool) or \
+                not 1 <= max_query_chars <= MAX_QUERY_CHARS:
+            raise ConfigError(f"lane {name}: max_query_chars must be an integer in 1..{MAX_QUERY_CHARS}, "
+                              f"got {max_query_chars!r}")
         if mode == "semantic" and embedder is None:
             raise ConfigError(f"lane {name}: mode 'semantic' needs an embedder")
         self.name, self.es, self.index, self.mode, self.url = name, es, str(getattr(index, "name", index)), mode, url
@@ -98,6 +114,7 @@ class OpenSearchLane:
         self.max_query_chars = max_query_chars
         self.score_kind = _SCORE_KIND[mode]
         self.last_latencies_ms: dict[str, float] = {}
+        self.last_shortened: set[str] = set()
 
     def config(self) -> dict[str, Any]:
         """Every engine parameter that shapes the ranking (keys the candidate cache)."""
@@ -113,14 +130,34 @@ class OpenSearchLane:
 
     # ------------------------------------------------------------ queries
 
-    def query_body(self, text: str, k: int, vector: Sequence[float] | None = None) -> dict[str, Any] | None:
-        """The search body for one query text (``None`` when the text is empty after trimming)."""
-        text = " ".join(unicodedata.normalize("NFC", text[: self.max_query_chars]).split())
+    def clean(self, text: str) -> str:
+        """The query as sent: NFC, control characters as spaces, whitespace collapsed, cut to
+        ``max_query_chars`` at a word boundary (a cut word would defeat the exact mode)."""
+        text = "".join(" " if unicodedata.category(c) == "Cc" else c for c in unicodedata.normalize("NFC", text))
+        text = " ".join(text.split())
+        if len(text) > self.max_query_chars:
+            cut = text[: self.max_query_chars + 1]
+            text = cut.rsplit(" ", 1)[0] if " " in cut else cut[: self.max_query_chars]
+        return text
+
+    def query_body(self, text: str, k: int, vector: Sequence[float] | None = None, *,
+                   max_words: int = MAX_QUERY_WORDS) -> dict[str, Any] | None:
+        """The search body for one query text (``None`` when the text is empty after :meth:`clean`).
+
+        Text modes send at most ``max_words`` words; the fuzzy mode lowers
+        ``max_expansions`` (default 50) to ``1000 // words`` so that the expanded query
+        stays under Lucene's 1,024-clause limit.
+        """
+        text = self.clean(text)
         if not text:
             return None
+        if self.mode in ("fuzzy", "exact", "lemma"):
+            text = " ".join(text.split()[:max_words])
         if self.mode == "fuzzy":
+            n = len(text.split())
             q: dict[str, Any] = {"match": {"content.text": {"query": text, "fuzziness": self.fuzziness,
-                                                             "operator": self.operator}}}
+                                                             "operator": self.operator,
+                                                             "max_expansions": max(1, min(50, 1000 // n))}}}
         elif self.mode == "exact":
             q = {"bool": {"should": [{"term": {"content.exact": {"value": text, "boost": 2.0}}},
                                      {"match_phrase": {"content.words": {"query": text}}}],
@@ -147,23 +184,23 @@ class OpenSearchLane:
         """
         if not isinstance(k, int) or isinstance(k, bool) or k < 0:
             raise ValueError(f"k must be an integer >= 0, got {k!r}")
+        if k > K_MAX:
+            raise ConfigError(f"lane {self.name}: depth k = {k} is more than OpenSearch returns ({K_MAX}: "
+                              "index.max_result_window and the k-NN limit); use a depth <= 10000")
         self.last_latencies_ms = {}
+        self.last_shortened = set()
         vectors: Any = [None] * len(queries)
         share = 0.0
         if self.mode == "semantic" and queries and k > 0:
             t0 = time.perf_counter()
-            vectors = self.embedder.embed_queries([q.text[: self.max_query_chars] for q in queries])
+            vectors = self.embedder.embed_queries([self.clean(q.text) for q in queries])
             share = (time.perf_counter() - t0) * 1000 / len(queries)
         rows: dict[str, list[Hit]] = {}
         for q, vec in zip(queries, vectors):
             t0 = time.perf_counter()
-            body = self.query_body(q.text, k, vec) if k > 0 else None
             hits: list[Hit] = []
-            if body is not None:
-                try:
-                    resp = self.es.search(index=self.index, body=body)
-                except Exception as exc:
-                    raise self._error(exc) from None
+            resp = self._search(q, k, vec) if k > 0 else None
+            if resp is not None:
                 for h in resp["hits"]["hits"]:
                     score = float(h["_score"])
                     if self.mode == "semantic":
@@ -173,8 +210,25 @@ class OpenSearchLane:
             self.last_latencies_ms[q.query_id] = (time.perf_counter() - t0) * 1000 + share
         return Run(rows, self.name)
 
-    def _error(self, exc: BaseException) -> OpenSearchError:
-        what = describe(exc)
+    def _search(self, q: Query, k: int, vec) -> dict | None:
+        """One request; on Lucene's clause limit, retried with half the words (recorded in ``last_shortened``)."""
+        words = MAX_QUERY_WORDS
+        while True:
+            body = self.query_body(q.text, k, vec, max_words=words)
+            if body is None:
+                return None
+            try:
+                return self.es.search(index=self.index, body=body)
+            except Exception as exc:
+                if "too_many_clauses" in describe(exc) or "maxClauseCount" in str(exc):
+                    if words > 1:
+                        words //= 2
+                        self.last_shortened.add(q.query_id)
+                        continue
+                raise self._error(exc, q) from None
+
+    def _error(self, exc: BaseException, q: Query | None = None) -> OpenSearchError:
+        what = describe(exc) + (f" (query {q.query_id}: {q.text[:60]!r})" if q is not None else "")
         if "index_not_found" in what:
             return OpenSearchError(f"lane {self.name}: index {self.index} does not exist at {self.url or 'the cluster'}; "
                                    "run `workbench eval` again to build it (indexes are built on a cache miss)")

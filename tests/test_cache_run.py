@@ -80,3 +80,15 @@ def test_damaged_entry_is_a_miss(tmp_path):
     key = cache.put(parts, Run({"q": [("a", 1.0)]}), {})
     (tmp_path / key[:2] / f"{key}.run.gz").write_bytes(gzip.compress(b"garbage line\n"))
     assert cache.get(parts) is None
+
+
+def test_a_lane_that_found_nothing_is_cached_too(tmp_path):
+    cache = CandidateCache(tmp_path)
+    parts = {"lane": "exact", "dataset": "x"}
+    cache.put(parts, Run({"q1": [], "q2": []}, "exact"), {"q1": 0.5, "q2": 0.25})
+    got = cache.get(parts)
+    assert got is not None and cache.hits == 1 and cache.misses == 0
+    run, lat = got
+    assert set(run) == {"q1", "q2"} and run["q1"] == () and lat == {"q1": 0.5, "q2": 0.25}
+    with pytest.raises(DataError, match="holds no results"):  # outside the cache an empty run is still an error
+        read_trec_run(next(tmp_path.rglob("*.run.gz")))

@@ -183,3 +183,15 @@ def test_the_shipped_mint_experiment_loads():
     assert exp.configs["os-hybrid-7-3"].weights == {"os_fuzzy": 0.7, "os_semantic": 0.3}
     assert {exp.lanes[n].params["mode"] for n in exp.lanes if exp.lanes[n].kind == "opensearch"} == \
         {"fuzzy", "exact", "lemma", "page_ref", "semantic"}
+
+
+@pytest.mark.parametrize("extra, lane, msg", [
+    ("depth = 20000\n", 'kind = "opensearch"\nmode = "fuzzy"', r"depth is 20000, more than OpenSearch lanes return"),
+    ("", 'kind = "opensearch"\nmode = "semantic"\nembedder = "e"\nef_search = 100000', r"must be an integer in 1..10000"),
+    ("", 'kind = "opensearch"\nmode = "fuzzy"\nmax_query_chars = 1000000', r"must be an integer in 1..10000"),
+])
+def test_opensearch_limits_are_checked_at_load(tmp_path, extra, lane, msg):
+    p = tmp_path / "e.toml"
+    p.write_text(extra + OS_BASE + "[lanes.x]\n" + lane + "\n")
+    with pytest.raises(ConfigError, match=msg):
+        load_experiment(p, known_datasets={"gita"})

@@ -283,3 +283,104 @@ def test_a_refused_bulk_names_the_document_and_leaves_no_complete_index(os_clust
     assert names and all(not es.indices.get_mapping(index=n)[n]["mappings"]["_meta"]["complete"] for n in names)
     good = index_dataset(es, url, small, HashEmbedder(64))
     assert not good.reused and es.count(index=good.name)["count"] == 5
+
+
+# ---------------------------------------------------------------- more bad input
+
+@pytest.mark.parametrize("url, msg", [
+    ("http://127.0.0.1:notaport", "is not a valid URL"), ("http://127.0.0.1:99999", "is not a valid URL"),
+    ("http://[::1", "is not a valid URL"), ("http://", "names no host"), ("http://h:9200/sub", "has a path"),
+    ("localhost:9200", "must be an http:// or https:// URL"), ("http://u:p@h:9200", "must not hold credentials"),
+])
+def test_bad_cluster_urls_name_the_setting(monkeypatch, url, msg):
+    monkeypatch.setenv(osearch.URL_ENV, url)
+    with pytest.raises(osearch.OpenSearchError, match=msg):
+        osearch.cluster_url()
+
+
+def test_a_user_without_a_password_is_refused(monkeypatch):
+    monkeypatch.setenv(osearch.USER_ENV, "bob")
+    monkeypatch.delenv(osearch.PASSWORD_ENV, raising=False)
+    with pytest.raises(osearch.OpenSearchError, match="WORKBENCH_OS_USER is set but WORKBENCH_OS_PASSWORD is not"):
+        osearch.client("http://127.0.0.1:9200")
+
+
+@pytest.mark.parametrize("ctype, body, msg", [
+    ("text/html", b"<html>hello</html>", "answered, but not as OpenSearch"),
+    ("application/json", b'{"version": {"number": "8.0.0"}, "tagline": "You Know, for Search"}',
+     "is not OpenSearch 2.x or newer"),
+])
+def test_a_server_that_is_not_opensearch_is_named_as_such(ctype, body, msg):
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = HTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_address[1]}"
+    try:
+        with pytest.raises(osearch.OpenSearchError, match=msg):
+            osearch.check_cluster(osearch.client(url), url)
+    finally:
+        srv.shutdown()
+
+
+def test_passage_length_queries_stay_under_the_clause_limit(os_cluster, index, mn: Dataset):
+    longest = max(mn.documents, key=lambda d: len(d.texts[0].text.split()))
+    words = " ".join(d.texts[0].text for d in mn.documents[:60]).split()
+    assert len(words) > 300
+    for mode in ("fuzzy", "lemma", "exact"):
+        ln = lane(os_cluster, index, mode, max_query_chars=10000)
+        run = ln.search([Q("long", " ".join(words)), Q("doc", longest.texts[0].text)], 10)
+        assert set(run) == {"long", "doc"}
+    fuzzy = lane(os_cluster, index, "fuzzy", max_query_chars=10000)
+    assert fuzzy.query_body(" ".join(words), 10)["query"]["match"]["content.text"]["max_expansions"] == 1000 // 256
+
+
+def test_a_long_query_is_cut_at_a_word_boundary(os_cluster, index):
+    ln = lane(os_cluster, index, "exact", max_query_chars=30)
+    assert ln.clean("Ekāyano ayaṁ, bhikkhave, maggo sattānaṁ visuddhiyā") == "Ekāyano ayaṁ, bhikkhave, maggo"
+    assert ln.search([Q("e", "Ekāyano ayaṁ, bhikkhave, maggo sattānaṁ visuddhiyā")], 5)["e"][0].doc_id == "mn10:2.1"
+    assert ln.clean("x" * 50) == "x" * 30
+
+
+def test_control_characters_are_spaces(os_cluster, index):
+    ln = lane(os_cluster, index, "page_ref")
+    assert ln.clean("M i 56\x00") == "M i 56" and ln.clean("M\ti\x0756") == "M i 56"
+    assert ln.search([Q("p", "M i 56\x00")], 5)["p"][0].doc_id == "mn10:2.1"
+
+
+def test_depth_beyond_opensearch_result_window_is_refused(os_cluster, index):
+    with pytest.raises(ConfigError, match=r"depth k = 20000 is more than OpenSearch returns \(10000"):
+        lane(os_cluster, index, "fuzzy").search([Q("q", "dhamma")], 20000)
+
+
+def test_a_query_over_the_clause_limit_is_retried_with_half_the_words():
+    class Refusing:
+        """Refuses bodies of more than 40 words, as Lucene refuses more than 1,024 clauses."""
+
+        def __init__(self):
+            self.sent = []
+
+        def search(self, index, body):
+            n = len(body["query"]["match"]["content.text"]["query"].split())
+            self.sent.append(n)
+            if n > 40:
+                raise RuntimeError("TransportError(500, 'search_phase_execution_exception', 'too_many_clauses: "
+                                   "maxClauseCount is set to 1024')")
+            return {"hits": {"hits": [{"_id": "d1", "_score": 1.0, "sort": [1.0, "d1"]}]}}
+
+    es = Refusing()
+    ln = OpenSearchLane("f", es, "i", "fuzzy", max_query_chars=10000)
+    run = ln.search([Q("long", " ".join(f"w{i}" for i in range(300))), Q("short", "dhamma")], 5)
+    assert es.sent == [256, 128, 64, 32, 1] and ln.last_shortened == {"long"}
+    assert [h.doc_id for h in run["long"]] == ["d1"] and run["short"][0].doc_id == "d1"

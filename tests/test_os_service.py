@@ -88,3 +88,41 @@ def test_a_corrupt_state_file_is_moved_aside_not_trusted(tmp_path, content):
     assert node.status(tmp_path) == {"state": "stopped"}
     assert not path.exists() and path.with_name("opensearch.json.corrupt").read_text() == content
     assert node.down(tmp_path) is False
+
+
+def test_down_never_signals_a_process_that_is_not_this_homes_node(tmp_path):
+    import json
+    import subprocess
+
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        node.state_path(tmp_path).parent.mkdir(parents=True)
+        node.state_path(tmp_path).write_text(json.dumps({
+            "url": "http://127.0.0.1:9", "pid": stranger.pid, "install": str(tmp_path / "opensearch-x"),
+            "data": "", "log": "", "heap": "512m", "started_at": 0}))
+        assert node.status(tmp_path)["state"] == "dead"
+        said = []
+        assert node.down(tmp_path, log=said.append) is False
+        assert stranger.poll() is None, "the stranger was killed"
+        assert said and f"pid {stranger.pid}" in said[0] and "left alone" in said[0]
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_a_port_in_use_is_refused_before_anything_starts(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(node.ServiceError, match=rf"port {port} on 127\.0\.0\.1 is in use; choose another --port"):
+            node.up(tmp_path, port=port, log=lambda _m: None)
+    assert not node.state_path(tmp_path).exists()
+
+
+@pytest.mark.parametrize("heap, msg", [("0m", "too small"), ("99999g", "more than half"), ("lots", "must look like")])
+def test_impossible_heaps_are_refused_up_front(tmp_path, heap, msg):
+    with pytest.raises(node.ServiceError, match=msg):
+        node.up(tmp_path, heap=heap, log=lambda _m: None)

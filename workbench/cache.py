@@ -53,7 +53,7 @@ class CandidateCache:
             return None
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            run = read_trec_run(run_path, name=meta.get("lane", ""), keep_file_order=True)
+            run = read_trec_run(run_path, name=meta.get("lane", ""), keep_file_order=True, allow_empty=True)
         except Exception:  # a damaged entry is a miss, never an error: it will be rewritten
             self.misses += 1
             return None

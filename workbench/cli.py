@@ -210,7 +210,7 @@ def services_down(service: str = typer.Argument(..., help="opensearch")) -> None
 
     try:
         _service(service)
-        was = node.down(home_dir())
+        was = node.down(home_dir(), log=_log)
     except WorkbenchError as exc:
         _fail(exc)
     _log("OpenSearch stopped" if was else "OpenSearch was not running")
@@ -227,7 +227,7 @@ def services_status(
 
     try:
         _service(service)
-        st = node.status(home_dir())
+        st = node.status(home_dir(), log=_log)
     except WorkbenchError as exc:
         _fail(exc)
     if st["state"] == "running":
@@ -244,6 +244,12 @@ def services_status(
         typer.echo(f"opensearch: {st['state']}" + (f" at {st['url']} ({st.get('health')}), pid {st['pid']}, "
                                                    f"{len(st.get('indexes', []))} workbench indexes, log {st['log']}"
                                                    if st["state"] != "stopped" else ""))
+    import os
+
+    from workbench.osearch import URL_ENV
+
+    if os.environ.get(URL_ENV, "").strip():
+        _log(f"note: {URL_ENV}={os.environ[URL_ENV].strip()} is set, so the lanes use that cluster, not this local node")
     if st["state"] != "running":
         raise typer.Exit(1)
 

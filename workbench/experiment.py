@@ -55,6 +55,11 @@ def _int_at_least(lo):
     return lambda v: "" if isinstance(v, int) and not isinstance(v, bool) and v >= lo else f"must be an integer >= {lo}"
 
 
+def _int_in(lo, hi):
+    return lambda v: "" if isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi \
+        else f"must be an integer in {lo}..{hi}"
+
+
 def _unit(v):
     return "" if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 else "must be a number in [0, 1]"
 
@@ -83,7 +88,7 @@ LANE_KINDS: dict[str, dict[str, Any]] = {
     "reference": {},
     "opensearch": {"mode": _one_of("fuzzy", "exact", "lemma", "page_ref", "semantic"), "embedder": _str,
                    "fuzziness": _fuzziness, "operator": _one_of("or", "and"),
-                   "ef_search": _int_at_least(1), "max_query_chars": _int_at_least(1)},
+                   "ef_search": _int_in(1, 10000), "max_query_chars": _int_in(1, 10000)},
 }
 REQUIRED = {"pgvector": ("embedder",), "opensearch": ("mode",)}
 #: opensearch parameters that only some modes read (any other mode rejects them).
@@ -265,6 +270,9 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
         if "embedder" in params and params["embedder"] not in embedders:
             raise _err(path, f"lanes.{lname}.embedder", f"names no [embedders.{params['embedder']}] table")
         lanes[lname] = LaneSpec(lname, kind, params)
+    if depth > 10000 and any(spec.kind == "opensearch" for spec in lanes.values()):
+        raise _err(path, "depth", f"is {depth}, more than OpenSearch lanes return (10000: index.max_result_window "
+                   "and the k-NN limit); use a depth <= 10000")
     configs: dict[str, FusedConfig] = {}
     for cname, spec in raw.get("configs", {}).items():
         if not isinstance(spec, dict):

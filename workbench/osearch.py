@@ -44,9 +44,7 @@ def cluster_url(home: Path | None = None, *, start: bool = False, log=lambda _m:
     """
     env = os.environ.get(URL_ENV, "").strip()
     if env:
-        if not env.startswith(("http://", "https://")):
-            raise OpenSearchError(f"{URL_ENV}={env!r} must be an http:// or https:// URL, e.g. http://127.0.0.1:9200")
-        return env.rstrip("/")
+        return check_url(env)
     from workbench.services import opensearch as service
 
     if home is None:
@@ -63,6 +61,32 @@ def cluster_url(home: Path | None = None, *, start: bool = False, log=lambda _m:
     return service.up(home, log=log).url
 
 
+def check_url(url: str) -> str:
+    """``url`` without a trailing slash, if it is a usable cluster URL.
+
+    Raises:
+        OpenSearchError: not http(s), no host, a bad port, or a path (names ``WORKBENCH_OS_URL`` and the fix).
+    """
+    from urllib.parse import urlsplit
+
+    example = "e.g. http://127.0.0.1:9200"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise OpenSearchError(f"{URL_ENV}={url!r} is not a valid URL ({exc}); {example}") from None
+    if parts.scheme not in ("http", "https"):
+        raise OpenSearchError(f"{URL_ENV}={url!r} must be an http:// or https:// URL, {example}")
+    if not parts.hostname:
+        raise OpenSearchError(f"{URL_ENV}={url!r} names no host; {example}")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise OpenSearchError(f"{URL_ENV}={url!r} has a path or query; give the cluster's root URL, {example}")
+    if parts.username or parts.password:
+        raise OpenSearchError(f"{URL_ENV} must not hold credentials; set {USER_ENV} and {PASSWORD_ENV} instead")
+    del port
+    return url.rstrip("/")
+
+
 def client(url: str):
     """An ``opensearchpy.OpenSearch`` client for ``url`` with the credentials of the environment.
 
@@ -73,7 +97,11 @@ def client(url: str):
         from opensearchpy import OpenSearch
     except ImportError:
         raise OpenSearchError("opensearch-py is not installed: pip install opensearch-py") from None
+    url = check_url(url)
     user, password = os.environ.get(USER_ENV, ""), os.environ.get(PASSWORD_ENV, "")
+    if bool(user) != bool(password):
+        have, lack = (USER_ENV, PASSWORD_ENV) if user else (PASSWORD_ENV, USER_ENV)
+        raise OpenSearchError(f"{have} is set but {lack} is not; set both (basic authentication) or neither")
     verify = os.environ.get(VERIFY_ENV, "1").strip().lower() not in ("0", "false", "no")
     kwargs: dict[str, Any] = {"hosts": [url], "timeout": TIMEOUT_S, "max_retries": 1, "retry_on_timeout": False}
     if user:
@@ -105,11 +133,22 @@ def check_cluster(es, url: str) -> dict[str, Any]:
     """
     try:
         info = es.info()
-        health = es.cluster.health()
-        plugins = sorted({p["component"] for p in es.cat.plugins(format="json")})
     except Exception as exc:  # ConnectionError, TransportError, SSL errors...
+        if type(exc).__name__ == "SerializationError":
+            raise OpenSearchError(f"the server at {url} answered, but not as OpenSearch ({describe(exc)}); "
+                                  f"check {URL_ENV}") from None
         raise OpenSearchError(f"cannot reach OpenSearch at {url}: {describe(exc)}; start the local node with "
                               f"`workbench services up opensearch` or fix {URL_ENV}") from None
+    version = info.get("version", {}) if isinstance(info, dict) else {}
+    number = str(version.get("number", ""))
+    if version.get("distribution") != "opensearch" or not number[:1].isdigit() or int(number.split(".")[0]) < 2:
+        raise OpenSearchError(f"the server at {url} is not OpenSearch 2.x or newer (distribution "
+                              f"{version.get('distribution')!r}, version {number or '?'}); check {URL_ENV}")
+    try:
+        health = es.cluster.health()
+        plugins = sorted({p["component"] for p in es.cat.plugins(format="json")})
+    except Exception as exc:
+        raise OpenSearchError(f"OpenSearch at {url} refused a health or plugin request: {describe(exc)}") from None
     if health.get("status") == "red":
         raise OpenSearchError(f"OpenSearch at {url} is red (unassigned primary shards); see its log")
     if "opensearch-knn" not in plugins:
@@ -120,4 +159,4 @@ def check_cluster(es, url: str) -> dict[str, Any]:
     except Exception as exc:
         raise OpenSearchError(f"OpenSearch at {url} has no ICU analysis ({describe(exc)}); install analysis-icu "
                               "or use the local node (`workbench services up opensearch`)") from None
-    return {"version": info.get("version", {}).get("number", "?"), "plugins": plugins, "status": health["status"]}
+    return {"version": number, "plugins": plugins, "status": health["status"]}

@@ -106,13 +106,16 @@ def write_trec_run(path: Path, run: Run, tag: str | None = None) -> None:
     path.write_bytes(gzip.compress(data, mtime=0) if path.suffix == ".gz" else data)
 
 
-def read_trec_run(path: Path, name: str | None = None, *, keep_file_order: bool = False) -> Run:
+def read_trec_run(path: Path, name: str | None = None, *, keep_file_order: bool = False,
+                  allow_empty: bool = False) -> Run:
     """Read a TREC run file (6 whitespace-separated columns; ``.gz`` allowed).
 
     By default the rank column is ignored, as trec_eval does: hits are ordered by score
     with the tie-break rule. With ``keep_file_order`` each hit's ``tiebreak`` is minus
     its line order within the query, so equal scores keep the order they were written in
     (the candidate cache uses this to return exactly what the lane returned).
+    ``allow_empty`` accepts a file with no result lines (a lane that found nothing for
+    any query: the candidate cache stores such runs too).
 
     Raises:
         DataError: missing or empty file, wrong column count, a non-numeric or NaN
@@ -146,6 +149,6 @@ def read_trec_run(path: Path, name: str | None = None, *, keep_file_order: bool 
         seen.add((cols[0], cols[2]))
         hits = rows.setdefault(cols[0], [])
         hits.append(Hit(cols[2], score, -float(len(hits)) if keep_file_order else 0.0))
-    if not rows:
+    if not rows and not allow_empty:
         raise DataError(f"run file {path} holds no results")
     return Run(rows, name or path.name.split(".")[0])

@@ -300,6 +300,9 @@ def _chown_tree(path: Path, ids: tuple[int, int]) -> None:
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` (> 0) exists."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -309,72 +312,132 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _health(url: str, timeout: float = 2.0) -> str | None:
-    """The cluster status (green/yellow/red), or None when nothing answers at ``url``."""
+def _is_node(pid: int, install: str) -> bool:
+    """Whether ``pid`` is an OpenSearch JVM started from ``install`` (never signal a stranger
+    that inherited a stale pid)."""
+    if not _pid_alive(pid):
+        return False
     try:
-        with urllib.request.urlopen(f"{url}/_cluster/health", timeout=timeout) as resp:
-            return json.loads(resp.read()).get("status")
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    text = b" ".join(cmd).decode(errors="replace")
+    return "org.opensearch.bootstrap.OpenSearch" in text and (not install or install in text)
+
+
+def _get(url: str, path: str, timeout: float = 2.0) -> dict | None:
+    try:
+        with urllib.request.urlopen(f"{url}{path}", timeout=timeout) as resp:
+            out = json.loads(resp.read())
+            return out if isinstance(out, dict) else None
     except (urllib.error.URLError, OSError, ValueError):
         return None
 
 
-def _read_state(home: Path) -> dict | None:
-    """The saved :class:`NodeState` as a dict, or ``None`` when there is none or it is unreadable
-    (a corrupt file is moved aside to ``opensearch.json.corrupt``, never silently trusted)."""
+def _health(url: str, pid: int | None = None, timeout: float = 2.0) -> str | None:
+    """The cluster status (green/yellow/red) at ``url``, or None when nothing answers — or,
+    with ``pid``, when the node answering there is not that process (another node on the port)."""
+    health = _get(url, "/_cluster/health", timeout)
+    if health is None:
+        return None
+    if pid is not None:
+        nodes = (_get(url, "/_nodes/_local/process", timeout) or {}).get("nodes", {})
+        if not any(n.get("process", {}).get("id") == pid for n in nodes.values()):
+            return None
+    return health.get("status")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _read_state(home: Path, log: Callable[[str], None] = lambda _m: None) -> dict | None:
+    """The saved :class:`NodeState` as a dict, or ``None`` when there is none or it is unreadable.
+
+    A corrupt file is moved aside to ``opensearch.json.corrupt`` (never trusted: its pid
+    could be anyone's), and ``log`` says so and what to check.
+    """
     path = state_path(home)
     if not path.is_file():
         return None
     try:
         st = json.loads(path.read_text())
         if not isinstance(st, dict) or set(NodeState.__dataclass_fields__) - set(st) or \
-                not isinstance(st["pid"], int) or not isinstance(st["url"], str):
+                not isinstance(st["pid"], int) or not isinstance(st["url"], str) or not isinstance(st["install"], str):
             raise ValueError("missing or mistyped fields")
         return st
     except (ValueError, OSError, UnicodeDecodeError):
-        path.replace(path.with_name(path.name + ".corrupt"))
+        aside = path.with_name(path.name + ".corrupt")
+        path.replace(aside)
+        log(f"the node state file {path} was unreadable and is moved to {aside}; if a node of this home still "
+            f"runs, find it with `ps aux | grep org.opensearch.bootstrap` and stop it by hand")
         return None
 
 
-def status(home: Path) -> dict:
+def status(home: Path, log: Callable[[str], None] = lambda _m: None) -> dict:
     """``{"state": "running"|"starting"|"dead"|"stopped", ...NodeState fields, "health": ...}`` for the node of ``home``.
 
-    ``dead``: the recorded process is gone; ``starting``: it lives but the cluster does not answer yet.
+    ``dead``: the recorded process is gone (or is no longer an OpenSearch of this home's
+    install); ``starting``: it lives but does not answer at its URL yet.
     """
-    st = _read_state(home)
+    st = _read_state(home, log)
     if st is None:
         return {"state": "stopped"}
-    health = _health(st["url"])
-    alive = _pid_alive(st["pid"])
+    alive = _is_node(st["pid"], st["install"])
+    health = _health(st["url"], st["pid"]) if alive else None
     state = "running" if (health and alive) else ("dead" if not alive else "starting")
     return {"state": state, "health": health, **st}
+
+
+def _check_heap(heap: str) -> str:
+    h = heap.strip().lower()
+    if not (h[:-1].isdigit() and h[-1:] in ("m", "g")):
+        raise ServiceError(f"heap {heap!r} (from {HEAP_ENV} or --heap) must look like 512m or 1g")
+    mb = int(h[:-1]) * (1024 if h.endswith("g") else 1)
+    try:
+        total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    except (ValueError, OSError, AttributeError):
+        total_mb = None
+    if mb < 256:
+        raise ServiceError(f"heap {heap!r} is too small for OpenSearch with k-NN; give at least 256m (512m is the default)")
+    if total_mb and mb > total_mb // 2:
+        raise ServiceError(f"heap {heap!r} is more than half of this machine's {total_mb:,} MiB of memory; "
+                           "OpenSearch needs the rest for the file cache: give at most half")
+    return h
 
 
 def up(home: Path, *, port: int | None = None, heap: str | None = None, timeout: float = 240.0,
        log: Callable[[str], None] = print) -> NodeState:
     """Start the local node of ``home`` (installing it first when needed) and wait until it is yellow or green.
 
-    A node already running for ``home`` is reused (``port``/``heap`` are then ignored).
+    A node already running for ``home`` is reused (``port``/``heap`` are then ignored, and ``log`` says so).
 
     Args:
         home: the workbench home.
-        port: HTTP port on 127.0.0.1 (default: a free one).
-        heap: JVM heap, e.g. ``512m``, ``1g`` (default ``WORKBENCH_OS_HEAP`` or 512m).
+        port: HTTP port on 127.0.0.1 (default: a free one); it must be free.
+        heap: JVM heap, e.g. ``512m``, ``1g`` (default ``WORKBENCH_OS_HEAP`` or 512m; 256m up to half the memory).
         timeout: seconds to wait for the cluster.
 
     Raises:
-        ServiceError: install or start failed, or the cluster was not healthy in time
-            (the message quotes the end of the node's log).
+        ServiceError: a bad heap, a port in use, install or start failed, or the cluster was not
+            healthy in time (the message quotes the end of the node's log).
     """
     home = Path(home)
-    current = status(home)
-    if current["state"] == "running":
-        fields = {k: current[k] for k in NodeState.__dataclass_fields__}
-        return NodeState(**fields)
-    if current["state"] == "starting":
-        return _wait(NodeState(**{k: current[k] for k in NodeState.__dataclass_fields__}), timeout)
-    heap = heap or os.environ.get(HEAP_ENV, "").strip() or DEFAULT_HEAP
-    if not heap[:-1].isdigit() or heap[-1].lower() not in "mg":
-        raise ServiceError(f"heap {heap!r} (from {HEAP_ENV} or --heap) must look like 512m or 1g")
+    current = status(home, log)
+    if current["state"] in ("running", "starting"):
+        state = NodeState(**{k: current[k] for k in NodeState.__dataclass_fields__})
+        if (port and not state.url.endswith(f":{port}")) or (heap and heap.strip().lower() != state.heap):
+            log(f"OpenSearch already runs at {state.url} (heap {state.heap}); --port/--heap are ignored: "
+                "`workbench services down opensearch` first to change them")
+        return state if current["state"] == "running" else _wait(state, timeout)
+    heap = _check_heap(heap or os.environ.get(HEAP_ENV, "").strip() or DEFAULT_HEAP)
+    if port is not None and not _port_free(port):
+        raise ServiceError(f"port {port} on 127.0.0.1 is in use; choose another --port or omit it (a free one is picked)")
     runtime = runtime_dir(home)
     runtime.mkdir(parents=True, exist_ok=True)
     target = install(runtime, log=log)
@@ -398,6 +461,7 @@ def up(home: Path, *, port: int | None = None, heap: str | None = None, timeout:
     log(f"starting OpenSearch on http://127.0.0.1:{http_port} (heap {heap}, logs in {logs})")
     logfile = logs / f"{CLUSTER_NAME}.log"
     console = runtime / "console.log"  # the launcher's own output (bootstrap errors land here)
+    deadline = time.monotonic() + timeout
     with open(console, "wb") as out:  # a file, not a pipe: the daemon inherits it and outlives this call
         try:
             proc = subprocess.run([str(target / "bin" / "opensearch"), "-d", "-p", str(pidfile)], env=env,
@@ -410,46 +474,69 @@ def up(home: Path, *, port: int | None = None, heap: str | None = None, timeout:
         text = console.read_text(errors="replace").strip()
         raise ServiceError(f"OpenSearch did not start (exit {proc.returncode}):\n{text[-1500:]}\n"
                            f"see {console} and {logfile}")
-    for _ in range(100):
-        if pidfile.is_file() and pidfile.read_text().strip():
+    pid = -1
+    while time.monotonic() < deadline:
+        text = pidfile.read_text().strip() if pidfile.is_file() else ""
+        if text.isdigit():
+            pid = int(text)
             break
-        time.sleep(0.1)
-    pid = int(pidfile.read_text().strip()) if pidfile.is_file() and pidfile.read_text().strip() else -1
+        time.sleep(0.2)
+    if pid <= 0:
+        raise ServiceError(f"OpenSearch wrote no pid file ({pidfile}) within {timeout:.0f} s; see {console} and "
+                           f"{logfile}")
     state = NodeState(f"http://127.0.0.1:{http_port}", pid, str(target), str(data), str(logfile), heap, time.time())
     state_path(home).parent.mkdir(parents=True, exist_ok=True)
     state_path(home).write_text(json.dumps(asdict(state), indent=2) + "\n")
-    return _wait(state, timeout)
+    return _wait(state, max(deadline - time.monotonic(), 1.0))
+
+
+#: Log lines that name why a node failed, searched for before quoting the log's tail.
+_CAUSES = ("BindException", "Address already in use", "Permission denied", "OutOfMemoryError",
+           "Could not reserve enough space", "Invalid maximum heap size", "java.lang.IllegalStateException",
+           "java.lang.IllegalArgumentException")
 
 
 def _wait(state: NodeState, timeout: float) -> NodeState:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if _health(state.url) in ("green", "yellow"):
+        if _health(state.url, state.pid) in ("green", "yellow"):
             return state
-        if state.pid > 0 and not _pid_alive(state.pid):
+        if not _pid_alive(state.pid):
             break
         time.sleep(0.5)
-    tail = ""
+    lines: list[str] = []
     try:
-        tail = "\n".join(Path(state.log).read_text(errors="replace").splitlines()[-15:])
+        lines = Path(state.log).read_text(errors="replace").splitlines()
     except OSError:
         pass
-    what = "exited" if state.pid > 0 and not _pid_alive(state.pid) else f"was not healthy after {timeout:.0f} s"
-    raise ServiceError(f"OpenSearch at {state.url} {what}; end of its log {state.log}:\n{tail}")
+    cause = next((ln.strip() for ln in reversed(lines) if any(c in ln for c in _CAUSES)), "")
+    tail = "\n".join(ln for ln in lines[-8:] if not ln.lstrip().startswith("at "))
+    died = not _pid_alive(state.pid)
+    what = "exited" if died else f"was not healthy after {timeout:.0f} s"
+    hint = ""
+    if "Address already in use" in cause or "BindException" in cause:
+        hint = "; its port is taken: choose another --port or omit it"
+    raise ServiceError(f"OpenSearch at {state.url} {what}{hint}" + (f"; cause: {cause[:300]}" if cause else "") +
+                       f"; see its log {state.log}" + (f":\n{tail}" if tail and not cause else ""))
 
 
-def down(home: Path, *, timeout: float = 60.0) -> bool:
+def down(home: Path, *, timeout: float = 60.0, log: Callable[[str], None] = lambda _m: None) -> bool:
     """Stop the node of ``home``; return whether one was running.
+
+    Only a process that is an OpenSearch JVM of this home's install is signalled (a stale
+    pid that now belongs to another process is left alone).
 
     Raises:
         ServiceError: the node did not stop within ``timeout`` seconds, even after SIGKILL.
     """
     path = state_path(home)
-    st = _read_state(home)
+    st = _read_state(home, log)
     if st is None:
         return False
     pid = st["pid"]
-    was = pid > 0 and _pid_alive(pid)
+    was = _is_node(pid, st["install"])
+    if not was and _pid_alive(pid):
+        log(f"pid {pid} of {path} is no longer an OpenSearch of this home; it is left alone")
     if was:
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
