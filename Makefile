@@ -20,7 +20,8 @@ main: $(VENV)/.installed
 	$(BIN)/workbench data build
 	$(BIN)/workbench eval experiments/seeds.toml
 	$(BIN)/workbench eval experiments/kb.toml
-	$(BIN)/workbench eval experiments/mint.toml; rc=$$?; $(BIN)/workbench services down opensearch; exit $$rc
+	@echo "$(BIN)/workbench eval experiments/mint.toml   (then: workbench services down opensearch)"
+	@$(BIN)/workbench eval experiments/mint.toml; rc=$$?; $(BIN)/workbench services down opensearch; exit $$rc
 
 # The test suite (pytest's exit 5, "no tests ran", is a failure).
 test: $(VENV)/.installed

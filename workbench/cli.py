@@ -297,6 +297,80 @@ def eval_cmd(
         typer.secho(f"tracked in MLflow: {tracking_uri(home)} (parent run {run_id})", err=True)
 
 
+@app.command("tune")
+def tune_cmd(
+    study_file: Path = typer.Argument(..., help="Study TOML, e.g. experiments/tune-kb.toml."),
+    trials: Optional[int] = typer.Option(None, "--trials", min=1, help="Complete trials wanted in all (default: the file's)."),
+    storage: str = typer.Option("journal", "--storage", help="journal (resumable, default), memory, journal:PATH, "
+                                "postgresql (the workbench's server) or a postgresql:// URL."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Processes sharing the study (needs PostgreSQL storage)."),
+    track: bool = typer.Option(True, "--track/--no-track", help="Log the study to MLflow."),
+) -> None:
+    """Tune fusion and engine parameters with Optuna over cached candidates; report on dev and test."""
+    from workbench import tune
+    from workbench.settings import data_dir, home_dir
+    from workbench.space import load_study
+
+    try:
+        st = load_study(study_file)
+        data_dir()
+        home = home_dir()
+        if track:
+            from workbench.tracking import check_tracking
+
+            check_tracking(home)
+        result = tune.run_study(st, home=home, storage=storage, trials=trials, workers=workers, log=_log,
+                                progress=sys.stderr.isatty())
+        folder = tune.write_outputs(result, home)
+    except WorkbenchError as exc:
+        _fail(exc)
+    typer.echo(tune.summary(result))
+    typer.echo(f"\n{result.trials_run} trials run in {result.elapsed_s:.1f} s; report, export and plots in {folder}")
+    if track:
+        from workbench.tracking import log_study, tracking_uri
+
+        try:
+            run_id = log_study(result, home, folder)
+        except Exception as exc:
+            _fail(WorkbenchError(f"could not track in MLflow at {tracking_uri(home)}: {str(exc).splitlines()[0][:200]}; "
+                                 "pass --no-track"))
+        typer.secho(f"tracked in MLflow: {tracking_uri(home)} (run {run_id})", err=True)
+
+
+@app.command("export")
+def export_cmd(
+    study_file: Path = typer.Argument(..., help="Study TOML whose study has run (journal or PostgreSQL storage)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Production config to write (JSON)."),
+    storage: str = typer.Option("journal", "--storage", help="Where the study is stored (as for `tune`)."),
+) -> None:
+    """Write the chosen trial as the production config a seed system loads, with provenance."""
+    from workbench import tune
+    from workbench.settings import data_dir, home_dir
+    from workbench.space import load_study
+
+    try:
+        st = load_study(study_file)
+        data_dir()
+        home = home_dir()
+        if storage == "memory":
+            raise WorkbenchError("an in-memory study is gone when `tune` ends; export from journal or PostgreSQL "
+                                 "storage (or take export.json from the study folder)")
+        cands = tune.Candidates(st, home, _log)
+        ost = tune.make_study(st, tune.storage_for(st, home, storage))
+        if not ost.trials:
+            raise WorkbenchError(f"study {st.name} has no trials in {storage} storage; run `workbench tune {study_file}` first")
+        result = tune.choose_and_report(st, ost, cands, _log)
+        config = tune.export_config(result, home)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(config, indent=1, default=str) + "\n", encoding="utf-8")
+    except WorkbenchError as exc:
+        _fail(exc)
+    except OSError as exc:
+        _fail(WorkbenchError(f"cannot write {out}: {exc.strerror or exc}"))
+    typer.echo(f"wrote {out}: trial {result.chosen.number} of study {st.name}, test "
+               + ", ".join(f"{m} {r['chosen']:.4f}" for m, r in (result.report.get('test', {}).get('measures') or {}).items()))
+
+
 def _read_queries(queries: list[str], file: Optional[Path]) -> list[str]:
     texts = list(queries)
     if file is not None:

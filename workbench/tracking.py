@@ -162,3 +162,43 @@ def log_job(result, home: Path) -> str:
                     mlflow.log_artifacts(tmp)
         return parent.info.run_id
 
+
+
+def log_study(result, home: Path, folder: Path) -> str:
+    """Log a tuning study to MLflow: one parent run, the trials' values as metrics batched by
+    step (= trial number), the chosen parameters, the dev/test report and the study folder's
+    files (plots, report, export) as artifacts. Returns the run id."""
+    _quiet()
+    import mlflow
+    from mlflow.entities import Metric, Param
+
+    st = result.study
+    mlflow.set_tracking_uri(tracking_uri(home))
+    exp_id = _experiment_id(mlflow, f"{st.experiment.name}", home)
+    client = mlflow.MlflowClient()
+    with mlflow.start_run(experiment_id=exp_id, run_name=f"study {st.name}") as run:
+        now = int(__import__("time").time() * 1000)
+        metrics = []
+        for t in result.optuna_study.trials:
+            if t.values:
+                metrics.append(Metric("trial_objective", float(t.values[0]), now, t.number))
+                if len(t.values) > 1:
+                    metrics.append(Metric("trial_latency_p95_ms", float(t.values[1]), now, t.number))
+        for i in range(0, len(metrics), 1000):  # MLflow takes at most 1,000 metrics per batch
+            client.log_batch(run.info.run_id, metrics=metrics[i:i + 1000])
+        params = {"study": st.name, "dataset": st.dataset, "baseline": st.baseline, "objective": st.measure,
+                  "split": st.split, "seed": st.seed, "trials": len(result.optuna_study.trials),
+                  "chosen_trial": result.chosen.number}
+        params.update({f"chosen.{k}": v for k, v in result.chosen_params.items()})
+        client.log_batch(run.info.run_id, params=[Param(k, str(v)[:500]) for k, v in params.items()])
+        final = {"train_objective_chosen": result.chosen.values[0], "train_objective_baseline": result.baseline_value}
+        for split in ("dev", "test"):
+            for m, row in (result.report.get(split, {}).get("measures") or {}).items():
+                final[f"{split}/{metric_key(m)}/chosen"] = row["chosen"]
+                final[f"{split}/{metric_key(m)}/baseline"] = row["baseline"]
+                final[f"{split}/{metric_key(m)}/p_value"] = row["p_value"]
+        mlflow.log_metrics({k: float(v) for k, v in final.items() if v is not None})
+        mlflow.set_tags({"workbench.kind": "study", "dataset": st.dataset})
+        mlflow.log_artifact(str(st.path))
+        mlflow.log_artifacts(str(folder))
+        return run.info.run_id

@@ -1,0 +1,146 @@
+"""Tuning studies: the search space fails at load, a study finds a known optimum, a killed
+study resumes, fusion-only trials need no database, results are honest, export has provenance."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import tune_fixture
+from workbench.errors import ConfigError
+from workbench.space import baseline_params, load_study
+from workbench.tune import make_study, paired_test, run_study, setting_from, storage_for
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _study(tmp_path, text=tune_fixture.STUDY):
+    return load_study(tune_fixture.write(tmp_path, text), known_datasets={"gita"})
+
+
+# ---------------------------------------------------------------- the space fails at load
+
+@pytest.mark.parametrize("edit, msg", [
+    (("k = { low = 1, high = 100 }", "k = { low = 100, high = 100 }"), "is an empty range: low 100 must be below high 100"),
+    (("k = { low = 1, high = 100 }", "k = { low = 0, high = 100, log = true }"), "log range, so low must be > 0"),
+    (("k = { low = 1, high = 100 }", "k = []"), "is an empty list"),
+    (("good = { low = 0.0, high = 1.0 }", "vector = { low = 0.0, high = 1.0 }"),
+     r"space.weights names lane\(s\) \['vector'\] the study does not use"),
+    (("[space.weights]", "[space.engine.good]\nef_search = [10, 20]\n[space.weights]"),
+     "is not a tunable parameter of a reference lane"),
+    (("[space]", "[space]\nfusion = [\"rrf\", \"borda\"]"), "must list fusion methods"),
+    (("[space]", "[space]\ntop_k = [0, 10]"), "must be integers >= 1"),
+    (("[space]", "[space]\ndepth = { good = [10, 50] }"), "goes beyond the experiment's depth 20"),
+    (("measure = \"R@1\"", "measure = \"AP@100\""), "is not computed in memory"),
+    (("measure = \"R@1\"", "measure = \"R@1\"\nweights = { verse = 1.0 }"), "names unknown query type"),
+    (("baseline = \"equal\"", "baseline = \"nope\""), "must name a config of experiment.toml"),
+    (("lanes = [\"good\", \"bad\"]", "lanes = [\"good\"]"), "must include the baseline's lanes"),
+    (("trials = 30", "trials = 0"), "trials must be an integer >= 1"),
+    (("[space]", "[space]\nbogus = 1"), "has unknown key"),
+])
+def test_bad_search_spaces_fail_at_load(tmp_path, edit, msg):
+    text = tune_fixture.STUDY.replace(*edit)
+    assert text != tune_fixture.STUDY
+    with pytest.raises(ConfigError, match=msg):
+        _study(tmp_path, text)
+
+
+def test_an_engine_parameter_value_the_lane_refuses_fails_at_load(tmp_path):
+    exp = tune_fixture.EXPERIMENT + '[embedders.h]\nkind = "hash"\n[lanes.vec]\nkind = "pgvector"\nembedder = "h"\n'
+    study = tune_fixture.STUDY.replace('lanes = ["good", "bad"]', 'lanes = ["good", "bad", "vec"]') + \
+        "[space.engine.vec]\nef_search = [40, 0]\niterative_scan = [\"off\"]\n"
+    tune_fixture.write(tmp_path, study)
+    (tmp_path / "experiment.toml").write_text(exp)
+    with pytest.raises(ConfigError, match=r"space.engine.vec.ef_search value 0 must be an integer >= 1"):
+        load_study(tmp_path / "study.toml", known_datasets={"gita"})
+
+
+# ---------------------------------------------------------------- a known optimum
+
+def test_a_study_finds_the_known_optimum_and_keeps_the_baseline_as_trial_0(tmp_path):
+    st = _study(tmp_path)
+    cands = tune_fixture.candidates(st, tmp_path / "home")
+    res = run_study(st, home=tmp_path / "home", storage="memory", candidates=cands)
+    trials = res.optuna_study.trials
+    assert trials[0].user_attrs.get("baseline") is True
+    assert trials[0].params == {"k": 60, "weights.good": 1.0, "weights.bad": 1.0}
+    # the equal-weight baseline: bad's unjudged top document wins every tie by doc_id
+    assert trials[0].values[0] == res.baseline_value == 0.0
+    assert res.chosen.values[0] == pytest.approx(1.0)
+    assert res.chosen_params["weights.good"] > res.chosen_params["weights.bad"]
+    test = res.report["test"]["measures"]["R@1"]
+    assert test["chosen"] == 1.0 and test["baseline"] == 0.0 and test["mean_diff"] == 1.0
+    assert test["p_value"] == pytest.approx(2 / 1024, abs=1e-12)  # 10 test queries: exact sign-flip p-value
+
+
+def test_the_same_seed_gives_the_same_study(tmp_path):
+    st = _study(tmp_path)
+    a = run_study(st, home=tmp_path / "h1", storage="memory", candidates=tune_fixture.candidates(st, tmp_path))
+    b = run_study(st, home=tmp_path / "h2", storage="memory", candidates=tune_fixture.candidates(st, tmp_path))
+    assert [t.params for t in a.optuna_study.trials] == [t.params for t in b.optuna_study.trials]
+
+
+def test_baseline_projection_notes_values_outside_the_space(tmp_path):
+    st = _study(tmp_path, tune_fixture.STUDY.replace("k = { low = 1, high = 100 }", "k = { low = 1, high = 30 }"))
+    params, notes = baseline_params(st)
+    assert params["k"] == 30 and any("k = 60.0 lies outside [1.0, 30.0]" in n for n in notes)
+
+
+# ---------------------------------------------------------------- resuming a killed study
+
+def test_a_killed_study_resumes_where_it_stopped(tmp_path):
+    tune_fixture.write(tmp_path)
+    journal = tmp_path / "journal.log"
+    code = ("import sys; sys.path.insert(0, %r); import tune_fixture; "
+            "tune_fixture.run(%r, 100000, %r)" % (str(ROOT / "tests"), str(tmp_path), f"journal:{journal}"))
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    st = load_study(tmp_path / "study.toml", known_datasets={"gita"})
+    deadline = time.monotonic() + 120
+    complete = 0
+    while time.monotonic() < deadline and complete < 8:
+        time.sleep(0.5)
+        if journal.exists():
+            ost = make_study(st, storage_for(st, tmp_path, f"journal:{journal}"))
+            complete = sum(t.state.name == "COMPLETE" for t in ost.trials)
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = make_study(st, storage_for(st, tmp_path, f"journal:{journal}")).trials
+    n_before = sum(t.state.name == "COMPLETE" for t in before)
+    assert n_before >= 8
+    res = run_study(st, home=tmp_path / "home", storage=f"journal:{journal}", trials=n_before + 5,
+                    candidates=tune_fixture.candidates(st, tmp_path))
+    after = res.optuna_study.trials
+    assert sum(t.state.name == "COMPLETE" for t in after) == n_before + 5
+    assert [t.params for t in after[:n_before]] == [t.params for t in before[:n_before]]
+    assert sum(1 for t in after if t.user_attrs.get("baseline")) == 1  # trial 0 is not enqueued again
+    assert res.trials_run == 5
+
+
+# ---------------------------------------------------------------- statistics
+
+def test_paired_test_on_hand_made_differences():
+    import numpy as np
+
+    a = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
+    b = np.zeros(10)
+    r = paired_test(a, b, seed=1)
+    # all 2^10 sign flips: only the observed one (and its mirror) reach |mean| = 1, so p = 2/1024
+    assert r["mean_diff"] == 1.0 and r["p_value"] == pytest.approx(2 / 1024, abs=1e-12)
+    same = paired_test(a, a, seed=1)
+    assert same["mean_diff"] == 0.0 and same["p_value"] == 1.0
+
+
+def test_setting_from_switches_lanes_off_and_keeps_the_baseline_elsewhere(tmp_path):
+    text = tune_fixture.STUDY + "[space.lanes]\nbad = [true, false]\n"
+    st = _study(tmp_path, text)
+    s = setting_from(st, {"lanes.bad": False, "weights.good": 0.3})
+    assert s.lanes == ("good",) and s.weights == {"good": 0.3} and s.k == 60.0 and s.method == "rrf"

@@ -1,0 +1,351 @@
+"""Tuning studies: the study TOML, its search space, and the one mapping of that space to Optuna.
+
+A study file names an experiment (its datasets, embedders and lanes), one dataset, the
+lanes a fused config may use, the baseline config, the objective and the search space::
+
+    name = "tune-kb"
+    experiment = "kb.toml"            # relative to this file
+    dataset = "bilara-passages"
+    lanes = ["vector", "fts_fold", "reference"]
+    baseline = "kb-fold-ref"          # a config of the experiment: trial 0 and the comparison
+    trials = 300
+    seed = 20261129
+    split = "train"                   # the split trials are scored on (dev and test stay held out)
+
+    [objective]
+    measure = "R@10"                  # R@k, P@k, RR@k, nDCG@k or Judged@k
+    weights = { term = 1.0, page_ref = 1.0 }   # optional: a weighted mean of per-query-type means
+    latency = false                   # true: also minimise p95 latency (ms) -> a Pareto front
+
+    [space]
+    fusion = ["rrf", "weighted"]      # a list is a categorical choice
+    k = { low = 1, high = 200, log = true }    # a table is a range (int when both ends are ints)
+    min_score = { low = 0.0, high = 0.05 }
+    top_k = [10, 100]
+    norm = ["minmax", "zscore"]
+    weights = { vector = { low = 0.0, high = 2.0 }, reference = { low = 0.0, high = 5.0 } }
+    depth = { vector = [20, 50, 100] }
+    lanes = { reference = [true, false] }      # a lane switched on or off
+    [space.engine.vector]             # engine parameters: small categorical sets
+    ef_search = [40, 100, 200]
+
+Every mistake fails at :func:`load_study`, before anything runs: an empty range, a
+log range through zero, weights or depths for a lane the study does not use, an engine
+parameter the lane's kind does not have (or a value it refuses), an unknown measure.
+
+:func:`suggest` is the only place the space meets Optuna: parameter names are
+``fusion``, ``k``, ``norm``, ``min_score``, ``top_k``, ``weights.<lane>``,
+``depth.<lane>``, ``lanes.<lane>`` and ``engine.<lane>.<param>``.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from workbench.errors import ConfigError
+
+FUSION_CHOICES = ("rrf", "weighted", "combsum", "combmnz")
+TOP_LEVEL = {"name", "description", "experiment", "dataset", "lanes", "baseline", "trials", "seed", "split",
+             "objective", "space", "tolerance"}
+SPACE_KEYS = {"fusion", "k", "norm", "min_score", "top_k", "weights", "depth", "lanes", "engine"}
+
+
+@dataclass(frozen=True)
+class Range:
+    """A numeric range ``[low, high]``: ints when both ends are ints, ``log`` scale when asked."""
+
+    low: float
+    high: float
+    log: bool = False
+    integer: bool = False
+
+
+@dataclass(frozen=True)
+class Study:
+    """A validated study (see the module docstring)."""
+
+    path: Path
+    name: str
+    experiment: Any  # workbench.experiment.Experiment
+    dataset: str
+    lanes: tuple[str, ...]
+    baseline: str
+    trials: int
+    seed: int
+    split: str
+    measure: str
+    type_weights: dict[str, float] | None
+    latency: bool
+    space: dict[str, Any]
+    tolerance: float = 0.005
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+def _err(path: Path, where: str, msg: str) -> ConfigError:
+    return ConfigError(f"{path}: {where} {msg}")
+
+
+def _dim(path: Path, where: str, spec: Any, *, numeric_only: bool = False) -> Range | tuple:
+    """A dimension: a non-empty list (categorical) or a ``{low, high, log}`` table (range)."""
+    if isinstance(spec, list):
+        if numeric_only and not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in spec):
+            raise _err(path, where, "must list numbers")
+        if not spec:
+            raise _err(path, where, "is an empty list; give at least one value")
+        if len(set(map(repr, spec))) != len(spec):
+            raise _err(path, where, "lists a value twice")
+        return tuple(spec)
+    if isinstance(spec, dict):
+        extra = set(spec) - {"low", "high", "log"}
+        if extra or "low" not in spec or "high" not in spec:
+            raise _err(path, where, "must be a list of values or a table { low = ..., high = ..., log = false }")
+        lo, hi, log = spec["low"], spec["high"], spec.get("log", False)
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (lo, hi)):
+            raise _err(path, where, "low and high must be finite numbers")
+        if not isinstance(log, bool):
+            raise _err(path, where + ".log", "must be true or false")
+        if not lo < hi:
+            raise _err(path, where, f"is an empty range: low {lo} must be below high {hi}")
+        if log and lo <= 0:
+            raise _err(path, where, f"is a log range, so low must be > 0 (got {lo})")
+        return Range(float(lo), float(hi), log, isinstance(lo, int) and isinstance(hi, int))
+    raise _err(path, where, "must be a list of values or a table { low = ..., high = ... }")
+
+
+def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
+    """Read and validate a study TOML (and the experiment it names).
+
+    Raises:
+        ConfigError: the file, the experiment or the space is invalid; the message names the key and the fix.
+    """
+    from workbench.experiment import LANE_KINDS, load_experiment
+    from workbench.fasteval import supported
+    from workbench.types import QUERY_TYPES, SPLITS
+
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"study file {path} not found; see experiments/tune-*.toml for examples") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    extra = set(raw) - TOP_LEVEL
+    if extra:
+        raise _err(path, "top level", f"has unknown key(s) {sorted(extra)}; allowed: {sorted(TOP_LEVEL)}")
+    exp_name = raw.get("experiment")
+    if not isinstance(exp_name, str) or not exp_name:
+        raise _err(path, "experiment", "must name an experiment TOML (relative to this file), e.g. \"kb.toml\"")
+    exp_path = (path.parent / exp_name) if not Path(exp_name).is_absolute() else Path(exp_name)
+    exp = load_experiment(exp_path, known_datasets=known_datasets)
+    name = raw.get("name", path.stem)
+    if not isinstance(name, str) or not name.strip() or any(c in name for c in "/\\\0"):
+        raise _err(path, "name", "must be a non-empty string without slashes")
+    dataset = raw.get("dataset", exp.datasets[0] if len(exp.datasets) == 1 else None)
+    if dataset not in exp.datasets:
+        raise _err(path, "dataset", f"must be one of the experiment's datasets {list(exp.datasets)}, got {dataset!r}")
+    baseline = raw.get("baseline")
+    if baseline not in exp.configs:
+        raise _err(path, "baseline", f"must name a config of {exp_path.name}: {', '.join(exp.configs)}; got {baseline!r}")
+    lanes = raw.get("lanes", list(exp.configs[baseline].lanes))
+    if not isinstance(lanes, list) or not lanes or not all(isinstance(x, str) for x in lanes):
+        raise _err(path, "lanes", "must be a non-empty list of lane names")
+    unknown = [ln for ln in lanes if ln not in exp.lanes]
+    if unknown:
+        raise _err(path, "lanes", f"names lane(s) {unknown} that {exp_path.name} does not define "
+                   f"(defined: {', '.join(exp.lanes)})")
+    missing = [ln for ln in exp.configs[baseline].lanes if ln not in lanes]
+    if missing:
+        raise _err(path, "lanes", f"must include the baseline's lanes; add {missing}")
+    trials = raw.get("trials", 100)
+    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
+        raise _err(path, "trials", "must be an integer >= 1")
+    seed = raw.get("seed", 20261129)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise _err(path, "seed", "must be an integer")
+    split = raw.get("split", "train")
+    if split not in SPLITS:
+        raise _err(path, "split", f"must be one of {', '.join(SPLITS)}")
+    tolerance = raw.get("tolerance", 0.005)
+    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not 0 <= tolerance < 1:
+        raise _err(path, "tolerance", "must be a number in [0, 1): how far below the best objective a flatter trial may be")
+    obj = raw.get("objective", {})
+    if not isinstance(obj, dict) or set(obj) - {"measure", "weights", "latency"}:
+        raise _err(path, "objective", "must be a table with measure, optional weights and latency")
+    measure = obj.get("measure", "R@10")
+    if not supported(measure):
+        raise _err(path, "objective.measure", f"{measure!r} is not computed in memory; use R@k, P@k, RR@k, nDCG@k "
+                   "or Judged@k")
+    tw = obj.get("weights")
+    if tw is not None:
+        if not isinstance(tw, dict) or not tw:
+            raise _err(path, "objective.weights", "must be a table query_type = weight")
+        bad = [t for t in tw if t not in QUERY_TYPES]
+        if bad:
+            raise _err(path, "objective.weights", f"names unknown query type(s) {bad}; types: {', '.join(QUERY_TYPES)}")
+        if any(not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 for v in tw.values()) or \
+                not sum(tw.values()) > 0:
+            raise _err(path, "objective.weights", "must be numbers >= 0 with a positive sum")
+    latency = obj.get("latency", False)
+    if not isinstance(latency, bool):
+        raise _err(path, "objective.latency", "must be true or false")
+    space = _space(path, raw.get("space", {}), lanes, exp, LANE_KINDS)
+    return Study(path, name, exp, dataset, tuple(lanes), baseline, trials, seed, split, measure,
+                 {k: float(v) for k, v in tw.items()} if tw else None, latency, space, float(tolerance), raw)
+
+
+def _space(path: Path, raw: Any, lanes: list[str], exp: Any, lane_kinds: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(raw, dict) or not raw:
+        raise _err(path, "space", "must be a table with at least one dimension (e.g. k = { low = 1, high = 200 })")
+    extra = set(raw) - SPACE_KEYS
+    if extra:
+        raise _err(path, "space", f"has unknown key(s) {sorted(extra)}; allowed: {sorted(SPACE_KEYS)}")
+    out: dict[str, Any] = {}
+    if "fusion" in raw:
+        dim = _dim(path, "space.fusion", raw["fusion"])
+        if not isinstance(dim, tuple) or any(f not in FUSION_CHOICES for f in dim):
+            raise _err(path, "space.fusion", f"must list fusion methods from {', '.join(FUSION_CHOICES)}")
+        out["fusion"] = dim
+    if "norm" in raw:
+        dim = _dim(path, "space.norm", raw["norm"])
+        if not isinstance(dim, tuple) or any(n not in ("minmax", "zscore") for n in dim):
+            raise _err(path, "space.norm", "must list minmax and/or zscore")
+        out["norm"] = dim
+    for key, lo in (("k", 0.0), ("min_score", None), ("top_k", 1)):
+        if key in raw:
+            dim = _dim(path, f"space.{key}", raw[key], numeric_only=True)
+            values = (dim.low, dim.high) if isinstance(dim, Range) else dim
+            if key == "k" and min(values) <= 0:
+                raise _err(path, "space.k", "must stay above 0 (the RRF constant)")
+            if key == "top_k" and (min(values) < 1 or (isinstance(dim, Range) and not dim.integer) or
+                                   (isinstance(dim, tuple) and not all(isinstance(v, int) for v in dim))):
+                raise _err(path, "space.top_k", "must be integers >= 1")
+            out[key] = dim
+    for group in ("weights", "depth", "lanes"):
+        if group not in raw:
+            continue
+        table = raw[group]
+        if not isinstance(table, dict) or not table:
+            raise _err(path, f"space.{group}", "must be a table lane = values")
+        unknown = [ln for ln in table if ln not in lanes]
+        if unknown:
+            raise _err(path, f"space.{group}", f"names lane(s) {unknown} the study does not use (lanes: {lanes})")
+        out[group] = {}
+        for lane, spec in table.items():
+            where = f"space.{group}.{lane}"
+            dim = _dim(path, where, spec, numeric_only=group != "lanes")
+            if group == "weights" and min((dim.low,) if isinstance(dim, Range) else dim) < 0:
+                raise _err(path, where, "must be >= 0")
+            if group == "depth" and (min((dim.low,) if isinstance(dim, Range) else dim) < 1 or
+                                     (isinstance(dim, Range) and not dim.integer) or
+                                     (isinstance(dim, tuple) and not all(isinstance(v, int) for v in dim))):
+                raise _err(path, where, "must be integers >= 1")
+            if group == "depth" and max((dim.high,) if isinstance(dim, Range) else dim) > exp.depth:
+                raise _err(path, where, f"goes beyond the experiment's depth {exp.depth} (candidates cached per lane)")
+            if group == "lanes" and (not isinstance(dim, tuple) or not all(isinstance(v, bool) for v in dim)):
+                raise _err(path, where, "must be [true, false] (or one of them)")
+            out[group][lane] = dim
+    if "engine" in raw:
+        table = raw["engine"]
+        if not isinstance(table, dict) or not table:
+            raise _err(path, "space.engine", "must be tables [space.engine.LANE] param = [values]")
+        out["engine"] = {}
+        for lane, params in table.items():
+            if lane not in lanes:
+                raise _err(path, f"space.engine.{lane}", f"is not a lane of the study (lanes: {lanes})")
+            kind = exp.lanes[lane].kind
+            if not isinstance(params, dict) or not params:
+                raise _err(path, f"space.engine.{lane}", "must be a table param = [values]")
+            out["engine"][lane] = {}
+            for param, values in params.items():
+                where = f"space.engine.{lane}.{param}"
+                check = lane_kinds[kind].get(param)
+                if check is None or param in ("embedder", "mode"):
+                    raise _err(path, where, f"is not a tunable parameter of a {kind} lane; it has: "
+                               f"{', '.join(p for p in lane_kinds[kind] if p not in ('embedder', 'mode')) or 'none'}")
+                if not isinstance(values, list):
+                    raise _err(path, where, "must be a list of values (engine parameters are small categorical sets)")
+                dim = _dim(path, where, values)
+                for v in dim:
+                    problem = check(v)
+                    if problem:
+                        raise _err(path, where, f"value {v!r} {problem}")
+                out["engine"][lane][param] = dim
+    return out
+
+
+# ---------------------------------------------------------------- the mapping to Optuna
+
+def _suggest_dim(trial, name: str, dim: Range | tuple) -> Any:
+    if isinstance(dim, tuple):
+        return trial.suggest_categorical(name, list(dim))
+    if dim.integer:
+        return trial.suggest_int(name, int(dim.low), int(dim.high), log=dim.log)
+    return trial.suggest_float(name, dim.low, dim.high, log=dim.log)
+
+
+def suggest(trial, study: Study) -> dict[str, Any]:
+    """Draw one point of the space with an Optuna ``trial``: the only place the space meets Optuna.
+
+    Returns:
+        the flat parameters, e.g. ``{"fusion": "rrf", "k": 42.0, "weights.vector": 0.7,
+        "lanes.reference": True, "engine.vector.ef_search": 100}``.
+    """
+    sp = study.space
+    out: dict[str, Any] = {}
+    for key in ("fusion", "k", "norm", "min_score", "top_k"):
+        if key in sp:
+            out[key] = _suggest_dim(trial, key, sp[key])
+    for group in ("lanes", "weights", "depth"):
+        for lane, dim in sp.get(group, {}).items():
+            out[f"{group}.{lane}"] = _suggest_dim(trial, f"{group}.{lane}", dim)
+    for lane, params in sp.get("engine", {}).items():
+        for param, dim in params.items():
+            out[f"engine.{lane}.{param}"] = _suggest_dim(trial, f"engine.{lane}.{param}", dim)
+    return out
+
+
+def baseline_params(study: Study) -> tuple[dict[str, Any], list[str]]:
+    """The baseline config as a point of the space (trial 0), and notes on values the space cannot hold.
+
+    A baseline value outside a range is clipped, one missing from a list is replaced by
+    the list's first value; each such change is noted (the baseline itself is still
+    evaluated as it is, for the comparison).
+    """
+    cfg = study.experiment.configs[study.baseline]
+    lanes_spec = study.experiment.lanes
+    sp = study.space
+    want: dict[str, Any] = {"fusion": cfg.fusion if cfg.fusion != "none" else "rrf", "k": cfg.k, "norm": cfg.norm,
+                            "min_score": cfg.min_score if cfg.min_score is not None else 0.0, "top_k": cfg.top_k}
+    for lane in study.lanes:
+        want[f"lanes.{lane}"] = lane in cfg.lanes
+        want[f"weights.{lane}"] = float((cfg.weights or {}).get(lane, 1.0))
+        d = cfg.depth.get(lane) if isinstance(cfg.depth, dict) else cfg.depth
+        want[f"depth.{lane}"] = d if d is not None else study.experiment.depth
+        for param in sp.get("engine", {}).get(lane, {}):
+            want[f"engine.{lane}.{param}"] = lanes_spec[lane].params.get(param)
+    out: dict[str, Any] = {}
+    notes: list[str] = []
+    dims: dict[str, Any] = {k: sp[k] for k in ("fusion", "k", "norm", "min_score", "top_k") if k in sp}
+    for group in ("lanes", "weights", "depth"):
+        dims.update({f"{group}.{ln}": d for ln, d in sp.get(group, {}).items()})
+    for lane, params in sp.get("engine", {}).items():
+        dims.update({f"engine.{lane}.{p}": d for p, d in params.items()})
+    for name, dim in dims.items():
+        v = want.get(name)
+        if isinstance(dim, tuple):
+            if v in dim:
+                out[name] = v
+            else:
+                out[name] = dim[0]
+                notes.append(f"baseline {name} = {v!r} is not among {list(dim)}; trial 0 uses {dim[0]!r}")
+        else:
+            x = float(v) if v is not None else dim.low
+            clipped = min(max(x, dim.low), dim.high)
+            out[name] = int(round(clipped)) if dim.integer else clipped
+            if clipped != x:
+                notes.append(f"baseline {name} = {v!r} lies outside [{dim.low}, {dim.high}]; trial 0 uses {out[name]!r}")
+    return out, notes
