@@ -14,7 +14,8 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[st,test]'
 	touch $@
 
-# The main job, end to end on the real corpora: datasets, then the seed experiments (tracked in MLflow).
+# The main job, end to end on the real corpora: datasets, then the seed experiments (tracked in MLflow),
+# then a tuning study of the knowledge-base config over the cached candidates (resumes if it ran before).
 # mint.toml starts the local OpenSearch node (unless WORKBENCH_OS_URL names a cluster); it is stopped at the end.
 main: $(VENV)/.installed
 	$(BIN)/workbench data build
@@ -22,6 +23,7 @@ main: $(VENV)/.installed
 	$(BIN)/workbench eval experiments/kb.toml
 	@echo "$(BIN)/workbench eval experiments/mint.toml   (then: workbench services down opensearch)"
 	@$(BIN)/workbench eval experiments/mint.toml; rc=$$?; $(BIN)/workbench services down opensearch; exit $$rc
+	$(BIN)/workbench tune experiments/tune-kb.toml
 
 # The test suite (pytest's exit 5, "no tests ran", is a failure).
 test: $(VENV)/.installed

@@ -144,3 +144,15 @@ def test_setting_from_switches_lanes_off_and_keeps_the_baseline_elsewhere(tmp_pa
     st = _study(tmp_path, text)
     s = setting_from(st, {"lanes.bad": False, "weights.good": 0.3})
     assert s.lanes == ("good",) and s.weights == {"good": 0.3} and s.k == 60.0 and s.method == "rrf"
+
+
+def test_latency_as_a_second_objective_gives_a_pareto_front(tmp_path):
+    text = tune_fixture.STUDY.replace('measure = "R@1"', 'measure = "R@1"\nlatency = true') + \
+        "[space.lanes]\nbad = [true, false]\n"
+    st = _study(tmp_path, text)
+    res = run_study(st, home=tmp_path / "home", storage="memory", candidates=tune_fixture.candidates(st, tmp_path))
+    front = res.optuna_study.best_trials
+    assert front and all(len(t.values) == 2 for t in front)
+    # the synthetic latencies: good costs 1 ms, bad 2 ms per query; good alone is both best and fastest
+    assert res.chosen in front and res.chosen.values[0] == 1.0 and res.chosen.values[1] == pytest.approx(1.0)
+    assert res.chosen_setting.lanes == ("good",)

@@ -110,6 +110,9 @@ class CandidateMatrix:
         self._src: dict[str, np.ndarray] = {}
         self._rank1: dict[str, np.ndarray] = {}
         self._offsets: dict[str, np.ndarray] = {}
+        self._counts: dict[tuple, np.ndarray] = {}
+        self._stacks: dict[tuple, np.ndarray] = {}
+        self._zero: np.ndarray | None = None
         self.raw: dict[str, np.ndarray] = {}  # (Q, C) raw score of the lane, -inf when absent (tie-breaks)
         for lane, run in runs.items():
             D = max((len(run.get_hits(q)) for q in self.query_ids), default=0)
@@ -179,12 +182,7 @@ class CandidateMatrix:
                 val = np.where(sd == 0, 0.0, (sc - mean) / np.where(sd == 0, 1.0, sd))
         return np.where(valid, val, np.nan), cols
 
-    def fuse(self, s: FusionSetting) -> np.ndarray:
-        """Fused scores (Q, C), ``-inf`` where a document is not fused (absent, or below ``min_score``).
-
-        Raises:
-            ValueError: an unknown method or norm, or a lane that is not in the matrix.
-        """
+    def _check(self, s: FusionSetting) -> None:
         unknown = [ln for ln in s.lanes if ln not in self.cols]
         if unknown:
             raise ValueError(f"lanes {unknown} are not in the candidate matrix (lanes: {self.lanes})")
@@ -192,15 +190,25 @@ class CandidateMatrix:
             raise ValueError(f"unknown fusion method {s.method!r}")
         if s.method == "none" and len(s.lanes) != 1:
             raise ValueError("fusion 'none' takes exactly one lane")
+
+    def fuse(self, s: FusionSetting) -> np.ndarray:
+        """Fused scores (Q, C), ``-inf`` where a document is not fused (absent, or below ``min_score``).
+
+        Raises:
+            ValueError: an unknown method or norm, or a lane that is not in the matrix.
+        """
+        self._check(s)
         Q, C = len(self.query_ids), self.n_cols
-        F = np.zeros(Q * C)
-        count = np.zeros(Q * C)
         w = {ln: float((s.weights or {}).get(ln, 1.0)) for ln in s.lanes}
+        F = None
+        depths = []
         for lane in s.lanes:
             d = s.depth.get(lane) if isinstance(s.depth, Mapping) else s.depth
             D = self.cols[lane].shape[1]
-            end = self._offsets[lane][min(d, D) if d is not None else D]
-            flat = self._flat[lane][:end]
+            d = D if d is None else min(d, D)
+            depths.append((lane, d))
+            end = self._offsets[lane][d]
+            flat = self._flat[lane][:end]  # the lane's hits down to depth d, as flat (query, column) cells
             if s.method == "rrf":
                 vals = w[lane] / (s.k + self._rank1[lane][:end])
             elif s.method == "none":  # the lane's own order (its cached order breaks its ties): score = -rank
@@ -208,18 +216,32 @@ class CandidateMatrix:
             else:
                 norm, _cols = self._contribution(lane, d, s.norm if s.method == "weighted" else "minmax")
                 vals = w[lane] * norm.ravel()[self._src_at(lane, d)[:end]]
-            # one entry per (query, document) per lane, so each bin holds one value: F gets the
-            # lane's exact value added, lane after lane, as fusion.py adds them
-            F += np.bincount(flat, weights=vals, minlength=Q * C)
-            count += np.bincount(flat, minlength=Q * C)
+            # no cell repeats within a lane, so each bin holds the lane's exact value; lanes are
+            # added one after the other, as fusion.py adds them
+            contribution = np.bincount(flat, weights=vals, minlength=Q * C)
+            F = contribution if F is None else F + contribution
         F = F.reshape(Q, C)
-        count = count.reshape(Q, C)
-        present = count > 0
+        count, absent = self._count(tuple(depths), Q, C)
         if s.method == "combmnz":
             F = F * count
         score = self.raw[s.lanes[0]] if s.method == "none" else F  # min_score reads the raw score for one lane
-        keep = present if s.min_score is None else present & (score >= s.min_score)
-        return np.where(keep, F, -np.inf)
+        F.ravel()[absent] = -np.inf
+        if s.min_score is not None:
+            F[score < s.min_score] = -np.inf
+        return F
+
+    def _count(self, depths: tuple, Q: int, C: int) -> tuple[np.ndarray, np.ndarray]:
+        """(How many of the lanes, each cut at its depth, retrieved each cell (Q, C); the flat indices
+        of the cells none retrieved), memoised per (lane, depth) set."""
+        got = self._counts.get(depths)
+        if got is None:
+            count = np.zeros(Q * C, dtype=np.int32)
+            for lane, d in depths:
+                count[self._flat[lane][: self._offsets[lane][d]]] += 1
+            got = (count.reshape(Q, C), np.flatnonzero(count == 0))
+            if len(self._counts) < 256:
+                self._counts[depths] = got
+        return got
 
     def _src_at(self, lane: str, d: int | None) -> np.ndarray:
         """Positions of the lane's rank-ordered hits in its (Q, min(d, D)) score matrix."""
@@ -229,34 +251,60 @@ class CandidateMatrix:
         src = self._src[lane]
         return (src // D) * d + (src % D)
 
-    def rank(self, F: np.ndarray, s: FusionSetting, depth: int) -> np.ndarray:
-        """Column indices (Q, depth) of the top ``min(depth, top_k)`` in tie-break order, −1 past the end."""
-        Q, C = F.shape
-        K = min(depth, s.top_k, C)
-        tb = self.raw[s.tiebreak_lane] if (s.tiebreak_lane and s.method != "none") else np.zeros((Q, C))
-        # candidates: every column scoring at least the K-th best (ties at the cut included)
-        # the K-th best in float32 (rounding is monotone, so every column at least as good as the
-        # float64 K-th best is selected; a few equal-in-float32 extras are sorted out below)
-        F32 = F.astype(np.float32)
-        kth = np.partition(F32, C - K, axis=1)[:, C - K:C - K + 1]
-        sel = (F32 >= kth) & np.isfinite(F)
-        rows, cols = np.nonzero(sel)  # row-major: per query, columns in doc_id order
-        counts = np.bincount(rows, minlength=Q)
-        M = max(int(counts.max(initial=0)), 1)
-        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        pos = np.arange(len(rows)) - starts[rows]
-        cand = np.full((Q, M), C - 1, dtype=np.int64)  # padding: the spare column
-        cand[rows, pos] = cols
-        valid = np.zeros((Q, M), dtype=bool)
-        valid[rows, pos] = True
-        fsel = np.where(valid, np.take_along_axis(F, cand, axis=1), -np.inf)
-        tsel = np.take_along_axis(tb, cand, axis=1)
-        idx = np.lexsort((cand, -tsel, -fsel), axis=1)
-        ranked = np.take_along_axis(cand, idx, axis=1)[:, :K]
-        ok = np.take_along_axis(valid, idx, axis=1)[:, :K]
+    def rank(self, s: FusionSetting, depth: int) -> np.ndarray:
+        """Column indices (Q, depth) of the top ``min(depth, top_k)`` in tie-break order, −1 past the end.
+
+        Fusion and selection run per query in :func:`workbench._fastkernel.fuse_rank` (numba),
+        with the lane values computed here exactly as :meth:`fuse` computes them.
+        """
+        from workbench._fastkernel import fuse_rank
+
+        self._check(s)
+        Q, C = len(self.query_ids), self.n_cols
+        cols3 = self._stacked(s.lanes)
+        L, _, Dmax = cols3.shape
+        w = {ln: float((s.weights or {}).get(ln, 1.0)) for ln in s.lanes}
+        depths = np.empty(L, dtype=np.int64)
+        for i, lane in enumerate(s.lanes):
+            d = s.depth.get(lane) if isinstance(s.depth, Mapping) else s.depth
+            D = self.cols[lane].shape[1]
+            depths[i] = D if d is None else min(d, D)
+        ranks = np.arange(1, Dmax + 1, dtype=float)
+        if s.method in ("rrf", "none"):
+            table = np.stack([-ranks if s.method == "none" else w[ln] / (s.k + ranks) for ln in s.lanes])
+            vals3 = np.ascontiguousarray(table[:, None, :])  # (L, 1, D): one value per rank
+        else:
+            vals3 = np.zeros((L, Q, Dmax))
+            for i, lane in enumerate(s.lanes):
+                norm, _cols = self._contribution(lane, int(depths[i]), s.norm if s.method == "weighted" else "minmax")
+                vals3[i, :, : norm.shape[1]] = w[lane] * norm
+        tb = self.raw[s.tiebreak_lane] if (s.tiebreak_lane and s.method != "none") else self._zeros()
+        raw = self.raw[s.lanes[0]] if s.method == "none" else self._zeros()
+        K = max(min(depth, s.top_k, C), 0)
+        ranked = fuse_rank(cols3, vals3, depths, tb, raw, s.min_score is not None,
+                           float(s.min_score) if s.min_score is not None else 0.0, s.method == "none",
+                           s.method == "combmnz", C, K)
+        if K == depth:
+            return ranked
         out = np.full((Q, depth), -1, dtype=np.int64)
-        out[:, :ranked.shape[1]] = np.where(ok, ranked, -1)
+        out[:, :K] = ranked
         return out
+
+    def _stacked(self, lanes: tuple[str, ...]) -> np.ndarray:
+        """(L, Q, Dmax) hit columns of ``lanes`` (−1 padded), memoised per lane tuple."""
+        got = self._stacks.get(lanes)
+        if got is None:
+            Dmax = max(self.cols[ln].shape[1] for ln in lanes)
+            got = np.full((len(lanes), len(self.query_ids), Dmax), -1, dtype=np.int64)
+            for i, ln in enumerate(lanes):
+                got[i, :, : self.cols[ln].shape[1]] = self.cols[ln]
+            self._stacks[lanes] = got
+        return got
+
+    def _zeros(self) -> np.ndarray:
+        if self._zero is None:
+            self._zero = np.zeros((len(self.query_ids), self.n_cols))
+        return self._zero
 
     # ------------------------------------------------------------ measures
 
@@ -274,11 +322,11 @@ class CandidateMatrix:
         """
         parsed = {m: _parse(m) for m in measures}
         depth = max(k for _kind, k in parsed.values())
-        ranked = self.rank(self.fuse(s), s, depth)
+        ranked = self.rank(s, depth)
         valid = ranked >= 0
-        safe = np.where(valid, ranked, self.n_cols - 1)  # the spare column: no gain, not judged
-        gains = np.where(valid, np.take_along_axis(self.gain, safe, axis=1), 0.0)
-        judged = valid & np.take_along_axis(self.judged, safe, axis=1)
+        # -1 (past the end) indexes the last column, the spare one: no gain, not judged
+        gains = np.take_along_axis(self.gain, ranked, axis=1)
+        judged = np.take_along_axis(self.judged, ranked, axis=1)
         rel = gains >= self.threshold
         out: dict[str, np.ndarray] = {}
         for m, (kind, k) in parsed.items():
@@ -311,7 +359,7 @@ class CandidateMatrix:
 
         F = self.fuse(s)
         shown = self.raw[s.lanes[0]] if s.method == "none" else F
-        ranked = self.rank(F, s, depth or s.top_k)
+        ranked = self.rank(s, depth or s.top_k)
         rows = {}
         for i, q in enumerate(self.query_ids):
             rows[q] = [Hit(self.doc_ids[i][c], float(shown[i, c]), -float(j)) for j, c in enumerate(ranked[i]) if c >= 0]
