@@ -156,3 +156,16 @@ def test_latency_as_a_second_objective_gives_a_pareto_front(tmp_path):
     # the synthetic latencies: good costs 1 ms, bad 2 ms per query; good alone is both best and fastest
     assert res.chosen in front and res.chosen.values[0] == 1.0 and res.chosen.values[1] == pytest.approx(1.0)
     assert res.chosen_setting.lanes == ("good",)
+
+
+def test_the_embedding_model_is_an_engine_parameter_checked_at_load(tmp_path):
+    exp = tune_fixture.EXPERIMENT + ('[embedders.h]\nkind = "hash"\n[embedders.h2]\nkind = "hash"\ndim = 16\n'
+                                     '[lanes.vec]\nkind = "pgvector"\nembedder = "h"\n')
+    base = tune_fixture.STUDY.replace('lanes = ["good", "bad"]', 'lanes = ["good", "bad", "vec"]')
+    tune_fixture.write(tmp_path, base + '[space.engine.vec]\nembedder = ["h", "h2"]\n')
+    (tmp_path / "experiment.toml").write_text(exp)
+    st = load_study(tmp_path / "study.toml", known_datasets={"gita"})
+    assert st.space["engine"]["vec"]["embedder"] == ("h", "h2")
+    (tmp_path / "study.toml").write_text(base + '[space.engine.vec]\nembedder = ["h", "minilm"]\n')
+    with pytest.raises(ConfigError, match=r"names embedder\(s\) \['minilm'\] the experiment does not declare"):
+        load_study(tmp_path / "study.toml", known_datasets={"gita"})

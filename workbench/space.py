@@ -28,6 +28,7 @@ lanes a fused config may use, the baseline config, the objective and the search 
     lanes = { reference = [true, false] }      # a lane switched on or off
     [space.engine.vector]             # engine parameters: small categorical sets
     ef_search = [40, 100, 200]
+    embedder = ["minilm", "e5"]       # the embedding model: names of the experiment's [embedders.*]
 
 Every mistake fails at :func:`load_study`, before anything runs: an empty range, a
 log range through zero, weights or depths for a lane the study does not use, an engine
@@ -263,9 +264,19 @@ def _space(path: Path, raw: Any, lanes: list[str], exp: Any, lane_kinds: Mapping
             for param, values in params.items():
                 where = f"space.engine.{lane}.{param}"
                 check = lane_kinds[kind].get(param)
-                if check is None or param in ("embedder", "mode"):
+                mode = exp.lanes[lane].params.get("mode")
+                if param == "embedder" and kind == "opensearch" and mode != "semantic":
+                    check = None
+                if check is None or param == "mode":
+                    allowed = [p for p in lane_kinds[kind] if p != "mode" and not (
+                        p == "embedder" and kind == "opensearch" and mode != "semantic")]
                     raise _err(path, where, f"is not a tunable parameter of a {kind} lane; it has: "
-                               f"{', '.join(p for p in lane_kinds[kind] if p not in ('embedder', 'mode')) or 'none'}")
+                               f"{', '.join(allowed) or 'none'}")
+                if param == "embedder":
+                    unknown_emb = [v for v in values if v not in exp.embedders] if isinstance(values, list) else []
+                    if unknown_emb:
+                        raise _err(path, where, f"names embedder(s) {unknown_emb} the experiment does not declare "
+                                   f"([embedders.NAME]: {', '.join(exp.embedders) or 'none'})")
                 if not isinstance(values, list):
                     raise _err(path, where, "must be a list of values (engine parameters are small categorical sets)")
                 dim = _dim(path, where, values)
