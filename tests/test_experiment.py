@@ -37,10 +37,19 @@ def load(tmp_path, text):
     return load_experiment(p, known_datasets=KNOWN)
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("*.toml")))
+@pytest.mark.parametrize("path", sorted(p for p in (ROOT / "experiments").glob("*.toml")
+                                         if not p.name.startswith("tune-")))
 def test_shipped_experiments_load(path):
     exp = load_experiment(path, known_datasets=KNOWN)
     assert exp.configs and exp.lanes_used()
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("tune-*.toml")))
+def test_shipped_studies_load(path):
+    from workbench.space import load_study
+
+    st = load_study(path, known_datasets=KNOWN)
+    assert st.space and st.baseline in st.experiment.configs
 
 
 def test_seed_config_reproduces_aicharya():
