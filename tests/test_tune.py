@@ -55,7 +55,7 @@ def test_bad_search_spaces_fail_at_load(tmp_path, edit, msg):
 def test_an_engine_parameter_value_the_lane_refuses_fails_at_load(tmp_path):
     exp = tune_fixture.EXPERIMENT + '[embedders.h]\nkind = "hash"\n[lanes.vec]\nkind = "pgvector"\nembedder = "h"\n'
     study = tune_fixture.STUDY.replace('lanes = ["good", "bad"]', 'lanes = ["good", "bad", "vec"]') + \
-        "[space.engine.vec]\nef_search = [40, 0]\niterative_scan = [\"off\"]\n"
+        "[space.lanes]\nvec = [true, false]\n[space.engine.vec]\nef_search = [40, 0]\niterative_scan = [\"off\"]\n"
     tune_fixture.write(tmp_path, study)
     (tmp_path / "experiment.toml").write_text(exp)
     with pytest.raises(ConfigError, match=r"space.engine.vec.ef_search value 0 must be an integer >= 1"):
@@ -162,6 +162,7 @@ def test_the_embedding_model_is_an_engine_parameter_checked_at_load(tmp_path):
     exp = tune_fixture.EXPERIMENT + ('[embedders.h]\nkind = "hash"\n[embedders.h2]\nkind = "hash"\ndim = 16\n'
                                      '[lanes.vec]\nkind = "pgvector"\nembedder = "h"\n')
     base = tune_fixture.STUDY.replace('lanes = ["good", "bad"]', 'lanes = ["good", "bad", "vec"]')
+    base += "[space.lanes]\nvec = [true, false]\n"
     tune_fixture.write(tmp_path, base + '[space.engine.vec]\nembedder = ["h", "h2"]\n')
     (tmp_path / "experiment.toml").write_text(exp)
     st = load_study(tmp_path / "study.toml", known_datasets={"gita"})
@@ -169,3 +170,63 @@ def test_the_embedding_model_is_an_engine_parameter_checked_at_load(tmp_path):
     (tmp_path / "study.toml").write_text(base + '[space.engine.vec]\nembedder = ["h", "minilm"]\n')
     with pytest.raises(ConfigError, match=r"names embedder\(s\) \['minilm'\] the experiment does not declare"):
         load_study(tmp_path / "study.toml", known_datasets={"gita"})
+
+
+# ---------------------------------------------------------------- more bad input (an adversarial pass)
+
+@pytest.mark.parametrize("edit, msg", [
+    (('name = "synthetic-study"', 'name = ".."'), "must be letters, digits"),
+    (('lanes = ["good", "bad"]', 'lanes = ["good", "good", "bad"]'), "lists a lane twice"),
+    (('seed = 7', 'seed = 7\nsplit = "test"'), "test is held out"),
+    (('measure = "R@1"', 'measure = "R@1000"'), "deeper than the 20 candidates"),
+    (('measure = "R@1"', 'measure = "R@1"\nweights = { term = inf }'), "must be numbers >= 0"),
+    (('good = { low = 0.0, high = 1.0 }', 'good = [0.0, inf]'), "must list finite numbers"),
+    (('k = { low = 1, high = 100 }', 'k = [60, 60.0]'), "lists a value twice"),
+    (("[space]", "[space]\nlanes = { good = [false], bad = [false] }"), "no trial can switch on"),
+])
+def test_more_bad_studies_fail_at_load(tmp_path, edit, msg):
+    text = tune_fixture.STUDY.replace(*edit)
+    assert text != tune_fixture.STUDY
+    with pytest.raises(ConfigError, match=msg):
+        _study(tmp_path, text)
+
+
+def test_a_folder_is_not_a_study_or_an_experiment(tmp_path):
+    with pytest.raises(ConfigError, match="is a folder"):
+        load_study(tmp_path)
+    tune_fixture.write(tmp_path, tune_fixture.STUDY.replace('experiment = "experiment.toml"', 'experiment = "."'))
+    with pytest.raises(ConfigError, match="is a folder"):
+        load_study(tmp_path / "study.toml", known_datasets={"gita"})
+
+
+@pytest.mark.parametrize("spec, msg", [
+    ("journal:", "needs a file path"), ("journal:/", "is a folder"),
+    ("journal:/nonexistent-dir/x/j.log", "does not exist"), ("mysql://x", "must be memory, journal"),
+    ("postgresql://nobody@127.0.0.1:1/db", "cannot use PostgreSQL study storage"),
+])
+def test_bad_storage_specs_are_config_errors(tmp_path, spec, msg):
+    st = _study(tmp_path)
+    with pytest.raises(ConfigError, match=msg):
+        storage_for(st, tmp_path, spec)
+
+
+def test_a_stored_study_is_not_resumed_for_another_definition(tmp_path):
+    journal = f"journal:{tmp_path / 'j.log'}"
+    st = _study(tmp_path)
+    run_study(st, home=tmp_path / "home", storage=journal, trials=4, candidates=tune_fixture.candidates(st, tmp_path))
+    other = _study(tmp_path, tune_fixture.STUDY.replace("k = { low = 1, high = 100 }", "k = { low = 1, high = 50 }"))
+    with pytest.raises(ConfigError, match=r"was made for another definition \(differs: space\)"):
+        run_study(other, home=tmp_path / "home", storage=journal, trials=6,
+                  candidates=tune_fixture.candidates(other, tmp_path))
+
+
+def test_objective_weights_on_a_type_without_queries_in_the_split(tmp_path):
+    st = _study(tmp_path, tune_fixture.STUDY.replace('measure = "R@1"', 'measure = "R@1"\nweights = { paraphrase = 1.0 }'))
+    with pytest.raises(ConfigError, match=r"weighs query type\(s\) \['paraphrase'\] that have no train queries"):
+        run_study(st, home=tmp_path / "home", storage="memory", candidates=tune_fixture.candidates(st, tmp_path))
+
+
+def test_workers_need_shared_storage_before_anything_runs(tmp_path):
+    st = _study(tmp_path)
+    with pytest.raises(ConfigError, match="needs a storage several processes can share"):
+        run_study(st, home=tmp_path / "home", storage="memory", workers=2, candidates=None)

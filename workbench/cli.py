@@ -8,6 +8,7 @@ previous build of that dataset in place).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -244,7 +245,6 @@ def services_status(
         typer.echo(f"opensearch: {st['state']}" + (f" at {st['url']} ({st.get('health')}), pid {st['pid']}, "
                                                    f"{len(st.get('indexes', []))} workbench indexes, log {st['log']}"
                                                    if st["state"] != "stopped" else ""))
-    import os
 
     from workbench.osearch import URL_ENV
 
@@ -321,9 +321,14 @@ def tune_cmd(
             check_tracking(home)
         result = tune.run_study(st, home=home, storage=storage, trials=trials, workers=workers, log=_log,
                                 progress=sys.stderr.isatty())
-        folder = tune.write_outputs(result, home)
+        folder = tune.write_outputs(result, home, storage)
     except WorkbenchError as exc:
         _fail(exc)
+    except KeyboardInterrupt:
+        where = "nothing was kept (memory storage)" if storage == "memory" else \
+            f"the complete trials are kept in {storage} storage; run the same command to resume"
+        typer.secho(f"interrupted: {where}", fg=typer.colors.YELLOW, err=True)
+        raise typer.Exit(130)
     typer.echo(tune.summary(result))
     typer.echo(f"\n{result.trials_run} trials run in {result.elapsed_s:.1f} s; report, export and plots in {folder}")
     if track:
@@ -355,13 +360,18 @@ def export_cmd(
         if storage == "memory":
             raise WorkbenchError("an in-memory study is gone when `tune` ends; export from journal or PostgreSQL "
                                  "storage (or take export.json from the study folder)")
+        if out.is_dir():
+            raise WorkbenchError(f"--out {out} is a folder; give a file path such as {out / 'config.json'}")
+        if not out.parent.exists():
+            out.parent.mkdir(parents=True, exist_ok=True)
+        if not os.access(out.parent, os.W_OK):
+            raise WorkbenchError(f"cannot write into {out.parent}; choose another --out")
+        ost = tune.make_study(st, tune.storage_for(st, home, storage, create=False))
         cands = tune.Candidates(st, home, _log)
-        ost = tune.make_study(st, tune.storage_for(st, home, storage))
         if not ost.trials:
             raise WorkbenchError(f"study {st.name} has no trials in {storage} storage; run `workbench tune {study_file}` first")
         result = tune.choose_and_report(st, ost, cands, _log)
         config = tune.export_config(result, home)
-        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(config, indent=1, default=str) + "\n", encoding="utf-8")
     except WorkbenchError as exc:
         _fail(exc)

@@ -200,6 +200,10 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
         raise ConfigError(f"experiment file {path} not found; see experiments/ for examples") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"experiment {path} is a folder; give an experiment TOML file") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read experiment {path}: {exc.strerror or exc}") from None
     allowed_top = {"name", "description", "datasets", "measures", "depth", "splits", "index", "embedders", "lanes",
                    "configs"}
     extra = set(raw) - allowed_top

@@ -42,6 +42,7 @@ parameter the lane's kind does not have (or a value it refuses), an unknown meas
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,11 +94,13 @@ def _err(path: Path, where: str, msg: str) -> ConfigError:
 def _dim(path: Path, where: str, spec: Any, *, numeric_only: bool = False) -> Range | tuple:
     """A dimension: a non-empty list (categorical) or a ``{low, high, log}`` table (range)."""
     if isinstance(spec, list):
-        if numeric_only and not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in spec):
-            raise _err(path, where, "must list numbers")
+        if numeric_only and not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                                    for v in spec):
+            raise _err(path, where, "must list finite numbers")
         if not spec:
             raise _err(path, where, "is an empty list; give at least one value")
-        if len(set(map(repr, spec))) != len(spec):
+        keys = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else repr(v) for v in spec]
+        if len(set(keys)) != len(keys):
             raise _err(path, where, "lists a value twice")
         return tuple(spec)
     if isinstance(spec, dict):
@@ -134,6 +137,10 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
         raise ConfigError(f"study file {path} not found; see experiments/tune-*.toml for examples") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"study {path} is a folder; give a study TOML file") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read study {path}: {exc.strerror or exc}") from None
     extra = set(raw) - TOP_LEVEL
     if extra:
         raise _err(path, "top level", f"has unknown key(s) {sorted(extra)}; allowed: {sorted(TOP_LEVEL)}")
@@ -143,8 +150,9 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     exp_path = (path.parent / exp_name) if not Path(exp_name).is_absolute() else Path(exp_name)
     exp = load_experiment(exp_path, known_datasets=known_datasets)
     name = raw.get("name", path.stem)
-    if not isinstance(name, str) or not name.strip() or any(c in name for c in "/\\\0"):
-        raise _err(path, "name", "must be a non-empty string without slashes")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise _err(path, "name", "must be letters, digits, '.', '_' or '-', starting with a letter or digit "
+                   "(it names the study folder and the study in its storage)")
     dataset = raw.get("dataset", exp.datasets[0] if len(exp.datasets) == 1 else None)
     if dataset not in exp.datasets:
         raise _err(path, "dataset", f"must be one of the experiment's datasets {list(exp.datasets)}, got {dataset!r}")
@@ -154,6 +162,8 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     lanes = raw.get("lanes", list(exp.configs[baseline].lanes))
     if not isinstance(lanes, list) or not lanes or not all(isinstance(x, str) for x in lanes):
         raise _err(path, "lanes", "must be a non-empty list of lane names")
+    if len(set(lanes)) != len(lanes):
+        raise _err(path, "lanes", "lists a lane twice")
     unknown = [ln for ln in lanes if ln not in exp.lanes]
     if unknown:
         raise _err(path, "lanes", f"names lane(s) {unknown} that {exp_path.name} does not define "
@@ -168,8 +178,8 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise _err(path, "seed", "must be an integer")
     split = raw.get("split", "train")
-    if split not in SPLITS:
-        raise _err(path, "split", f"must be one of {', '.join(SPLITS)}")
+    if split not in ("train", "dev"):
+        raise _err(path, "split", "must be train (or dev); test is held out for the honest report")
     tolerance = raw.get("tolerance", 0.005)
     if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not 0 <= tolerance < 1:
         raise _err(path, "tolerance", "must be a number in [0, 1): how far below the best objective a flatter trial may be")
@@ -180,6 +190,10 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     if not supported(measure):
         raise _err(path, "objective.measure", f"{measure!r} is not computed in memory; use R@k, P@k, RR@k, nDCG@k "
                    "or Judged@k")
+    cutoff = int(str(measure).rsplit("@", 1)[1])
+    if cutoff > exp.depth:
+        raise _err(path, "objective.measure", f"{measure} looks deeper than the {exp.depth} candidates cached per "
+                   "lane; use a cutoff <= the experiment's depth")
     tw = obj.get("weights")
     if tw is not None:
         if not isinstance(tw, dict) or not tw:
@@ -187,13 +201,21 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
         bad = [t for t in tw if t not in QUERY_TYPES]
         if bad:
             raise _err(path, "objective.weights", f"names unknown query type(s) {bad}; types: {', '.join(QUERY_TYPES)}")
-        if any(not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 for v in tw.values()) or \
-                not sum(tw.values()) > 0:
+        if any(not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0
+               for v in tw.values()) or not sum(tw.values()) > 0:
             raise _err(path, "objective.weights", "must be numbers >= 0 with a positive sum")
     latency = obj.get("latency", False)
     if not isinstance(latency, bool):
         raise _err(path, "objective.latency", "must be true or false")
     space = _space(path, raw.get("space", {}), lanes, exp, LANE_KINDS)
+    base_lanes = set(exp.configs[baseline].lanes)
+    switch = space.get("lanes", {})
+    never = [ln for ln in lanes if (True not in switch[ln] if ln in switch else ln not in base_lanes)]
+    if never:
+        raise _err(path, "lanes", f"lists lane(s) {never} that no trial can switch on; add them to [space.lanes] "
+                   "with true among the values, or drop them")
+    if all(ln in switch and switch[ln] == (False,) for ln in lanes):
+        raise _err(path, "space.lanes", "switches every lane off; keep at least one")
     return Study(path, name, exp, dataset, tuple(lanes), baseline, trials, seed, split, measure,
                  {k: float(v) for k, v in tw.items()} if tw else None, latency, space, float(tolerance), raw)
 

@@ -45,6 +45,8 @@ from workbench.space import Range, Study, baseline_params, suggest
 #: Resamples for the bootstrap and the randomisation test.
 RESAMPLES = 10_000
 
+_UNSET = object()
+
 
 def study_dir(home: Path, name: str) -> Path:
     """``<home>/studies/<name>``: journal, report, plots, export."""
@@ -101,7 +103,9 @@ class Candidates:
         """The engine setting of a trial: ((lane, ((param, value), ...)), ...)."""
         out = []
         for lane in self.study.lanes:
+            base = self.study.experiment.lanes[lane].params
             ov = {k.split(".", 2)[2]: v for k, v in params.items() if k.startswith(f"engine.{lane}.")}
+            ov = {k: v for k, v in ov.items() if base.get(k, _UNSET) != v}  # a value equal to the lane's own is no override
             out.append((lane, tuple(sorted(ov.items()))))
         return tuple(out)
 
@@ -195,12 +199,16 @@ class StudyResult:
     manifest: dict[str, Any] = field(default_factory=dict)
 
 
-def storage_for(study: Study, home: Path, storage: str | None):
+def storage_for(study: Study, home: Path, storage: str | None, *, create: bool = True):
     """Optuna storage: ``None``/``journal`` → the journal file of the study folder, ``memory``,
     ``journal:PATH``, or a ``postgresql://`` URL (``postgresql`` alone: the workbench's server).
 
+    Args:
+        create: with ``False`` a journal that does not exist yet is an error (``export``).
+
     Raises:
-        ConfigError: an unknown storage spec.
+        ConfigError: an unknown spec, a journal path that is a folder or whose folder is
+            missing, a PostgreSQL server that refuses the connection (names it and the fix).
     """
     import optuna
 
@@ -208,11 +216,27 @@ def storage_for(study: Study, home: Path, storage: str | None):
     if spec == "memory":
         return optuna.storages.InMemoryStorage()
     if spec == "journal" or spec.startswith("journal:"):
-        path = Path(spec.partition(":")[2]) if ":" in spec else study_dir(home, study.name) / "journal.log"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if spec == "journal":
+            path = study_dir(home, study.name) / "journal.log"
+            path.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            raw = spec.partition(":")[2].strip()
+            if not raw:
+                raise ConfigError("--storage journal:PATH needs a file path, e.g. journal:/tmp/study.log")
+            path = Path(raw).expanduser()
+            if path.is_dir():
+                raise ConfigError(f"--storage {spec}: {path} is a folder; give a file path for the journal")
+            if not path.parent.is_dir():
+                raise ConfigError(f"--storage {spec}: folder {path.parent} does not exist; create it first")
+        if not create and not path.is_file():
+            raise ConfigError(f"no study journal at {path}; run `workbench tune {study.path}` first "
+                              "(with the same --storage)")
         from optuna.storages.journal import JournalFileBackend
 
-        return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+        try:
+            return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+        except OSError as exc:
+            raise ConfigError(f"cannot open the study journal {path}: {exc.strerror or exc}") from None
     if spec == "postgresql" or spec.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
         url = spec
         if spec == "postgresql":
@@ -220,23 +244,57 @@ def storage_for(study: Study, home: Path, storage: str | None):
 
             url = pg.server_dsn(home)
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
-        return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+        except Exception as exc:  # sqlalchemy OperationalError and friends
+            from workbench.pg import redact
+
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(f"cannot use PostgreSQL study storage {redact(spec)}: {first}; check the URL "
+                              "and that the server runs, or use --storage journal") from None
     raise ConfigError(f"storage {spec!r} must be memory, journal, journal:PATH, postgresql (the workbench's server) "
                       "or a postgresql:// URL")
 
 
-def make_study(study: Study, storage) -> Any:
-    """Create or load the Optuna study (same name, same storage → the same study, resumed)."""
-    import optuna
+def definition(study: Study) -> dict[str, Any]:
+    """What a stored study was made for: dataset, lanes, baseline, split, objective and space
+    (a stored study is only resumed or exported for the same definition)."""
+    return json.loads(json.dumps({"dataset": study.dataset, "lanes": list(study.lanes), "baseline": study.baseline,
+                                  "split": study.split, "measure": study.measure, "weights": study.type_weights,
+                                  "latency": study.latency, "space": study.space,
+                                  "experiment": str(study.experiment.path.name)}, default=repr, sort_keys=True))
 
+
+def make_study(study: Study, storage) -> Any:
+    """Create or load the Optuna study (same name, same storage → the same study, resumed).
+
+    Raises:
+        ConfigError: the stored study of that name was made for another definition.
+    """
     import warnings
 
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     directions = ["maximize", "minimize"] if study.latency else ["maximize"]
     sampler = (optuna.samplers.NSGAIISampler(seed=study.seed) if study.latency
                else optuna.samplers.TPESampler(seed=study.seed, multivariate=True, group=True))
-    return optuna.create_study(study_name=study.name, storage=storage, directions=directions, sampler=sampler,
-                               load_if_exists=True)
+    try:
+        ost = optuna.create_study(study_name=study.name, storage=storage, directions=directions, sampler=sampler,
+                                  load_if_exists=True)
+    except ValueError as exc:  # e.g. a stored study with another number of objectives
+        raise ConfigError(f"study {study.name} in this storage does not fit {study.path} ({exc}); give the study a "
+                          "new name or use another --storage") from None
+    want = definition(study)
+    have = ost.user_attrs.get("workbench_definition")
+    if have is None:
+        ost.set_user_attr("workbench_definition", want)
+    elif have != want:
+        diff = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
+        raise ConfigError(f"study {study.name} in this storage was made for another definition (differs: "
+                          f"{', '.join(diff)}); give the study a new name or use another --storage")
+    return ost
 
 
 def run_study(study: Study, *, home: Path, storage: str | None = None, trials: int | None = None,
@@ -254,10 +312,14 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     t0 = time.perf_counter()
-    cands = candidates or Candidates(study, home, log, progress)
+    if workers > 1 and not (storage or "").startswith("postgres"):
+        raise ConfigError("--workers > 1 needs a storage several processes can share: --storage postgresql "
+                          "(the workbench's server) or a postgresql:// URL")
     n_target = trials or study.trials
     store = storage_for(study, home, storage)
     ost = make_study(study, store)
+    cands = candidates or Candidates(study, home, log, progress)
+    check_split(study, cands)
     notes: list[str] = []
     done = [t for t in ost.trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not ost.trials:
@@ -281,6 +343,22 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
     result.trials_run = remaining
     result.notes = notes + result.notes
     return result
+
+
+def check_split(study: Study, cands: Candidates) -> None:
+    """The study's split has judged queries, and of every query type the objective weighs.
+
+    Raises:
+        ConfigError: naming the split, the dataset and the types it has.
+    """
+    qs = [q for q in cands.ds.queries if q.split == study.split]
+    types = sorted({q.query_type for q in qs})
+    if not qs:
+        raise ConfigError(f"{study.path}: dataset {study.dataset} has no {study.split} queries; choose another split")
+    missing = [t for t, w in (study.type_weights or {}).items() if w > 0 and t not in types]
+    if missing:
+        raise ConfigError(f"{study.path}: objective.weights weighs query type(s) {missing} that have no "
+                          f"{study.split} queries in {study.dataset} (it has: {', '.join(types)}); drop them")
 
 
 def make_objective(study: Study, cands: Candidates) -> Callable[[Any], Any]:
@@ -381,7 +459,9 @@ def choose_and_report(study: Study, ost, cands: Candidates, log: Callable[[str],
     complete = [t for t in ost.trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not complete:
         raise ConfigError(f"study {study.name} has no complete trial; run it with more trials")
-    pool = ost.best_trials if study.latency else complete
+    pool = [t for t in (ost.best_trials if study.latency else complete) if setting_from(study, t.params) is not None]
+    if not pool:
+        raise ConfigError(f"study {study.name}: every complete trial switched all lanes off; widen [space.lanes]")
     best = max(t.values[0] for t in pool)
     near = sorted((t for t in pool if t.values[0] >= best - study.tolerance), key=lambda t: -t.values[0])[:10]
     scored = []
@@ -397,7 +477,7 @@ def choose_and_report(study: Study, ost, cands: Candidates, log: Callable[[str],
                      "its ±10% neighbourhood is flatter")
     setting = setting_from(study, chosen.params)
     report = honest_report(study, cands, chosen.params, setting)
-    base_m = cands.matrix(cands.engine_key(baseline_params(study)[0]), study.split)
+    base_m = cands.matrix(cands.engine_key({}), study.split)  # the baseline as written: no engine overrides
     base_val = objective_value(study, base_m, baseline_setting(study), cands.queries)
     report["train"] = {"objective": study.measure, "chosen": chosen.values[0], "baseline": base_val,
                        "trial": chosen.number}
@@ -444,8 +524,7 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any], setti
     measures = [m for m in measures if _fast(m)]
     out: dict[str, Any] = {}
     key = cands.engine_key(params)
-    base_key = cands.engine_key(baseline_params(study)[0])
-    base_lanes_key = tuple((ln, ov) for ln, ov in base_key)
+    base_lanes_key = cands.engine_key({})  # the baseline as written: no engine overrides
     for split in ("dev", "test"):
         qs = [q for q in cands.ds.queries if q.split == split]
         if not qs:
@@ -533,13 +612,26 @@ def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- artifacts and the summary
 
-def write_outputs(result: StudyResult, home: Path) -> Path:
+def outputs_dir(home: Path, name: str, storage: str | None) -> Path:
+    """``latest/`` for the default journal; ``latest-memory/`` or ``latest-<hash of the storage>/`` otherwise,
+    so a quick in-memory run never overwrites the report of a stored study."""
+    import hashlib
+
+    spec = (storage or "journal").strip()
+    if spec == "journal":
+        return study_dir(home, name) / "latest"
+    if spec == "memory":
+        return study_dir(home, name) / "latest-memory"
+    return study_dir(home, name) / f"latest-{hashlib.sha256(spec.encode()).hexdigest()[:8]}"
+
+
+def write_outputs(result: StudyResult, home: Path, storage: str | None = None) -> Path:
     """Write ``report.json``, ``export.json``, ``trials.csv`` and ``plots.html`` (Optuna's history,
     parameter importances, parallel coordinates and, with two objectives, the Pareto front)
-    into ``<home>/studies/<name>/latest/``; returns that folder."""
+    into :func:`outputs_dir`; returns that folder."""
     import warnings
 
-    out = study_dir(home, result.study.name) / "latest"
+    out = outputs_dir(home, result.study.name, storage)
     out.mkdir(parents=True, exist_ok=True)
     report = {"study": result.study.name, "chosen_trial": result.chosen.number, "chosen_params": result.chosen_params,
               "notes": result.notes, "sensitivity": result.sensitivity, **result.report}
@@ -575,7 +667,7 @@ def summary(result: StudyResult) -> str:
     st = result.study
     lines = [f"study {st.name}: {len(result.optuna_study.trials)} trials on {st.dataset} ({st.split}), "
              f"objective {st.measure}" + (" weighted by query type" if st.type_weights else ""),
-             f"  train: chosen trial {result.chosen.number} = {result.chosen.values[0]:.4f}   "
+             f"  {st.split}: chosen trial {result.chosen.number} = {result.chosen.values[0]:.4f}   "
              f"baseline {st.baseline} = {result.baseline_value:.4f}"]
     for note in result.notes:
         lines.append(f"  note: {note}")
