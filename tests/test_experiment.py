@@ -38,10 +38,20 @@ def load(tmp_path, text):
 
 
 @pytest.mark.parametrize("path", sorted(p for p in (ROOT / "experiments").glob("*.toml")
-                                         if not p.name.startswith("tune-")))
+                                         if not p.name.startswith(("tune-", "gate-"))))
 def test_shipped_experiments_load(path):
     exp = load_experiment(path, known_datasets=KNOWN)
     assert exp.configs and exp.lanes_used()
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("gate-*.toml")))
+def test_shipped_gate_files_load(path):
+    from workbench.gate import load_gate_file
+
+    raw = load_gate_file(path)
+    exp = load_experiment(path.parent / raw["experiment"], known_datasets=KNOWN)
+    for ds, configs in raw["expected"].items():
+        assert ds in exp.datasets and set(configs) <= set(exp.configs)
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("tune-*.toml")))

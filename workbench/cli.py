@@ -381,6 +381,88 @@ def export_cmd(
                + ", ".join(f"{m} {r['chosen']:.4f}" for m, r in (result.report.get('test', {}).get('measures') or {}).items()))
 
 
+@app.command("gate")
+def gate_cmd(
+    gate_file: Optional[Path] = typer.Argument(None, help="A gate file of expected values (experiments/gate-*.toml)."),
+    candidate: Optional[str] = typer.Option(None, "--candidate", help="EXPERIMENT.toml:CONFIG, an exported .json or a TREC run."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="EXPERIMENT.toml:CONFIG, an exported .json or a TREC run."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="The dataset whose queries and qrels judge both."),
+    measure: list[str] = typer.Option(["R@10"], "--measure", "-m", help="Measures to gate (first: the one losses are listed by)."),
+    margin: Optional[float] = typer.Option(None, "--margin", min=0.0, help="Non-inferiority margin δ (default 0.01)."),
+    min_queries: Optional[int] = typer.Option(None, "--min-queries", min=1, help="Fewest queries a stratum needs to be judged (default 30)."),
+    split: list[str] = typer.Option([], "--split", help="Splits to gate on (default all)."),
+    judged_floor: Optional[float] = typer.Option(None, "--judged-floor", min=0.0, max=1.0, help="Lowest mean Judged@10 accepted (default 0.1)."),
+    judged_action: Optional[str] = typer.Option(None, "--judged-action", help="warn (default) or fail below the floor."),
+    markdown_out: Optional[Path] = typer.Option(None, "--markdown", help="Also write the Markdown summary here."),
+    junit_out: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
+    seed: int = typer.Option(20261129, "--seed", help="Bootstrap seed."),
+) -> None:
+    """Gate a candidate against a baseline or expected values: exit 0 pass, 1 regression, 2 usage or data error."""
+    from workbench import catalog, gate
+    from workbench.settings import data_dir, home_dir
+    from workbench.types import SPLITS
+
+    try:
+        data_dir()
+        home = home_dir()
+        defs = catalog.load_definitions()
+        if judged_action not in (None, "warn", "fail"):
+            raise WorkbenchError(f"--judged-action must be warn or fail, got {judged_action!r}")
+        bad = [s for s in split if s not in SPLITS]
+        if bad:
+            raise WorkbenchError(f"--split {bad[0]!r} is not a split; use {', '.join(SPLITS)}")
+        from workbench.evaluate import parse_measures
+
+        parse_measures(measure)
+        results = []
+        if gate_file is not None:
+            if candidate or baseline:
+                raise WorkbenchError("give a gate file, or --candidate with --baseline, not both")
+            raw = gate.load_gate_file(gate_file)
+            exp_path = (gate_file.parent / raw["experiment"]) if not Path(raw["experiment"]).is_absolute() \
+                else Path(raw["experiment"])
+            opts = dict(margin=margin if margin is not None else float(raw.get("margin", 0.01)),
+                        min_queries=min_queries or int(raw.get("min_queries", 30)),
+                        splits=split or list(raw.get("splits", SPLITS)),
+                        judged_floor=judged_floor if judged_floor is not None else float(raw.get("judged_floor", 0.0)),
+                        judged_action=judged_action or raw.get("judged_action", "warn"))
+            for ds_name, configs in raw["expected"].items():
+                if ds_name not in defs.datasets:
+                    raise WorkbenchError(f"{gate_file}: expected.{ds_name} names an unknown dataset; known: "
+                                         f"{', '.join(defs.datasets)}")
+                ds = catalog.ensure(ds_name, defs, home=home, log=_log)
+                for cfg_name, values in configs.items():
+                    cand = gate.load_source(f"{exp_path}:{cfg_name}", ds, home=home, log=_log)
+                    results.append(gate.gate_expected(cand, values, ds, **opts))
+        else:
+            if not (candidate and baseline and dataset):
+                raise WorkbenchError("give a gate file, or --candidate, --baseline and --dataset")
+            if dataset not in defs.datasets:
+                raise WorkbenchError(f"--dataset {dataset!r} is unknown; known: {', '.join(defs.datasets)}")
+            ds = catalog.ensure(dataset, defs, home=home, log=_log)
+            cand = gate.load_source(candidate, ds, home=home, log=_log)
+            base = gate.load_source(baseline, ds, home=home, log=_log)
+            results.append(gate.gate_pair(cand, base, ds, measures=measure, margin=0.01 if margin is None else margin,
+                                          min_queries=min_queries or 30, splits=split or list(SPLITS),
+                                          judged_floor=0.1 if judged_floor is None else judged_floor,
+                                          judged_action=judged_action or "warn", seed=seed))
+    except WorkbenchError as exc:
+        _fail(exc)
+    text = "\n".join(gate.markdown(r) for r in results)
+    typer.echo(text)
+    try:
+        if markdown_out:
+            markdown_out.write_text(text, encoding="utf-8")
+        if junit_out:
+            xml = [gate.junit(r) for r in results]
+            junit_out.write_text(xml[0] if len(xml) == 1 else
+                                 '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>\n' + "".join(
+                                     x.split("\n", 1)[1] for x in xml) + "</testsuites>\n", encoding="utf-8")
+    except OSError as exc:
+        _fail(WorkbenchError(f"cannot write the report: {exc.strerror or exc} ({exc.filename})"))
+    raise typer.Exit(max((r.exit_code for r in results), default=0))
+
+
 def _read_queries(queries: list[str], file: Optional[Path]) -> list[str]:
     texts = list(queries)
     if file is not None:

@@ -128,7 +128,7 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     """
     from workbench.experiment import LANE_KINDS, load_experiment
     from workbench.fasteval import supported
-    from workbench.types import QUERY_TYPES, SPLITS
+    from workbench.types import QUERY_TYPES
 
     path = Path(path)
     try:

@@ -22,15 +22,13 @@
    with bootstrap confidence intervals and a paired randomisation test against the
    baseline config (:func:`honest_report`).
 
-Statistics: percentile bootstrap of the mean (Efron and Tibshirani 1993) and a paired
-sign-flip randomisation test of the mean difference (Smucker, Allan and Carterette,
-CIKM 2007), both with ``scipy.stats`` and the study's seed.
+Statistics: :mod:`workbench.stats` (percentile bootstrap, paired sign-flip randomisation
+test), with the study's seed.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,9 +39,8 @@ import numpy as np
 from workbench.errors import ConfigError
 from workbench.fasteval import CandidateMatrix, FusionSetting
 from workbench.space import Range, Study, baseline_params, suggest
+from workbench.stats import bootstrap_ci, paired_test
 
-#: Resamples for the bootstrap and the randomisation test.
-RESAMPLES = 10_000
 
 _UNSET = object()
 
@@ -486,32 +483,6 @@ def choose_and_report(study: Study, ost, cands: Candidates, log: Callable[[str],
                        manifest)
 
 
-def _ci(values: np.ndarray, seed: int) -> tuple[float, float]:
-    from scipy import stats
-
-    if len(values) < 2 or np.all(values == values[0]):
-        v = float(values.mean()) if len(values) else math.nan
-        return v, v
-    res = stats.bootstrap((values,), np.mean, n_resamples=RESAMPLES, method="percentile", random_state=seed)
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
-def paired_test(a: np.ndarray, b: np.ndarray, seed: int) -> dict[str, float]:
-    """Mean of ``a - b``, its 95% bootstrap CI and the two-sided p-value of a paired sign-flip
-    randomisation test (Smucker et al. 2007)."""
-    from scipy import stats
-
-    d = a - b
-    lo, hi = _ci(d, seed)
-    if len(d) < 2 or np.all(d == 0):
-        p = 1.0
-    else:
-        res = stats.permutation_test((a, b), lambda x, y: np.mean(x - y), permutation_type="samples",
-                                     n_resamples=RESAMPLES, alternative="two-sided", random_state=seed)
-        p = float(res.pvalue)
-    return {"mean_diff": float(d.mean()) if len(d) else math.nan, "ci_low": lo, "ci_high": hi, "p_value": p}
-
-
 def honest_report(study: Study, cands: Candidates, params: dict[str, Any], setting: FusionSetting) -> dict:
     """The chosen setting and the baseline on dev and test: measures with 95% CIs, the paired test.
 
@@ -538,8 +509,8 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any], setti
         rows = {}
         for meas in measures:
             a, b = ev.loc[qids, meas].to_numpy(float), evb.loc[qids, meas].to_numpy(float)
-            rows[meas] = {"chosen": float(a.mean()), "chosen_ci": _ci(a, study.seed),
-                          "baseline": float(b.mean()), "baseline_ci": _ci(b, study.seed),
+            rows[meas] = {"chosen": float(a.mean()), "chosen_ci": bootstrap_ci(a, study.seed),
+                          "baseline": float(b.mean()), "baseline_ci": bootstrap_ci(b, study.seed),
                           **paired_test(a, b, study.seed)}
         by_type = {}
         types = ev.loc[qids, "query_type"]

@@ -1,0 +1,147 @@
+"""The regression gate on the real gita dataset (hash embedder, embedded Postgres).
+
+A planted regression (the reference lane removed) fails and names the strata that fell;
+an identical run passes; unjudged documents trip the judged floor; malformed run files
+give clear errors with exit code 2.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+from typer.testing import CliRunner
+
+from workbench.cli import app
+
+pytestmark = pytest.mark.data
+
+EXPERIMENT = """
+name = "gate-e2e"
+datasets = ["gita"]
+measures = ["R@10"]
+depth = 50
+[embedders.h]
+kind = "hash"
+dim = 64
+[lanes.vector]
+kind = "pgvector"
+embedder = "h"
+[lanes.fts]
+kind = "fulltext"
+config = "wb_fold"
+[lanes.ref]
+kind = "reference"
+[configs.full]
+lanes = ["vector", "fts", "ref"]
+fusion = "rrf"
+k = 60
+tiebreak_lane = "vector"
+[configs.no-ref]
+lanes = ["vector", "fts"]
+fusion = "rrf"
+k = 60
+tiebreak_lane = "vector"
+"""
+
+
+@pytest.fixture(scope="module")
+def env(built_home, data_dir, pg_dsn, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("gate")
+    (folder / "e.toml").write_text(EXPERIMENT)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("WORKBENCH_HOME", str(built_home))
+    mp.setenv("WORKBENCH_PG_DSN", pg_dsn)
+    yield folder, built_home
+    mp.undo()
+
+
+def gate(*args):
+    return CliRunner().invoke(app, ["gate", *args])
+
+
+def test_a_removed_lane_fails_and_names_the_strata(env, tmp_path):
+    folder, _home = env
+    res = gate("--candidate", f"{folder}/e.toml:no-ref", "--baseline", f"{folder}/e.toml:full", "-d", "gita",
+               "--junit", str(tmp_path / "g.xml"), "--markdown", str(tmp_path / "g.md"))
+    assert res.exit_code == 1, res.output
+    rows = {line.split("|")[2].strip(): line.split("|")[-2].strip() for line in res.stdout.splitlines()
+            if line.startswith("| R@10 |")}
+    assert rows["reference"] == "fail" and rows["all"] == "fail"
+    assert rows["paraphrase"] == "pass" and rows["term"] == "pass"  # the other lanes are untouched
+    assert "missing lanes: ref" in res.stdout  # the dropped documents are blamed on the removed lane
+    suite = ET.parse(tmp_path / "g.xml").getroot()
+    assert suite.get("failures") == "2" and (tmp_path / "g.md").read_text().startswith("### Retrieval gate: ❌")
+
+
+def test_an_identical_run_passes(env, tmp_path):
+    folder, _home = env
+    res = gate("--candidate", f"{folder}/e.toml:full", "--baseline", f"{folder}/e.toml:full", "-d", "gita")
+    assert res.exit_code == 0, res.output
+    assert "✅ pass" in res.stdout and "| fail |" not in res.stdout
+
+
+def test_a_trec_run_file_against_the_config_it_came_from_passes(env, tmp_path):
+    from workbench import catalog, gate as g
+    from workbench.run import write_trec_run
+
+    folder, home = env
+    ds = catalog.ensure("gita", catalog.load_definitions(), home=home)
+    ranking = g.load_source(f"{folder}/e.toml:full", ds, home=home)
+    write_trec_run(tmp_path / "full.run", ranking.run, tag="full")
+    res = gate("--candidate", str(tmp_path / "full.run"), "--baseline", f"{folder}/e.toml:full", "-d", "gita")
+    assert res.exit_code == 0, res.output
+
+
+def test_unjudged_documents_trip_the_judged_floor(env, tmp_path):
+    folder, _home = env
+    res = gate("--candidate", f"{folder}/e.toml:full", "--baseline", f"{folder}/e.toml:full", "-d", "gita",
+               "--judged-floor", "0.99", "--judged-action", "fail")
+    assert res.exit_code == 1 and "**fail**" in res.stdout and "Judge next:" in res.stdout
+    warn = gate("--candidate", f"{folder}/e.toml:full", "--baseline", f"{folder}/e.toml:full", "-d", "gita",
+                "--judged-floor", "0.99")
+    assert warn.exit_code == 0 and "**warn**" in warn.stdout
+
+
+def test_expected_values_gate_file(env, tmp_path):
+    folder, _home = env
+    (tmp_path / "g.toml").write_text(f'experiment = "{folder}/e.toml"\nmargin = 0.01\n'
+                                     '[expected.gita.full]\n"R@10/reference" = 0.5\n"R@10" = 0.99\n')
+    res = gate(str(tmp_path / "g.toml"))
+    assert res.exit_code == 1
+    rows = {line.split("|")[2].strip(): line.split("|")[-2].strip() for line in res.stdout.splitlines()
+            if line.startswith("| R@10 |")}
+    assert rows == {"reference": "pass", "all": "fail"}
+
+
+@pytest.mark.parametrize("content, msg", [
+    ("gita-ref-00001 Q0 bg2.47 1 3.0\n", "6 columns"),
+    ("nope-query Q0 bg2.47 1 3.0 x\n", "query id(s) that dataset gita does not have"),
+    ("gita-ref-00001 Q0 bg2.47 1 3.0 x\ngita-ref-00001 Q0 bg2.47 2 2.0 x\n", "appears twice"),
+    ("gita-ref-00001 Q0 bg2.47 1 nan x\n", "NaN"),
+    ("", "holds no results"),
+])
+def test_malformed_run_files_exit_2(env, tmp_path, content, msg):
+    folder, _home = env
+    p = tmp_path / "bad.run"
+    p.write_text(content)
+    res = gate("--candidate", str(p), "--baseline", f"{folder}/e.toml:full", "-d", "gita")
+    assert res.exit_code == 2 and msg.lower() in res.output.lower(), res.output
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--candidate", "x.run"], "give a gate file, or --candidate, --baseline and --dataset"),
+    (["--candidate", "nope:cfg", "--baseline", "nope:cfg", "-d", "gita"], "is neither a file nor EXPERIMENT.toml:CONFIG"),
+    (["--candidate", "a", "--baseline", "b", "-d", "nope"], "--dataset 'nope' is unknown"),
+    (["--split", "validation", "--candidate", "a", "--baseline", "b", "-d", "gita"], "is not a split"),
+    (["-m", "Bogus@3", "--candidate", "a", "--baseline", "b", "-d", "gita"], "Bogus"),
+])
+def test_usage_errors_exit_2(env, args, msg):
+    res = gate(*args)
+    assert res.exit_code == 2 and msg in res.output, res.output
+
+
+def test_an_unknown_config_names_the_configs(env):
+    folder, _home = env
+    res = gate("--candidate", f"{folder}/e.toml:nope", "--baseline", f"{folder}/e.toml:full", "-d", "gita")
+    assert res.exit_code == 2 and "has no config 'nope'; configs: full, no-ref" in res.output
