@@ -145,3 +145,58 @@ def test_an_unknown_config_names_the_configs(env):
     folder, _home = env
     res = gate("--candidate", f"{folder}/e.toml:nope", "--baseline", f"{folder}/e.toml:full", "-d", "gita")
     assert res.exit_code == 2 and "has no config 'nope'; configs: full, no-ref" in res.output
+
+
+def test_measure_aliases_are_canonical(env):
+    folder, _home = env
+    res = gate("--candidate", f"{folder}/e.toml:full", "--baseline", f"{folder}/e.toml:full", "-d", "gita",
+               "-m", "MRR@10", "-m", "R@10")
+    assert res.exit_code == 0, res.output
+    assert "| RR@10 | all |" in res.stdout
+
+
+@pytest.mark.parametrize("extra, msg", [
+    ('margin = "abc"\n', "margin must be a number in [0, 1]"),
+    ("margin = -1\n", "margin must be a number in [0, 1]"),
+    ('judged_action = "maybe"\n', "judged_action must be"),
+    ('splits = "test"\n', "splits must be a non-empty list"),
+    ("min_queries = 0\n", "min_queries must be an integer >= 1"),
+])
+def test_bad_gate_files_exit_2_before_any_fusion(env, tmp_path, extra, msg):
+    folder, _home = env
+    (tmp_path / "g.toml").write_text(f'experiment = "{folder}/e.toml"\n' + extra + '[expected.gita.full]\n"R@10" = 0.5\n')
+    res = gate(str(tmp_path / "g.toml"))
+    assert res.exit_code == 2 and msg in res.output, res.output
+
+
+def test_a_gate_file_refuses_extra_options_and_names_itself(env, tmp_path):
+    folder, _home = env
+    (tmp_path / "g.toml").write_text(f'experiment = "{folder}/e.toml"\n[expected.gita.nope]\n"MRR@10" = 0.5\n')
+    res = gate(str(tmp_path / "g.toml"), "-m", "nDCG@10")
+    assert res.exit_code == 2 and "do not add --candidate" in res.output
+    res = gate(str(tmp_path / "g.toml"))
+    assert res.exit_code == 2 and "[expected.gita.nope]" in res.output and "has no config 'nope'" in res.output
+
+
+def test_an_experiment_without_a_config_and_a_bad_export_exit_2(env, tmp_path):
+    import json
+
+    folder, _home = env
+    res = gate("--candidate", f"{folder}/e.toml", "--baseline", f"{folder}/e.toml:full", "-d", "gita")
+    assert res.exit_code == 2 and "--candidate" in res.output and "e.toml:CONFIG" in res.output
+    bad = {"lanes": {"ref": {"kind": "reference"}}, "fusion": "none", "top_k": 0,
+           "provenance": {"experiment": f"{folder}/e.toml"}}
+    (tmp_path / "x.json").write_text(json.dumps(bad))
+    res = gate("--candidate", str(tmp_path / "x.json"), "--baseline", f"{folder}/e.toml:full", "-d", "gita")
+    assert res.exit_code == 2 and "top_k must be an integer >= 1" in res.output, res.output
+
+
+def test_junit_names_the_config_of_each_case(env, tmp_path):
+    folder, _home = env
+    (tmp_path / "g.toml").write_text(f'experiment = "{folder}/e.toml"\n[expected.gita.full]\n"R@10" = 0.0\n'
+                                     '[expected.gita.no-ref]\n"R@10" = 0.0\n')
+    res = gate(str(tmp_path / "g.toml"), "--junit", str(tmp_path / "out" / "g.xml"))
+    assert res.exit_code == 0, res.output
+    root = ET.parse(tmp_path / "out" / "g.xml").getroot()
+    classes = {tc.get("classname") for tc in root.iter("testcase")}
+    assert any(c.endswith("e.toml:full") for c in classes) and any(c.endswith("e.toml:no-ref") for c in classes)

@@ -388,14 +388,14 @@ def gate_cmd(
     baseline: Optional[str] = typer.Option(None, "--baseline", help="EXPERIMENT.toml:CONFIG, an exported .json or a TREC run."),
     dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="The dataset whose queries and qrels judge both."),
     measure: list[str] = typer.Option(["R@10"], "--measure", "-m", help="Measures to gate (first: the one losses are listed by)."),
-    margin: Optional[float] = typer.Option(None, "--margin", min=0.0, help="Non-inferiority margin δ (default 0.01)."),
+    margin: Optional[float] = typer.Option(None, "--margin", min=0.0, max=1.0, help="Non-inferiority margin δ, absolute (default 0.01)."),
     min_queries: Optional[int] = typer.Option(None, "--min-queries", min=1, help="Fewest queries a stratum needs to be judged (default 30)."),
     split: list[str] = typer.Option([], "--split", help="Splits to gate on (default all)."),
     judged_floor: Optional[float] = typer.Option(None, "--judged-floor", min=0.0, max=1.0, help="Lowest mean Judged@10 accepted (default 0.1)."),
     judged_action: Optional[str] = typer.Option(None, "--judged-action", help="warn (default) or fail below the floor."),
     markdown_out: Optional[Path] = typer.Option(None, "--markdown", help="Also write the Markdown summary here."),
     junit_out: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
-    seed: int = typer.Option(20261129, "--seed", help="Bootstrap seed."),
+    seed: int = typer.Option(20261129, "--seed", min=0, max=2**32 - 1, help="Bootstrap seed."),
 ) -> None:
     """Gate a candidate against a baseline or expected values: exit 0 pass, 1 regression, 2 usage or data error."""
     from workbench import catalog, gate
@@ -413,11 +413,17 @@ def gate_cmd(
             raise WorkbenchError(f"--split {bad[0]!r} is not a split; use {', '.join(SPLITS)}")
         from workbench.evaluate import parse_measures
 
-        parse_measures(measure)
+        measure = list(dict.fromkeys(str(m) for m in parse_measures(measure)))  # canonical names (MRR@10 -> RR@10)
+        for opt, out in (("--markdown", markdown_out), ("--junit", junit_out)):
+            if out is not None and (out.is_dir() or (out.exists() and not os.access(out, os.W_OK))):
+                raise WorkbenchError(f"{opt} {out} is a folder or not writable; give a file path")
+        if markdown_out and junit_out and markdown_out.resolve() == junit_out.resolve():
+            raise WorkbenchError("--markdown and --junit name the same file; give two paths")
         results = []
         if gate_file is not None:
-            if candidate or baseline:
-                raise WorkbenchError("give a gate file, or --candidate with --baseline, not both")
+            if candidate or baseline or dataset or measure != ["R@10"]:
+                raise WorkbenchError("a gate file names its configs, datasets and measures; do not add --candidate, "
+                                     "--baseline, --dataset or --measure")
             raw = gate.load_gate_file(gate_file)
             exp_path = (gate_file.parent / raw["experiment"]) if not Path(raw["experiment"]).is_absolute() \
                 else Path(raw["experiment"])
@@ -432,16 +438,24 @@ def gate_cmd(
                                          f"{', '.join(defs.datasets)}")
                 ds = catalog.ensure(ds_name, defs, home=home, log=_log)
                 for cfg_name, values in configs.items():
-                    cand = gate.load_source(f"{exp_path}:{cfg_name}", ds, home=home, log=_log)
-                    results.append(gate.gate_expected(cand, values, ds, **opts))
+                    try:
+                        cand = gate.load_source(f"{exp_path}:{cfg_name}", ds, home=home, log=_log)
+                        results.append(gate.gate_expected(cand, values, ds, **opts))
+                    except WorkbenchError as exc:
+                        raise WorkbenchError(f"{gate_file}: [expected.{ds_name}.{cfg_name}]: {exc}") from None
         else:
             if not (candidate and baseline and dataset):
                 raise WorkbenchError("give a gate file, or --candidate, --baseline and --dataset")
             if dataset not in defs.datasets:
                 raise WorkbenchError(f"--dataset {dataset!r} is unknown; known: {', '.join(defs.datasets)}")
             ds = catalog.ensure(dataset, defs, home=home, log=_log)
-            cand = gate.load_source(candidate, ds, home=home, log=_log)
-            base = gate.load_source(baseline, ds, home=home, log=_log)
+            sources = {}
+            for opt, spec in (("--candidate", candidate), ("--baseline", baseline)):
+                try:
+                    sources[opt] = gate.load_source(spec, ds, home=home, log=_log)
+                except WorkbenchError as exc:
+                    raise WorkbenchError(f"{opt}: {exc}") from None
+            cand, base = sources["--candidate"], sources["--baseline"]
             results.append(gate.gate_pair(cand, base, ds, measures=measure, margin=0.01 if margin is None else margin,
                                           min_queries=min_queries or 30, splits=split or list(SPLITS),
                                           judged_floor=0.1 if judged_floor is None else judged_floor,
@@ -451,6 +465,9 @@ def gate_cmd(
     text = "\n".join(gate.markdown(r) for r in results)
     typer.echo(text)
     try:
+        for out in (markdown_out, junit_out):
+            if out is not None:
+                out.parent.mkdir(parents=True, exist_ok=True)
         if markdown_out:
             markdown_out.write_text(text, encoding="utf-8")
         if junit_out:
@@ -459,7 +476,8 @@ def gate_cmd(
                                  '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>\n' + "".join(
                                      x.split("\n", 1)[1] for x in xml) + "</testsuites>\n", encoding="utf-8")
     except OSError as exc:
-        _fail(WorkbenchError(f"cannot write the report: {exc.strerror or exc} ({exc.filename})"))
+        _fail(WorkbenchError(f"cannot write the report {exc.filename or markdown_out or junit_out}: "
+                             f"{exc.strerror or exc}; the gate's result is above"))
     raise typer.Exit(max((r.exit_code for r in results), default=0))
 
 

@@ -51,6 +51,7 @@ class Ranking:
     label: str
     run: Run
     lanes: dict[str, Run] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -105,6 +106,8 @@ def load_source(spec: str, dataset: Any, *, home: Path, log: Callable[[str], Non
     if config and path_part.endswith(".toml"):
         return _from_experiment(Path(path_part), config, dataset, home, log)
     path = Path(spec)
+    if path.suffix == ".toml" and path.is_file():
+        raise ConfigError(f"{spec} is an experiment; name one of its configs: {spec}:CONFIG")
     if not path.exists():
         raise ConfigError(f"{spec!r} is neither a file nor EXPERIMENT.toml:CONFIG; give a TREC run file, an exported "
                           "config (.json) or e.g. experiments/kb.toml:kb-fold-ref")
@@ -120,7 +123,14 @@ def load_source(spec: str, dataset: Any, *, home: Path, log: Callable[[str], Non
     if unknown:
         raise DataError(f"run file {path} names {len(unknown)} query id(s) that dataset {dataset.name} does not have "
                         f"(first: {unknown[:3]}); is it a run of another dataset?")
-    return Ranking(path.name, run)
+    ranking = Ranking(path.name, run)
+    docs = {d.doc_id for d in dataset.documents}
+    hits = [h.doc_id for q in run for h in run[q]]
+    stray = sum(1 for d in hits if d not in docs)
+    if stray:
+        ranking.warnings.append(f"{path.name}: {stray} of {len(hits)} ranked doc ids are not documents of "
+                                f"{dataset.name} (they count as non-relevant)")
+    return ranking
 
 
 def _config_ranking(exp, cfg, dataset, home: Path, log, label: str) -> Ranking:
@@ -148,24 +158,40 @@ def _from_experiment(path: Path, config: str, dataset, home: Path, log) -> Ranki
 
 def _from_export(path: Path, dataset, home: Path, log) -> Ranking:
     """An exported production config: lanes with their engine parameters, fusion parameters."""
-    from workbench.experiment import FusedConfig, LaneSpec, load_experiment
+    from workbench.experiment import LaneSpec, load_experiment
+
+    from workbench.experiment import LANE_KINDS, _check_table, _config
 
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
-        exp = load_experiment(Path(cfg["provenance"]["experiment"]))
+        exp_file = Path(cfg["provenance"]["experiment"])
+        if not exp_file.is_absolute() and not exp_file.exists():
+            exp_file = Path(__file__).resolve().parent.parent / exp_file  # written relative to the repository
+        if not exp_file.is_file():
+            raise ConfigError(f"{path}: provenance.experiment {cfg['provenance']['experiment']!r} is not an "
+                              "experiment file here; run from the repository root or fix the path")
+        exp = load_experiment(exp_file)
+        if not isinstance(cfg["lanes"], dict) or not cfg["lanes"]:
+            raise ConfigError(f"{path}: lanes must name at least one lane")
         lanes, embedders = {}, dict(exp.embedders)
         for name, spec in cfg["lanes"].items():
-            params = {k: v for k, v in spec.items() if k != "kind"}
-            if isinstance(params.get("embedder"), dict):
-                emb = dict(params["embedder"])
+            spec = dict(spec)
+            if isinstance(spec.get("embedder"), dict):
+                emb = dict(spec["embedder"])
                 ename = emb.pop("name")
                 embedders[ename] = emb
-                params["embedder"] = ename
-            lanes[name] = LaneSpec(name, spec["kind"], params)
-        fused = FusedConfig(path.stem, tuple(cfg["lanes"]), cfg["fusion"], float(cfg.get("rrf_k") or 60.0),
-                            cfg.get("weights") or None, cfg.get("depth"), cfg.get("min_score"), int(cfg["top_k"]),
-                            cfg.get("tiebreak_lane"), cfg.get("norm") or "minmax")
-    except (ValueError, KeyError, TypeError) as exc:
+                spec["embedder"] = ename
+            kind, params = _check_table(path, f"lanes.{name}", spec, LANE_KINDS)
+            lanes[name] = LaneSpec(name, kind, params)
+        table = {"lanes": list(cfg["lanes"]), "fusion": cfg["fusion"], "top_k": cfg["top_k"]}
+        for key, src in (("k", "rrf_k"), ("weights", "weights"), ("depth", "depth"), ("min_score", "min_score"),
+                         ("tiebreak_lane", "tiebreak_lane"), ("norm", "norm")):
+            if cfg.get(src) not in (None, {}):
+                table[key] = cfg[src]
+        if table["fusion"] == "none" and len(table["lanes"]) == 1:
+            table.pop("k", None)
+        fused = _config(path, path.stem, table, lanes)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path} is not a config written by `workbench export` ({type(exc).__name__}: {exc})") from None
     exp = replace(exp, lanes=lanes, embedders=embedders)
     return _config_ranking(exp, fused, dataset, home, log, path.name)
@@ -273,7 +299,7 @@ def losses(cand: Ranking, base: Ranking | None, cand_pq, base_pq, qrels, measure
             if d in got:
                 continue
             lanes = [ln for ln, r in (base.lanes or {}).items() if any(h.doc_id == d for h in r.get_hits(qid))]
-            missing = [ln for ln in lanes if ln not in (cand.lanes or {})]
+            missing = [ln for ln in lanes if ln not in cand.lanes] if cand.lanes else []  # a run file: lanes unknown
             dropped.append({"doc_id": d, "baseline_lanes": lanes, "lanes_missing_in_candidate": missing})
         out.append({"query_id": qid, "candidate": float(row[measure]), "baseline": float(row[f"{measure}_base"]),
                     "diff": float(row["diff"]), "dropped": dropped})
@@ -324,13 +350,15 @@ def junit(res: GateResult) -> str:
                     f"{escape(json.dumps(c.__dict__, default=str))}</failure>")
         elif c.status in ("inconclusive", "too-few"):
             body = f"<skipped message={quoteattr(c.status)}/>"
-        cases.append(f'<testcase classname="gate.{escape(res.dataset)}" name={name}>{body}</testcase>')
+        cases.append(f'<testcase classname={quoteattr(f"gate.{res.dataset}.{res.candidate}")} name={name}>{body}'
+                     '</testcase>')
     j = res.judged
     if j:
         body = f"<failure message={quoteattr('judged coverage below the floor')}/>" if j["status"] == "fail" else ""
-        cases.append(f'<testcase classname="gate.{escape(res.dataset)}" name="Judged@{j["k"]}">{body}</testcase>')
+        cases.append(f'<testcase classname={quoteattr(f"gate.{res.dataset}.{res.candidate}")} name="Judged@{j["k"]}">'
+                     f'{body}</testcase>')
     fails = sum("<failure" in c for c in cases)
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="workbench gate" tests="{len(cases)}" '
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name={quoteattr(f"gate {res.candidate}")} tests="{len(cases)}" '
             f'failures="{fails}">\n' + "\n".join(cases) + "\n</testsuite>\n")
 
 
@@ -351,6 +379,8 @@ def load_gate_file(path: Path) -> dict[str, Any]:
     Raises:
         ConfigError: a missing or malformed file (names the key).
     """
+    from workbench.evaluate import parse_measures
+
     try:
         raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -365,6 +395,26 @@ def load_gate_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: unknown key(s) {sorted(extra)}")
     if not isinstance(raw.get("experiment"), str):
         raise ConfigError(f"{path}: experiment must name an experiment TOML (relative to this file)")
+    def bad(key, msg):
+        return ConfigError(f"{path}: {key} {msg}")
+
+    def number(v, lo, hi):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo <= v <= hi
+
+    if "margin" in raw and not number(raw["margin"], 0, 1):
+        raise bad("margin", "must be a number in [0, 1] (an absolute difference of the measure)")
+    if "min_queries" in raw and not (isinstance(raw["min_queries"], int) and not isinstance(raw["min_queries"], bool)
+                                     and raw["min_queries"] >= 1):
+        raise bad("min_queries", "must be an integer >= 1")
+    if "judged_floor" in raw and not number(raw["judged_floor"], 0, 1):
+        raise bad("judged_floor", "must be a number in [0, 1]")
+    if raw.get("judged_action", "warn") not in ("warn", "fail"):
+        raise bad("judged_action", "must be \"warn\" or \"fail\"")
+    from workbench.types import SPLITS
+
+    splits = raw.get("splits", list(SPLITS))
+    if not isinstance(splits, list) or not splits or any(x not in SPLITS for x in splits):
+        raise bad("splits", f"must be a non-empty list of {', '.join(SPLITS)}")
     exp = raw.get("expected")
     if not isinstance(exp, dict) or not exp:
         raise ConfigError(f"{path}: [expected.DATASET.CONFIG] tables with measure = value are missing")
@@ -375,6 +425,15 @@ def load_gate_file(path: Path) -> dict[str, Any]:
             if not isinstance(values, dict) or not values or not all(
                     isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values.values()):
                 raise ConfigError(f"{path}: expected.{ds}.{cfg} must map measures to finite numbers")
+            canonical = {}
+            for key, v in values.items():
+                m, _, stratum = key.partition("/")
+                try:
+                    name = str(parse_measures([m])[0])
+                except ConfigError as exc:
+                    raise ConfigError(f"{path}: expected.{ds}.{cfg}: {key!r}: {exc}") from None
+                canonical[f"{name}/{stratum}" if stratum else name] = v
+            configs[cfg] = canonical
     return raw
 
 
@@ -384,7 +443,9 @@ def _evaluate(ranking: Ranking, dataset, splits: Sequence[str], measures: Sequen
     from workbench.evaluate import evaluate
 
     queries = [q for q in dataset.queries if q.split in splits]
-    return evaluate(ranking.run, dataset.qrels, queries, list(measures)).per_query, queries
+    ev = evaluate(ranking.run, dataset.qrels, queries, list(measures))
+    ranking.warnings.extend(f"{ranking.label}: {w}" for w in ev.warnings)
+    return ev.per_query, queries
 
 
 def gate_pair(candidate: Ranking, baseline: Ranking, dataset, *, measures: Sequence[str], margin: float,
@@ -397,7 +458,8 @@ def gate_pair(candidate: Ranking, baseline: Ranking, dataset, *, measures: Seque
     judged = judged_check(candidate.run, dataset.qrels, queries, k=judged_k, floor=judged_floor, action=judged_action)
     k = int(str(measures[0]).rsplit("@", 1)[1]) if "@" in str(measures[0]) else 10
     lost = losses(candidate, baseline, cand_pq, base_pq, dataset.qrels, measures[0], k)
-    return GateResult(dataset.name, candidate.label, baseline.label, margin, checks, judged, lost)
+    return GateResult(dataset.name, candidate.label, baseline.label, margin, checks, judged, lost,
+                      list(dict.fromkeys(candidate.warnings + baseline.warnings)))
 
 
 def gate_expected(candidate: Ranking, expected: dict[str, float], dataset, *, margin: float, min_queries: int,
@@ -407,4 +469,5 @@ def gate_expected(candidate: Ranking, expected: dict[str, float], dataset, *, ma
     cand_pq, queries = _evaluate(candidate, dataset, splits, measures)
     checks = expected_checks(cand_pq, expected, margin=margin, min_queries=min_queries)
     judged = judged_check(candidate.run, dataset.qrels, queries, k=judged_k, floor=judged_floor, action=judged_action)
-    return GateResult(dataset.name, candidate.label, "expected values", margin, checks, judged, [])
+    return GateResult(dataset.name, candidate.label, "expected values", margin, checks, judged, [],
+                      list(dict.fromkeys(candidate.warnings)))
