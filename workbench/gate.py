@@ -133,16 +133,24 @@ def load_source(spec: str, dataset: Any, *, home: Path, log: Callable[[str], Non
     return ranking
 
 
+#: Engines (embedders, database handles) shared by the configs of one experiment in one gate run.
+_ENGINES: dict[tuple, Any] = {}
+
+
 def _config_ranking(exp, cfg, dataset, home: Path, log, label: str) -> Ranking:
     from workbench.cache import CandidateCache
-    from workbench.job import Engine, evaluate_config, lane_candidates
+    from workbench.job import Engine, fused_run, lane_candidates
 
     sub = replace(exp, configs={cfg.name: cfg}, splits=("train", "dev", "test"))
-    engine = Engine(sub, home, False, log)
+    key = (str(exp.path), json.dumps(exp.embedders, sort_keys=True, default=str), str(home))
+    engine = _ENGINES.get(key)
+    if engine is None:
+        engine = _ENGINES[key] = Engine(sub, home, False, log)
+    engine.exp = sub
     cache = CandidateCache(home / "cache" / "candidates")
     lanes = lane_candidates(sub, dataset, engine, cache, log)
-    res = evaluate_config(sub, dataset, cfg, lanes)
-    return Ranking(label, res.run, {n: lanes[n].run for n in cfg.lanes})
+    runs = {n: lanes[n].run for n in cfg.lanes}
+    return Ranking(label, fused_run(cfg, runs), runs)
 
 
 def _from_experiment(path: Path, config: str, dataset, home: Path, log) -> Ranking:

@@ -299,19 +299,25 @@ def lane_candidates(exp: Experiment, ds: catalog.Dataset, engine: Engine, cache:
     return out
 
 
+def fused_run(cfg: FusedConfig, runs: dict[str, Run]) -> Run:
+    """The run of ``cfg`` from its lanes' runs: :func:`workbench.fusion.fuse`, or for ``none`` the one
+    lane's run with ``min_score`` and ``top_k`` applied."""
+    from workbench.fusion import fuse
+
+    if cfg.fusion == "none":
+        run = runs[cfg.lanes[0]]
+        if cfg.min_score is not None:
+            run = Run({q: [h for h in hits if h.score >= cfg.min_score] for q, hits in run.items()}, cfg.name)
+        return Run({q: hits[: cfg.top_k] for q, hits in run.items()}, cfg.name)
+    return fuse({n: runs[n] for n in cfg.lanes}, cfg.fusion, **cfg.fusion_params())
+
+
 def evaluate_config(exp: Experiment, ds: catalog.Dataset, cfg: FusedConfig, lanes: dict[str, LaneResult]) -> ConfigResult:
     """Fuse the lanes of ``cfg`` in memory and evaluate on the experiment's splits."""
     from workbench.evaluate import evaluate
-    from workbench.fusion import fuse
 
     t0 = time.perf_counter()
-    if cfg.fusion == "none":
-        run = lanes[cfg.lanes[0]].run
-        if cfg.min_score is not None:
-            run = Run({q: [h for h in hits if h.score >= cfg.min_score] for q, hits in run.items()}, cfg.name)
-        run = Run({q: hits[: cfg.top_k] for q, hits in run.items()}, cfg.name)
-    else:
-        run = fuse({n: lanes[n].run for n in cfg.lanes}, cfg.fusion, **cfg.fusion_params())
+    run = fused_run(cfg, {n: lanes[n].run for n in cfg.lanes})
     fusion_ms = (time.perf_counter() - t0) * 1000
     queries = [q for q in ds.queries if q.split in exp.splits]
     wanted = {q.query_id for q in queries}
