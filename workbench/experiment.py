@@ -38,12 +38,12 @@ Layout::
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from workbench.errors import ConfigError
+from workbench.tomlfile import read_toml
 from workbench.types import SPLITS
 
 #: lane kind → {parameter: validator}; the validator returns an error string or "".
@@ -194,16 +194,7 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
     from workbench.evaluate import DEFAULT_MEASURES, parse_measures
 
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"experiment file {path} not found; see experiments/ for examples") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
-    except IsADirectoryError:
-        raise ConfigError(f"experiment {path} is a folder; give an experiment TOML file") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read experiment {path}: {exc.strerror or exc}") from None
+    raw = read_toml(path, "experiment", "see experiments/ for examples")
     allowed_top = {"name", "description", "datasets", "measures", "depth", "splits", "index", "embedders", "lanes",
                    "configs"}
     extra = set(raw) - allowed_top

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -40,6 +39,7 @@ import numpy as np
 
 from workbench.errors import ConfigError, DataError
 from workbench.run import Run
+from workbench.tomlfile import read_toml
 from workbench.stats import bootstrap_ci
 
 
@@ -389,14 +389,7 @@ def load_gate_file(path: Path) -> dict[str, Any]:
     """
     from workbench.evaluate import parse_measures
 
-    try:
-        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"gate file {path} not found") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
-    except IsADirectoryError:
-        raise ConfigError(f"gate file {path} is a folder") from None
+    raw = read_toml(path, "gate")
     extra = set(raw) - {"experiment", "margin", "min_queries", "judged_floor", "judged_action", "splits", "expected",
                         "description"}
     if extra:

@@ -43,12 +43,12 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from workbench.errors import ConfigError
+from workbench.tomlfile import read_toml
 
 FUSION_CHOICES = ("rrf", "weighted", "combsum", "combmnz")
 TOP_LEVEL = {"name", "description", "experiment", "dataset", "lanes", "baseline", "trials", "seed", "split",
@@ -131,16 +131,7 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     from workbench.types import QUERY_TYPES
 
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"study file {path} not found; see experiments/tune-*.toml for examples") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
-    except IsADirectoryError:
-        raise ConfigError(f"study {path} is a folder; give a study TOML file") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read study {path}: {exc.strerror or exc}") from None
+    raw = read_toml(path, "study", "see experiments/tune-*.toml for examples")
     extra = set(raw) - TOP_LEVEL
     if extra:
         raise _err(path, "top level", f"has unknown key(s) {sorted(extra)}; allowed: {sorted(TOP_LEVEL)}")
