@@ -103,6 +103,7 @@ def test_the_fused_run_is_the_same_ranking(seed=4):
         got = m.run(s)
         for q in m.query_ids:
             assert [h.doc_id for h in got[q]] == [h.doc_id for h in want.get_hits(q)], (s, q)
+            assert [h.score for h in got[q]] == pytest.approx([h.score for h in want.get_hits(q)], abs=1e-12)
 
 
 def test_unjudged_queries_are_dropped_and_zero_judged_ones_score_zero():

@@ -13,7 +13,7 @@ from numba import get_num_threads, njit, prange
 
 
 def fuse_rank(cols, vals, depths, tb, raw, use_min, min_score, none_mode, mnz, n_cols, K):
-    """Top ``K`` column indices per query, ``-1`` past the end: (Q, K) int64.
+    """Top ``K`` column indices per query, ``-1`` past the end: (Q, K) int64; and their fused scores (Q, K).
 
     Queries are split into one chunk per numba thread (``NUMBA_NUM_THREADS``).
 
@@ -39,15 +39,17 @@ def fuse_rank(cols, vals, depths, tb, raw, use_min, min_score, none_mode, mnz, n
 def _fuse_rank(cols, vals, depths, tb, raw, use_min, min_score, none_mode, mnz, n_cols, K, bounds):  # pragma: no cover
     L, Q, D = cols.shape
     out = np.full((Q, K), -1, np.int64)
+    out_scores = np.full((Q, K), -np.inf)
     for chunk in prange(len(bounds) - 1):
         _chunk(cols, vals, depths, tb, raw, use_min, min_score, none_mode, mnz, n_cols, K, bounds[chunk],
-               bounds[chunk + 1], out)
-    return out
+               bounds[chunk + 1], out, out_scores)
+    return out, out_scores
 
 
 @njit(cache=True)
-def _chunk(cols, vals, depths, tb, raw, use_min, min_score, none_mode, mnz, n_cols, K, q0, q1, out):  # pragma: no cover
-    """Queries ``q0 .. q1 - 1`` of :func:`fuse_rank`, written into ``out``."""
+def _chunk(cols, vals, depths, tb, raw, use_min, min_score, none_mode, mnz, n_cols, K, q0, q1, out,
+           out_scores):  # pragma: no cover
+    """Queries ``q0 .. q1 - 1`` of :func:`fuse_rank`, written into ``out`` and ``out_scores``."""
     L, Q, D = cols.shape
     F = np.zeros(n_cols)
     cnt = np.zeros(n_cols, np.int64)
@@ -115,3 +117,4 @@ def _chunk(cols, vals, depths, tb, raw, use_min, min_score, none_mode, mnz, n_co
             cc[j + 1], ff[j + 1], tt[j + 1] = c0, f0, t0
         for i in range(k):
             out[q, i] = cc[i]
+            out_scores[q, i] = ff[i]

@@ -106,11 +106,6 @@ class CandidateMatrix:
         index = [{d: i for i, d in enumerate(c)} for c in columns]
         self.cols: dict[str, np.ndarray] = {}
         self.scores: dict[str, np.ndarray] = {}
-        self._flat: dict[str, np.ndarray] = {}
-        self._src: dict[str, np.ndarray] = {}
-        self._rank1: dict[str, np.ndarray] = {}
-        self._offsets: dict[str, np.ndarray] = {}
-        self._counts: dict[tuple, np.ndarray] = {}
         self._stacks: dict[tuple, np.ndarray] = {}
         self._zero: np.ndarray | None = None
         self.raw: dict[str, np.ndarray] = {}  # (Q, C) raw score of the lane, -inf when absent (tie-breaks)
@@ -127,16 +122,6 @@ class CandidateMatrix:
                     sc[i, j] = h.score
                     raw[i, c] = h.score
             self.cols[lane], self.scores[lane], self.raw[lane] = cols, sc, raw
-            # the lane's hits as flat (row * C + col) positions, ordered by rank (all rank-1 hits,
-            # then rank-2, ...): depth d is then a prefix, ending at offsets[d]
-            valid = cols >= 0
-            order = np.argsort(np.broadcast_to(np.arange(cols.shape[1]), cols.shape)[valid], kind="stable")
-            rows_v = np.broadcast_to(self._row_index(Q), cols.shape)[valid][order]
-            ranks_v = np.broadcast_to(np.arange(cols.shape[1]), cols.shape)[valid][order]
-            self._flat[lane] = rows_v * C + cols[valid][order]
-            self._src[lane] = rows_v * cols.shape[1] + ranks_v  # position in the (Q, D) matrices
-            self._rank1[lane] = (ranks_v + 1).astype(float)
-            self._offsets[lane] = np.searchsorted(ranks_v, np.arange(cols.shape[1] + 1), side="left")
         self.gain = np.zeros((Q, C))
         self.judged = np.zeros((Q, C), dtype=bool)
         self.n_rel = np.zeros(Q)
@@ -153,18 +138,13 @@ class CandidateMatrix:
         self._rows = np.arange(Q)[:, None]
         self._idcg: dict[int, np.ndarray] = {}
 
-    @staticmethod
-    def _row_index(Q: int) -> np.ndarray:
-        return np.arange(Q)[:, None]
-
     # ------------------------------------------------------------ fusion
 
-    def _contribution(self, lane: str, depth: int | None, norm: str | None) -> tuple[np.ndarray, np.ndarray]:
-        """(values, cols) of a lane's top-``depth`` hits: raw reciprocal-rank base or normalised scores."""
-        cols = self.cols[lane] if depth is None else self.cols[lane][:, :depth]
-        sc = self.scores[lane] if depth is None else self.scores[lane][:, :depth]
-        if norm is None:
-            return sc, cols
+    def _normalised(self, lane: str, depth: int, norm: str) -> np.ndarray:
+        """(Q, depth) per-query ``minmax`` or ``zscore`` scores of a lane's top-``depth`` hits (NaN past its end),
+        with the operations of :func:`workbench.fusion.normalise`."""
+        cols = self.cols[lane][:, :depth]
+        sc = self.scores[lane][:, :depth]
         valid = cols >= 0
         if norm == "minmax":
             lo = np.where(valid, sc, np.inf).min(axis=1, keepdims=True)
@@ -180,7 +160,7 @@ class CandidateMatrix:
             sd = np.sqrt(var)
             with np.errstate(invalid="ignore", divide="ignore"):
                 val = np.where(sd == 0, 0.0, (sc - mean) / np.where(sd == 0, 1.0, sd))
-        return np.where(valid, val, np.nan), cols
+        return np.where(valid, val, np.nan)
 
     def _check(self, s: FusionSetting) -> None:
         unknown = [ln for ln in s.lanes if ln not in self.cols]
@@ -191,71 +171,16 @@ class CandidateMatrix:
         if s.method == "none" and len(s.lanes) != 1:
             raise ValueError("fusion 'none' takes exactly one lane")
 
-    def fuse(self, s: FusionSetting) -> np.ndarray:
-        """Fused scores (Q, C), ``-inf`` where a document is not fused (absent, or below ``min_score``).
+    def rank(self, s: FusionSetting, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """The top ``min(depth, top_k)`` per query in tie-break order: column indices (Q, depth), −1 past
+        the end, and their fused scores (Q, depth) (for ``none``, minus the lane rank).
+
+        The lane values are computed here with the float operations of :mod:`workbench.fusion`
+        (RRF terms per rank, per-query normalised scores); adding them up, ``min_score`` and the
+        selection run per query in :func:`workbench._fastkernel.fuse_rank` (numba).
 
         Raises:
-            ValueError: an unknown method or norm, or a lane that is not in the matrix.
-        """
-        self._check(s)
-        Q, C = len(self.query_ids), self.n_cols
-        w = {ln: float((s.weights or {}).get(ln, 1.0)) for ln in s.lanes}
-        F = None
-        depths = []
-        for lane in s.lanes:
-            d = s.depth.get(lane) if isinstance(s.depth, Mapping) else s.depth
-            D = self.cols[lane].shape[1]
-            d = D if d is None else min(d, D)
-            depths.append((lane, d))
-            end = self._offsets[lane][d]
-            flat = self._flat[lane][:end]  # the lane's hits down to depth d, as flat (query, column) cells
-            if s.method == "rrf":
-                vals = w[lane] / (s.k + self._rank1[lane][:end])
-            elif s.method == "none":  # the lane's own order (its cached order breaks its ties): score = -rank
-                vals = -self._rank1[lane][:end]
-            else:
-                norm, _cols = self._contribution(lane, d, s.norm if s.method == "weighted" else "minmax")
-                vals = w[lane] * norm.ravel()[self._src_at(lane, d)[:end]]
-            # no cell repeats within a lane, so each bin holds the lane's exact value; lanes are
-            # added one after the other, as fusion.py adds them
-            contribution = np.bincount(flat, weights=vals, minlength=Q * C)
-            F = contribution if F is None else F + contribution
-        F = F.reshape(Q, C)
-        count, absent = self._count(tuple(depths), Q, C)
-        if s.method == "combmnz":
-            F = F * count
-        score = self.raw[s.lanes[0]] if s.method == "none" else F  # min_score reads the raw score for one lane
-        F.ravel()[absent] = -np.inf
-        if s.min_score is not None:
-            F[score < s.min_score] = -np.inf
-        return F
-
-    def _count(self, depths: tuple, Q: int, C: int) -> tuple[np.ndarray, np.ndarray]:
-        """(How many of the lanes, each cut at its depth, retrieved each cell (Q, C); the flat indices
-        of the cells none retrieved), memoised per (lane, depth) set."""
-        got = self._counts.get(depths)
-        if got is None:
-            count = np.zeros(Q * C, dtype=np.int32)
-            for lane, d in depths:
-                count[self._flat[lane][: self._offsets[lane][d]]] += 1
-            got = (count.reshape(Q, C), np.flatnonzero(count == 0))
-            if len(self._counts) < 256:
-                self._counts[depths] = got
-        return got
-
-    def _src_at(self, lane: str, d: int | None) -> np.ndarray:
-        """Positions of the lane's rank-ordered hits in its (Q, min(d, D)) score matrix."""
-        D = self.cols[lane].shape[1]
-        if d is None or d >= D:
-            return self._src[lane]
-        src = self._src[lane]
-        return (src // D) * d + (src % D)
-
-    def rank(self, s: FusionSetting, depth: int) -> np.ndarray:
-        """Column indices (Q, depth) of the top ``min(depth, top_k)`` in tie-break order, −1 past the end.
-
-        Fusion and selection run per query in :func:`workbench._fastkernel.fuse_rank` (numba),
-        with the lane values computed here exactly as :meth:`fuse` computes them.
+            ValueError: an unknown method, a lane not in the matrix, ``none`` with several lanes.
         """
         from workbench._fastkernel import fuse_rank
 
@@ -276,19 +201,21 @@ class CandidateMatrix:
         else:
             vals3 = np.zeros((L, Q, Dmax))
             for i, lane in enumerate(s.lanes):
-                norm, _cols = self._contribution(lane, int(depths[i]), s.norm if s.method == "weighted" else "minmax")
+                norm = self._normalised(lane, int(depths[i]), s.norm if s.method == "weighted" else "minmax")
                 vals3[i, :, : norm.shape[1]] = w[lane] * norm
         tb = self.raw[s.tiebreak_lane] if (s.tiebreak_lane and s.method != "none") else self._zeros()
         raw = self.raw[s.lanes[0]] if s.method == "none" else self._zeros()
         K = max(min(depth, s.top_k, C), 0)
-        ranked = fuse_rank(cols3, vals3, depths, tb, raw, s.min_score is not None,
-                           float(s.min_score) if s.min_score is not None else 0.0, s.method == "none",
-                           s.method == "combmnz", C, K)
+        ranked, scores = fuse_rank(cols3, vals3, depths, tb, raw, s.min_score is not None,
+                                   float(s.min_score) if s.min_score is not None else 0.0, s.method == "none",
+                                   s.method == "combmnz", C, K)
         if K == depth:
-            return ranked
+            return ranked, scores
         out = np.full((Q, depth), -1, dtype=np.int64)
         out[:, :K] = ranked
-        return out
+        sc = np.full((Q, depth), -np.inf)
+        sc[:, :K] = scores
+        return out, sc
 
     def _stacked(self, lanes: tuple[str, ...]) -> np.ndarray:
         """(L, Q, Dmax) hit columns of ``lanes`` (−1 padded), memoised per lane tuple."""
@@ -322,7 +249,7 @@ class CandidateMatrix:
         """
         parsed = {m: _parse(m) for m in measures}
         depth = max(k for _kind, k in parsed.values())
-        ranked = self.rank(s, depth)
+        ranked, _scores = self.rank(s, depth)
         valid = ranked >= 0
         # -1 (past the end) indexes the last column, the spare one: no gain, not judged
         gains = np.take_along_axis(self.gain, ranked, axis=1)
@@ -357,10 +284,10 @@ class CandidateMatrix:
         raw scores), in the evaluated order (each hit's tiebreak is minus its position)."""
         from workbench.run import Hit
 
-        F = self.fuse(s)
-        shown = self.raw[s.lanes[0]] if s.method == "none" else F
-        ranked = self.rank(s, depth or s.top_k)
+        ranked, scores = self.rank(s, depth or s.top_k)
         rows = {}
         for i, q in enumerate(self.query_ids):
-            rows[q] = [Hit(self.doc_ids[i][c], float(shown[i, c]), -float(j)) for j, c in enumerate(ranked[i]) if c >= 0]
+            shown = self.raw[s.lanes[0]][i] if s.method == "none" else scores[i]
+            rows[q] = [Hit(self.doc_ids[i][c], float(shown[c] if s.method == "none" else shown[j]), -float(j))
+                       for j, c in enumerate(ranked[i]) if c >= 0]
         return Run(rows, "fused")
