@@ -280,23 +280,24 @@ def _run_lane(lane, queries, depth: int, progress: bool, label: str) -> tuple[Ru
     return Run(rows, lane.name), lat
 
 
+def lane_result(spec: LaneSpec, ds: catalog.Dataset, engine: Engine, cache: CandidateCache, depth: int,
+                log: Callable[[str], None] = lambda _m: None) -> LaneResult:
+    """One lane's top-``depth`` candidates for all queries of ``ds``: from the cache, or run live and cached."""
+    parts = engine.cache_parts(ds, spec)
+    got = cache.get(parts)
+    if got is not None:
+        return LaneResult(got[0], got[1], cached=True)
+    log(f"{ds.name}: running lane {spec.name} on {len(ds.queries)} queries")
+    lane = engine.lane(ds, spec)
+    run, lat = _run_lane(lane, ds.queries, depth, engine.progress, f"{ds.name}/{spec.name}")
+    cache.put(parts, run, lat)
+    return LaneResult(run, lat, cached=False)
+
+
 def lane_candidates(exp: Experiment, ds: catalog.Dataset, engine: Engine, cache: CandidateCache,
                     log: Callable[[str], None] = lambda _m: None) -> dict[str, LaneResult]:
     """Every used lane's candidates for all queries of ``ds``, from the cache or live."""
-    out: dict[str, LaneResult] = {}
-    for name in exp.lanes_used():
-        spec = exp.lanes[name]
-        parts = engine.cache_parts(ds, spec)
-        got = cache.get(parts)
-        if got is not None:
-            out[name] = LaneResult(got[0], got[1], cached=True)
-            continue
-        log(f"{ds.name}: running lane {name} on {len(ds.queries)} queries")
-        lane = engine.lane(ds, spec)
-        run, lat = _run_lane(lane, ds.queries, exp.depth, engine.progress, f"{ds.name}/{name}")
-        cache.put(parts, run, lat)
-        out[name] = LaneResult(run, lat, cached=False)
-    return out
+    return {name: lane_result(exp.lanes[name], ds, engine, cache, exp.depth, log) for name in exp.lanes_used()}
 
 
 def fused_run(cfg: FusedConfig, runs: dict[str, Run]) -> Run:

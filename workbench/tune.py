@@ -79,21 +79,14 @@ class Candidates:
     def lane_run(self, lane: str, overrides: dict[str, Any]):
         """(run, latencies) of ``lane`` with engine parameter ``overrides`` (cache first)."""
         from workbench.experiment import LaneSpec
-        from workbench.job import _run_lane
+        from workbench.job import lane_result
 
         key = (lane, tuple(sorted(overrides.items())))
         if key not in self._runs:
             base = self.study.experiment.lanes[lane]
             spec = LaneSpec(lane, base.kind, {**base.params, **overrides})
-            parts = self.engine.cache_parts(self.ds, spec)
-            got = self.cache.get(parts)
-            if got is None:
-                self.log(f"{self.ds.name}: running lane {lane} {overrides or ''} on {len(self.ds.queries)} queries")
-                live = self.engine.lane(self.ds, spec)
-                run, lat = _run_lane(live, self.ds.queries, self.study.experiment.depth, self.engine.progress, lane)
-                self.cache.put(parts, run, lat)
-                got = (run, lat)
-            self._runs[key], self._lat[key] = got
+            got = lane_result(spec, self.ds, self.engine, self.cache, self.study.experiment.depth, self.log)
+            self._runs[key], self._lat[key] = got.run, got.latencies_ms
         return self._runs[key], self._lat[key]
 
     def engine_key(self, params: dict[str, Any]) -> tuple:
