@@ -15,7 +15,8 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The main job, end to end on the real corpora: datasets, then the seed experiments (tracked in MLflow),
-# then a tuning study of the knowledge-base config over the cached candidates (resumes if it ran before).
+# then a tuning study of the knowledge-base config over the cached candidates (resumes if it ran before),
+# then the regression gate on the seed configs (its report is what the dashboard's gate page shows).
 # mint.toml starts the local OpenSearch node (unless WORKBENCH_OS_URL names a cluster); it is stopped at the end.
 main: $(VENV)/.installed
 	$(BIN)/workbench data build
@@ -24,6 +25,8 @@ main: $(VENV)/.installed
 	@echo "$(BIN)/workbench eval experiments/mint.toml   (then: workbench services down opensearch)"
 	@$(BIN)/workbench eval experiments/mint.toml; rc=$$?; $(BIN)/workbench services down opensearch; exit $$rc
 	$(BIN)/workbench tune experiments/tune-kb.toml
+	$(BIN)/workbench gate experiments/gate-seeds.toml
+	@echo "done: look at the results with  $(BIN)/workbench dashboard"
 
 # The test suite (pytest's exit 5, "no tests ran", is a failure).
 test: $(VENV)/.installed

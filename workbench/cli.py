@@ -465,6 +465,19 @@ def gate_cmd(
     text = "\n".join(gate.markdown(r) for r in results)
     typer.echo(text)
     try:
+        command = ["workbench", "gate"] + ([str(gate_file)] if gate_file is not None else [])
+        for opt, val in (("--candidate", candidate), ("--baseline", baseline), ("--dataset", dataset),
+                         ("--margin", margin), ("--min-queries", min_queries), ("--judged-floor", judged_floor),
+                         ("--judged-action", judged_action)):
+            command += [opt, str(val)] if val is not None else []
+        command += [x for m in (measure if gate_file is None else []) for x in ("-m", m)]
+        command += [x for sp in split for x in ("--split", sp)]
+        saved = gate.save_report(results, home, command)
+        typer.echo(f"[workbench] gate report saved: {saved} (the dashboard's gate page shows the latest)", err=True)
+    except OSError as exc:
+        typer.secho(f"warning: cannot save the gate report under {home / 'gates'}: {exc.strerror or exc}",
+                    fg=typer.colors.YELLOW, err=True)
+    try:
         for out in (markdown_out, junit_out):
             if out is not None:
                 out.parent.mkdir(parents=True, exist_ok=True)
@@ -479,6 +492,53 @@ def gate_cmd(
         _fail(WorkbenchError(f"cannot write the report {exc.filename or markdown_out or junit_out}: "
                              f"{exc.strerror or exc}; the gate's result is above"))
     raise typer.Exit(max((r.exit_code for r in results), default=0))
+
+
+def dashboard_app() -> Path:
+    """``dashboards/app.py`` of the source checkout the workbench runs from."""
+    return Path(__file__).resolve().parent.parent / "dashboards" / "app.py"
+
+
+@app.command("dashboard")
+def dashboard_cmd(
+    port: int = typer.Option(8501, "--port", min=1, max=65535, help="Port to serve on."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (0.0.0.0 to reach it from other machines)."),
+    open_browser: bool = typer.Option(True, "--open/--no-open", help="Open a browser tab (when one is available)."),
+) -> None:
+    """Start the Streamlit dashboard on the results in MLflow, the studies and the gate reports.
+
+    Reads only what the main job wrote (MLflow store, Optuna storage, artifacts, built
+    datasets under WORKBENCH_HOME); it never queries Postgres or OpenSearch.
+    """
+    import socket
+
+    from workbench.dashboard.store import tracking_uri
+    from workbench.settings import home_dir
+
+    try:
+        app_path = dashboard_app()
+        if not app_path.is_file():
+            raise WorkbenchError(f"the dashboard app {app_path} is missing; run `workbench dashboard` from a source "
+                                 "checkout of the workbench (git clone), where dashboards/ sits beside workbench/")
+        home = home_dir()
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            try:
+                probe.bind((host, port))
+            except OSError as exc:
+                raise WorkbenchError(f"cannot serve on {host}:{port} ({exc.strerror or exc}); pass --port with a "
+                                     "free port, or --host with an address of this machine") from None
+    except WorkbenchError as exc:
+        _fail(exc)
+    shown = "localhost" if host in ("127.0.0.1", "0.0.0.0", "::") else host
+    typer.echo(f"[workbench] dashboard on http://{shown}:{port} — home {home}, MLflow {tracking_uri(home)} "
+               "(Ctrl-C stops it)", err=True)
+    sys.stdout.flush()
+    args = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.port", str(port),
+            "--server.address", host, "--server.headless", "false" if open_browser else "true",
+            "--browser.gatherUsageStats", "false", "--server.showEmailPrompt", "false", "--server.fileWatcherType", "none",
+            "--global.developmentMode", "false", "--client.toolbarMode", "viewer"]
+    os.environ["WORKBENCH_HOME"] = str(home)  # the server resolves the same home, whatever its cwd
+    os.execv(sys.executable, args)
 
 
 def _read_queries(queries: list[str], file: Optional[Path]) -> list[str]:

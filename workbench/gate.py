@@ -370,6 +370,38 @@ def junit(res: GateResult) -> str:
             f'failures="{fails}">\n' + "\n".join(cases) + "\n</testsuite>\n")
 
 
+def to_dict(res: GateResult) -> dict[str, Any]:
+    """A JSON-ready dict of a :class:`GateResult` (what the dashboard's gate page reads)."""
+    d = {k: v for k, v in res.__dict__.items() if k != "checks"}
+    d["checks"] = [c.__dict__ for c in res.checks]
+    d["exit_code"] = res.exit_code
+    return json.loads(json.dumps(d, default=str, allow_nan=True))
+
+
+def save_report(results: Sequence[GateResult], home: Path, command: Sequence[str]) -> Path:
+    """Write the gate's results to ``<home>/gates/gate-<UTC time>-<pid>.json`` and return the path.
+
+    The file holds ``created`` (ISO 8601, UTC), ``command`` (argv), ``exit_code`` and
+    ``results`` (:func:`to_dict` of each); the newest is the dashboard's "latest gate".
+
+    Raises:
+        OSError: the folder cannot be created or written.
+    """
+    import datetime as _dt
+    import os
+
+    now = _dt.datetime.now(_dt.timezone.utc)
+    folder = home / "gates"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"gate-{now:%Y%m%dT%H%M%S%fZ}-{os.getpid()}.json"
+    body = {"created": now.isoformat(timespec="seconds"), "command": list(command),
+            "exit_code": max((r.exit_code for r in results), default=0), "results": [to_dict(r) for r in results]}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(body, indent=1, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
 # ---------------------------------------------------------------- gate files
 
 def load_gate_file(path: Path) -> dict[str, Any]:

@@ -9,7 +9,10 @@
   ``@``): ``R@10`` → ``recall_at_10``, ``nDCG@10`` → ``ndcg_at_10``, ``RR@10`` →
   ``mrr_at_10``; per query type ``recall_at_10/paraphrase``, per split
   ``recall_at_10/split_test``; latency ``latency_p50_ms`` / ``latency_p95_ms``.
-* Artifacts: the TREC run, the per-query table (CSV) and the experiment TOML.
+* Artifacts: per config the TREC run, the per-query table (CSV) and the config (JSON);
+  on the parent run the experiment TOML and, per dataset, every lane's candidates
+  (``lanes/<dataset>.parquet``: :func:`lane_frame`), so the dashboard can show which
+  lanes found a document, at which rank and score, without querying any service.
 """
 
 from __future__ import annotations
@@ -129,6 +132,35 @@ def config_metrics(cr) -> dict[str, float]:
     return out
 
 
+def lane_frame(lanes: dict) -> "pd.DataFrame":
+    """One row per (lane, query, hit) of the lanes' runs, best first.
+
+    Args:
+        lanes: lane name → :class:`~workbench.run.Run` (hits higher-is-better, each lane's own score).
+
+    Returns:
+        columns ``lane, query_id, doc_id, rank`` (1-based, int32), ``score`` (float64, the
+        lane's raw score); ``lane``, ``query_id`` and ``doc_id`` are categorical.
+    """
+    import pandas as pd
+
+    cols: dict[str, list] = {"lane": [], "query_id": [], "doc_id": [], "rank": [], "score": []}
+    for name, run in lanes.items():
+        for qid, hits in run.items():
+            for rank, h in enumerate(hits, 1):
+                cols["lane"].append(name)
+                cols["query_id"].append(qid)
+                cols["doc_id"].append(h.doc_id)
+                cols["rank"].append(rank)
+                cols["score"].append(h.score)
+    df = pd.DataFrame(cols)
+    for c in ("lane", "query_id", "doc_id"):
+        df[c] = df[c].astype("category")
+    df["rank"] = df["rank"].astype("int32")
+    df["score"] = df["score"].astype("float64")
+    return df
+
+
 def log_job(result, home: Path) -> str:
     """Log a :class:`~workbench.job.JobResult` to MLflow; returns the parent run id."""
     _quiet()
@@ -147,6 +179,12 @@ def log_job(result, home: Path) -> str:
         mlflow.log_artifact(str(exp.path))
         lanes = {f"{d}/{lane}": s for (d, lane), s in result.lane_latency.items()}
         mlflow.log_dict(lanes, "lane_latency_ms.json")
+        with tempfile.TemporaryDirectory() as tmp:
+            for ds in exp.datasets:
+                runs = {lane: lr.run for (d, lane), lr in result.lanes.items() if d == ds}
+                if runs:
+                    lane_frame(runs).to_parquet(Path(tmp) / f"{ds}.parquet", index=False)
+            mlflow.log_artifacts(tmp, "lanes")
         for cr in result.configs:
             with mlflow.start_run(experiment_id=exp_id, run_name=f"{cr.dataset}/{cr.config.name}", nested=True) as child:
                 now = int(__import__("time").time() * 1000)

@@ -589,6 +589,13 @@ def outputs_dir(home: Path, name: str, storage: str | None) -> Path:
     return study_dir(home, name) / f"latest-{hashlib.sha256(spec.encode()).hexdigest()[:8]}"
 
 
+def _masked(spec: str) -> str:
+    """A storage spec with any password in a URL replaced by ``***`` (it goes into report.json)."""
+    import re
+
+    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", spec)
+
+
 def write_outputs(result: StudyResult, home: Path, storage: str | None = None) -> Path:
     """Write ``report.json``, ``export.json``, ``trials.csv`` and ``plots.html`` (Optuna's history,
     parameter importances, parallel coordinates and, with two objectives, the Pareto front)
@@ -597,7 +604,8 @@ def write_outputs(result: StudyResult, home: Path, storage: str | None = None) -
 
     out = outputs_dir(home, result.study.name, storage)
     out.mkdir(parents=True, exist_ok=True)
-    report = {"study": result.study.name, "chosen_trial": result.chosen.number, "chosen_params": result.chosen_params,
+    report = {"study": result.study.name, "storage": _masked(storage or "journal"),
+              "chosen_trial": result.chosen.number, "chosen_params": result.chosen_params,
               "notes": result.notes, "sensitivity": result.sensitivity, **result.report}
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
     (out / "export.json").write_text(json.dumps(export_config(result, home), indent=1, default=str) + "\n")

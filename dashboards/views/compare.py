@@ -1,0 +1,83 @@
+"""Compare two configs: per-query deltas as a plot, wins and losses, paired significance."""
+
+import streamlit as st
+
+from workbench.dashboard import ui, views
+from workbench.errors import WorkbenchError
+from workbench.types import SPLITS
+
+st.title("Compare two configs")
+uri, runs = ui.runs_or_stop()
+
+dataset = ui.pick("Dataset", sorted(runs["dataset"].unique()), "dataset", key="cmp_dataset", default="gita")
+choices = ui.run_choices(runs, dataset)
+labels = list(choices.index)
+if len(labels) < 2:
+    st.info(f"Only one config has been evaluated on {dataset}; evaluate another (`workbench eval EXPERIMENT.toml`) "
+            "to compare.")
+    st.stop()
+baseline = ui.pick("Baseline (A)", labels, "baseline", key="cmp_baseline", default=labels[0])
+rest = [lab for lab in labels if lab != baseline]
+candidate = ui.pick("Candidate (B)", rest, "candidate", key="cmp_candidate", default=rest[0])
+splits = st.sidebar.multiselect("Splits", list(SPLITS), default=list(SPLITS), key="cmp_splits")
+a_row, b_row = choices.loc[baseline], choices.loc[candidate]
+try:
+    a = views.select(ui.per_query(a_row["artifact_uri"], a_row["run_id"]), splits)
+    b = views.select(ui.per_query(b_row["artifact_uri"], b_row["run_id"]), splits)
+except WorkbenchError as exc:
+    ui.stop_with_error(exc)
+measures = [m for m in views.measures_of(a) if m in set(views.measures_of(b))]
+if not measures:
+    st.error(f"{baseline} and {candidate} share no measure; evaluate them with the same measures.")
+    st.stop()
+measure = ui.pick("Measure", measures, "measure", key="cmp_measure", default="R@10" if "R@10" in measures else measures[0])
+if a_row["hash_queries"] != b_row["hash_queries"]:
+    st.warning("The two runs were evaluated on different builds of the query set; only shared query ids are compared.")
+
+cmp = views.compare(a, b, measure)
+if cmp.empty:
+    st.info("The two runs share no query in the chosen splits.")
+    st.stop()
+
+
+@st.cache_data(show_spinner="Paired randomisation test…", max_entries=64)
+def _significance(key: tuple):
+    return views.significance(cmp)
+
+
+sig = _significance((a_row["run_id"], b_row["run_id"], measure, tuple(splits)))
+overall = sig.iloc[0]
+c1, c2, c3, c4 = st.columns(4)
+c1.metric(f"{measure}: {candidate}", f"{overall['candidate']:.3f}", f"{overall['delta']:+.3f} vs {baseline}")
+c2.metric("Wins (B better)", int(overall["wins"]))
+c3.metric("Losses (B worse)", int(overall["losses"]))
+c4.metric("Ties", int(overall["ties"]))
+verdict = ("significant" if overall["p_value"] < 0.05 else "not significant")
+st.markdown(f"Mean Δ = **{overall['delta']:+.4f}**, 95% CI [{overall['ci_low']:+.4f}, {overall['ci_high']:+.4f}], "
+            f"paired randomisation test p = **{overall['p_value']:.4f}** ({verdict} at 0.05; "
+            f"{len(cmp)} queries, 10,000 sign flips).")
+st.dataframe(sig, hide_index=True, column_config={
+    "p_value": st.column_config.NumberColumn(format="%.4f"),
+    **{c: st.column_config.NumberColumn(format="%.4f") for c in ("baseline", "candidate", "delta", "ci_low", "ci_high")}})
+st.plotly_chart(views.delta_figure(cmp, measure, baseline, candidate))
+
+st.subheader("Queries that moved most")
+docs_q = None
+try:
+    docs_q = ui.dataset_files(str(ui.home()), dataset).queries
+except WorkbenchError as exc:
+    st.caption(f"Query texts unavailable: {exc}")
+left, right = st.columns(2)
+for col, title, part in ((left, "Losses", cmp[cmp["delta"] < 0].head(50)),
+                         (right, "Wins", cmp[cmp["delta"] > 0].sort_values("delta", ascending=False).head(50))):
+    with col:
+        st.markdown(f"**{title}** ({len(part)} shown) — select a row to open it in the drill-down")
+        show = part.copy()
+        if docs_q is not None:
+            show.insert(1, "text", [docs_q["text"].get(q, "") for q in show["query_id"]])
+        state = st.dataframe(show, hide_index=True, on_select="rerun", selection_mode="single-row",
+                             key=f"cmp_table_{title}")
+        rows = state.selection.rows if state is not None else []
+        if rows:
+            st.session_state["query_id"] = show.iloc[rows[0]]["query_id"]
+            st.switch_page("views/query.py")

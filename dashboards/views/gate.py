@@ -1,0 +1,56 @@
+"""Gate: the latest report of `workbench gate` (or an earlier one), its checks, judged coverage and losses."""
+
+import pandas as pd
+import streamlit as st
+
+from workbench.dashboard import gates, ui
+from workbench.errors import WorkbenchError
+
+st.title("Gate")
+home = ui.home()
+reports = ui.gate_list(str(home))
+if not reports:
+    st.info(f"No gate report under `{home / 'gates'}` yet. The main job (`{ui.MAIN_JOB}`) gates the seed configs; "
+            "or run `workbench gate experiments/gate-seeds.toml` (or `--candidate … --baseline …`).")
+    st.stop()
+path = st.sidebar.selectbox("Report", reports, format_func=lambda p: p.stem.removeprefix("gate-"), key="gate_report")
+try:
+    body = gates.load(path)
+except WorkbenchError as exc:
+    ui.stop_with_error(exc)
+
+if gates.verdict(body) == "pass":
+    st.success(f"PASS — {len(body['results'])} gated config(s), {body.get('created', '')}")
+else:
+    st.error(f"REGRESSION — exit {body.get('exit_code')}, {body.get('created', '')}")
+st.code(" ".join(body.get("command", [])), language="bash")
+
+checks = gates.checks_frame(body)
+if not checks.empty:
+    margin = max(float(r.get("margin", 0.0)) for r in body["results"])
+    st.plotly_chart(gates.figure(checks, margin), key="gate_fig")
+if not checks.empty:
+    colours = {"pass": "#e8f5e9", "fail": "#ffebee", "inconclusive": "#fff8e1", "too-few": "#f5f5f5"}
+    styled = checks.style.apply(lambda row: [f"background-color: {colours.get(row['status'], '')}"] * len(row), axis=1)
+    st.dataframe(styled, hide_index=True, column_config={
+        c: st.column_config.NumberColumn(format="%.4f")
+        for c in ("candidate_value", "baseline_value", "diff", "ci_low", "ci_high")})
+for r in body["results"]:
+    with st.expander(f"{r['dataset']}: {r['candidate']} vs {r['baseline']} (margin {r['margin']:g})",
+                     expanded=bool(r.get("losses")) or r.get("exit_code", 0) != 0):
+        j = r.get("judged") or {}
+        if j:
+            st.markdown(f"Judged@{j['k']}: **{j['mean']:.3f}** (floor {j['floor']:g}) — {j['status']}")
+            if j.get("to_judge"):
+                st.caption("Judge next")
+                st.dataframe(pd.DataFrame(j["to_judge"]).head(50), hide_index=True)
+        if r.get("losses"):
+            st.caption("Queries that lost most (and the relevant documents the candidate dropped)")
+            st.dataframe(pd.DataFrame([{
+                "query_id": x["query_id"], "baseline": x["baseline"], "candidate": x["candidate"], "diff": x["diff"],
+                "dropped": "; ".join(f"{d['doc_id']} (found by {', '.join(d['baseline_lanes']) or 'the baseline'}"
+                                     + (f"; missing lanes: {', '.join(d['lanes_missing_in_candidate'])}"
+                                        if d['lanes_missing_in_candidate'] else "") + ")" for d in x["dropped"])}
+                for x in r["losses"]]), hide_index=True)
+        for w in r.get("warnings", []):
+            st.warning(w)

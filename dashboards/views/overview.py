@@ -1,0 +1,68 @@
+"""Overview: configs × measures with 95% bootstrap CIs, per query type, by dataset and split."""
+
+import streamlit as st
+
+from workbench.dashboard import ui, views
+from workbench.errors import WorkbenchError
+from workbench.types import SPLITS
+
+st.title("Overview")
+uri, runs = ui.runs_or_stop()
+
+dataset = ui.pick("Dataset", sorted(runs["dataset"].unique()), "dataset", key="ov_dataset", default="gita")
+choices = ui.eval_choices(runs, dataset)
+which = st.sidebar.selectbox("Runs", list(choices), key="ov_eval",
+                             help="The newest run of every config, or every config of one `workbench eval`.")
+chosen = choices[which]
+experiments = sorted(chosen["experiment"].unique())
+keep = st.sidebar.multiselect("Experiments", experiments, default=experiments, key="ov_experiments")
+chosen = chosen[chosen["experiment"].isin(keep)]
+splits = st.sidebar.multiselect("Splits", list(SPLITS), default=list(SPLITS), key="ov_splits",
+                                help="Queries of these splits only (tuning uses train; test is held out).")
+if chosen.empty or not splits:
+    st.info("Choose at least one experiment and one split in the sidebar.")
+    st.stop()
+
+tables = {}
+try:
+    for label, row in chosen.iterrows():
+        tables[label] = ui.per_query(row["artifact_uri"], row["run_id"])
+except WorkbenchError as exc:
+    ui.stop_with_error(exc)
+all_measures = list(dict.fromkeys(m for t in tables.values() for m in views.measures_of(t)))
+default = [m for m in ("R@10", "nDCG@10", "RR@10") if m in all_measures] or all_measures[:3]
+measures = st.sidebar.multiselect("Measures", all_measures, default=default, key="ov_measures")
+if not measures:
+    st.info("Choose at least one measure in the sidebar.")
+    st.stop()
+if chosen["hash_queries"].nunique() > 1:
+    st.warning("These runs were evaluated on different builds of the query set; the table compares them on "
+               "the queries they share.")
+
+
+@st.cache_data(show_spinner="Bootstrapping confidence intervals…", max_entries=64)
+def _overview(run_ids: tuple, splits: tuple, measures: tuple):
+    return views.overview(tables, list(measures), splits=list(splits))
+
+
+long = _overview(tuple(chosen["run_id"]), tuple(splits), tuple(measures))
+if long.empty:
+    st.info("No queries of the chosen splits are shared by these runs.")
+    st.stop()
+n_all = int(long[long["stratum"] == views.ALL]["n"].iloc[0])
+st.caption(f"{len(tables)} configs on **{dataset}**, {n_all} queries ({', '.join(splits)}); mean [95% percentile-"
+           f"bootstrap CI, 2,000 resamples shared by all configs]. MLflow store: `{uri}`.")
+
+strata = list(dict.fromkeys(long["stratum"]))
+tabs = st.tabs([f"{s} (n={int(long[long['stratum'] == s]['n'].iloc[0])})" for s in strata])
+for tab, stratum in zip(tabs, strata):
+    with tab:
+        st.dataframe(views.overview_wide(long, stratum))
+
+measure = st.selectbox("Plot", measures, key="ov_plot_measure")
+st.plotly_chart(views.overview_figure(long, measure))
+with st.expander("Runs shown"):
+    st.dataframe(chosen[["experiment", "config", "lanes", "started", "run_id"]],
+                 hide_index=True)
+st.download_button("Download the table (CSV)", long.to_csv(index=False), file_name=f"overview-{dataset}.csv",
+                   mime="text/csv")

@@ -1,0 +1,115 @@
+"""Query drill-down: the query and its qrels, two configs' ranked lists side by side with each
+document's texts, judged marks, and the lanes that found each document (rank and score)."""
+
+import streamlit as st
+
+from workbench.dashboard import ui, views
+from workbench.errors import WorkbenchError
+
+st.title("Query drill-down")
+uri, runs = ui.runs_or_stop()
+
+params = st.query_params  # deep links: ?dataset=gita&a=seeds/aicharya-rrf60&b=…&q=gita-ref-0001
+for state, name in (("dataset", "dataset"), ("baseline", "a"), ("candidate", "b"), ("query_id", "q")):
+    if name in params and not st.session_state.get(f"_qp_{name}"):
+        st.session_state[state] = params[name]
+        st.session_state[f"_qp_{name}"] = True
+
+dataset = ui.pick("Dataset", sorted(runs["dataset"].unique()), "dataset", key="q_dataset", default="gita")
+choices = ui.run_choices(runs, dataset)
+labels = list(choices.index)
+baseline = ui.pick("Config A", labels, "baseline", key="q_baseline", default=labels[0])
+candidate = ui.pick("Config B", labels, "candidate", key="q_candidate",
+                    default=labels[1] if len(labels) > 1 else labels[0])
+k = st.sidebar.slider("Documents per list", 5, 100, 10, key="q_k")
+derive = st.sidebar.checkbox("Cyrillic transliteration of Latin-script Pali", value=False, key="q_cyr",
+                             help="Derived with Aksharamukha's Russian scheme where a document has no stored "
+                                  "transliteration.")
+try:
+    ds = ui.dataset_files(str(ui.home()), dataset)
+except WorkbenchError as exc:
+    ui.stop_with_error(exc)
+rows = {lab: choices.loc[lab] for lab in dict.fromkeys([baseline, candidate])}
+for lab, row in rows.items():
+    if row["hash_queries"] and ds.hashes.get("queries.tsv") and row["hash_queries"] != ds.hashes["queries.tsv"]:
+        st.warning(f"{lab} was evaluated on another build of {dataset}'s queries than the one in this home; "
+                   "texts and qrels shown are the current build's.")
+
+try:
+    pq = {lab: ui.per_query(r["artifact_uri"], r["run_id"]).set_index("query_id") for lab, r in rows.items()}
+    fused = {lab: ui.fused_run(r["artifact_uri"], r["run_id"]) for lab, r in rows.items()}
+except WorkbenchError as exc:
+    ui.stop_with_error(exc)
+
+first = pq[baseline]
+measures = views.measures_of(first.reset_index())
+with st.sidebar:
+    types = st.multiselect("Query types", sorted(first["query_type"].unique()), key="q_types")
+    only_diff = st.checkbox("Only queries where A and B differ on", value=False, key="q_only_diff")
+    diff_measure = st.selectbox("measure", measures, index=measures.index("R@10") if "R@10" in measures else 0,
+                                key="q_diff_measure", label_visibility="collapsed")
+    text_filter = st.text_input("Query text contains", key="q_text")
+ids = list(first.index)
+if types:
+    ids = [q for q in ids if first.at[q, "query_type"] in types]
+if only_diff and candidate in pq:
+    other = pq[candidate]
+    ids = [q for q in ids if q in other.index and abs(first.at[q, diff_measure] - other.at[q, diff_measure]) > 1e-12]
+if text_filter:
+    needle = text_filter.casefold()
+    ids = [q for q in ids if q in ds.queries.index and needle in ds.queries.at[q, "text"].casefold()]
+if not ids:
+    st.info("No query matches the filters in the sidebar.")
+    st.stop()
+
+
+def _fmt(q: str) -> str:
+    text = ds.queries.at[q, "text"] if q in ds.queries.index else "(not in this build)"
+    return f"{q} — {text[:80]}"
+
+
+query_id = ui.pick(f"Query ({len(ids)})", ids, "query_id", key="q_query", fmt=_fmt, sidebar=False)
+st.query_params.update({"dataset": dataset, "a": baseline, "b": candidate, "q": query_id})
+
+meta = ds.queries.loc[query_id] if query_id in ds.queries.index else None
+if meta is not None:
+    st.markdown(f"### “{meta['text']}”")
+    st.caption(f"`{query_id}` · type **{meta['query_type']}** · language {meta['language']} · split {meta['split']} "
+               f"· group `{meta['group']}`")
+scores = {lab: {m: float(t.at[query_id, m]) for m in measures if query_id in t.index} for lab, t in pq.items()}
+st.dataframe([{"config": lab, **vals} for lab, vals in scores.items()], hide_index=True)
+
+qrels = ds.qrels.get(query_id, {})
+with st.expander(f"Qrels: {len(qrels)} judged documents", expanded=len(qrels) <= 10):
+    st.dataframe(views.qrels_table(qrels, fused, query_id, ds.documents), hide_index=True)
+
+cols = st.columns(len(rows))
+for col, (lab, row) in zip(cols, rows.items()):
+    with col:
+        cfg_lanes = [x for x in str(row["lanes"]).split(",") if x]
+        hits = ui.lane_hits_for(ui.parent_uri(row), dataset, query_id)
+        found = views.lanes_for(hits, query_id, cfg_lanes)
+        table = views.ranked_list(fused[lab], query_id, qrels, found, cfg_lanes, ds.documents, k=k)
+        st.subheader(lab)
+        st.caption(f"lanes: {', '.join(cfg_lanes) or '?'}" + ("" if hits is not None else
+                   " — lane ranks were not logged by this eval (re-run `workbench eval` to log them)"))
+        st.dataframe(table.drop(columns=["relevance", "snippet"]), hide_index=True, column_config={
+            "score": st.column_config.NumberColumn(format="%.4f"),
+            "judged": st.column_config.TextColumn(help="qrels grade (2, 1, 0) or unjudged"),
+            "lanes": st.column_config.TextColumn(width="large", help="each lane of the config that retrieved it: "
+                                                                     "#rank (raw lane score)")})
+        for r in table.itertuples():
+            mark = {"2": ":green-badge[2]", "1": ":orange-badge[1]", "0": ":gray-badge[0]"}.get(r.judged,
+                                                                                            ":violet-badge[unjudged]")
+            with st.expander(f"{r.rank}. {r.address} {mark}"):
+                doc = ds.documents.get(r.doc_id)
+                if doc is None:
+                    st.write("This document is not in the current build of the dataset.")
+                    continue
+                texts = views.doc_texts(doc, derive_cyrillic=derive)
+                for part in ("original", "transliteration", "translation", "other"):
+                    if texts[part]:
+                        st.markdown(f"**{part}**")
+                        st.text(texts[part][:4000])
+                if r.lanes:
+                    st.caption(f"found by {r.lanes}")

@@ -1,0 +1,98 @@
+"""Study: Optuna history, parameter importances, Pareto front, parallel coordinates, the chosen
+trial with its dev/test report, and the production config to export."""
+
+import json
+
+import streamlit as st
+
+from workbench.dashboard import studies, ui
+from workbench.errors import WorkbenchError
+
+st.title("Study")
+home = ui.home()
+found = ui.study_list(str(home))
+if not found:
+    st.info(f"No tuning study under `{home / 'studies'}` yet. Run the main job, `{ui.MAIN_JOB}` (its last step is "
+            "`workbench tune experiments/tune-kb.toml`), or `workbench tune STUDY.toml`.")
+    st.stop()
+by_label = {s.label: s for s in found}
+label = ui.pick("Study", list(by_label), "study", key="st_study")
+outputs = by_label[label]
+try:
+    rep = studies.report(outputs)
+except WorkbenchError as exc:
+    ui.stop_with_error(exc)
+
+st.caption(f"Folder `{outputs.folder}` · storage `{outputs.storage or '?'}`")
+train = rep.get("train") or {}
+if train:
+    c1, c2, c3 = st.columns(3)
+    c1.metric(f"Chosen trial #{rep['chosen_trial']}: train {train.get('objective', 'objective')}",
+              f"{train['chosen']:.4f}", f"{train['chosen'] - train['baseline']:+.4f} vs baseline")
+    c2.metric("Baseline (as written)", f"{train['baseline']:.4f}")
+    test_m = ((rep.get("test") or {}).get("measures") or {}).get(train.get("objective", ""), {})
+    if test_m:
+        c3.metric(f"Held-out test {train['objective']}", f"{test_m['chosen']:.4f}",
+                  f"{test_m['mean_diff']:+.4f} (p = {test_m['p_value']:.4f})")
+for note in rep.get("notes", []):
+    st.warning(note)
+left, right = st.columns([1, 2])
+with left:
+    st.subheader(f"Chosen trial: #{rep['chosen_trial']}")
+    st.dataframe([{"parameter": k, "value": str(v)} for k, v in rep.get("chosen_params", {}).items()],
+                 hide_index=True)
+with right:
+    st.subheader("Dev and test: chosen vs baseline")
+    table = studies.measures_table(rep)
+    if table.empty:
+        st.info("The report has no dev/test evaluation.")
+    else:
+        st.dataframe(table, hide_index=True, column_config={
+            c: st.column_config.NumberColumn(format="%.4f") for c in ("chosen", "baseline", "delta", "p_value")})
+    for split in ("dev", "test"):
+        by_type = {k: v for k, v in (rep.get(split) or {}).items() if k.endswith("by query_type")}
+        for key, rows in by_type.items():
+            st.caption(f"{split}: {key}")
+            st.dataframe([{"query_type": t, **r} for t, r in rows.items()], hide_index=True)
+
+export = studies.export_text(outputs)
+if export:
+    st.download_button("Export the chosen trial (production config JSON)", export,
+                       file_name=f"{outputs.name}-trial{rep['chosen_trial']}.json", mime="application/json",
+                       type="primary", key="st_export")
+    st.caption(f"The same file is `{outputs.folder / 'export.json'}`; `workbench export STUDY.toml -o FILE` writes it "
+               "anew with its provenance checked against the stored study.")
+    with st.expander("export.json"):
+        st.json(json.loads(export))
+
+url = studies.storage_url(outputs, home)
+figs = {}
+if url is None:
+    st.info("This study ran in memory (or its storage URL holds a password), so only its saved plots and "
+            "trials are shown.")
+else:
+    try:
+        figs = studies.figures(ui.optuna_study(url, outputs.name), measure="objective")
+    except WorkbenchError as exc:
+        st.warning(f"{exc} — showing the saved plots instead.")
+if figs:
+    names = {"history": "Optimisation history", "importances": "Parameter importances",
+             "parallel": "Parallel coordinates", "pareto": "Pareto front (objective vs p95 latency)"}
+    tabs = st.tabs([names[k] for k in figs])
+    for tab, (key, fig) in zip(tabs, figs.items()):
+        with tab:
+            st.plotly_chart(fig, key=f"st_fig_{key}")
+    if "pareto" not in figs:
+        st.caption("Pareto front: this study has one objective (set `latency = true` in its [objective] for two).")
+elif (outputs.folder / "plots.html").is_file():
+    import streamlit.components.v1 as components
+
+    components.html((outputs.folder / "plots.html").read_text(encoding="utf-8"), height=1800, scrolling=True)
+
+if rep.get("sensitivity"):
+    with st.expander("Sensitivity: the objective at ±10% of each numeric parameter"):
+        st.dataframe(rep["sensitivity"], hide_index=True)
+trials = studies.trials(outputs)
+if not trials.empty:
+    with st.expander(f"All {len(trials)} trials"):
+        st.dataframe(trials, hide_index=True)

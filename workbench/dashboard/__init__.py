@@ -1,0 +1,9 @@
+"""What the dashboard reads and computes; the Streamlit pages in ``dashboards/`` only draw it.
+
+* :mod:`workbench.dashboard.store` — reading: MLflow runs and their artifacts, the built
+  datasets' queries, qrels and documents (files, never a retrieval service).
+* :mod:`workbench.dashboard.views` — pure functions from per-query tables and runs to the
+  tables and figures the pages show (overview with CIs, comparison, drill-down).
+* :mod:`workbench.dashboard.studies` — Optuna studies from their storage and study folders.
+* :mod:`workbench.dashboard.gates` — the gate reports ``workbench gate`` saves.
+"""

@@ -1,0 +1,225 @@
+"""Reading what the main job left behind: MLflow runs, their artifacts, the built datasets.
+
+Nothing here queries a retrieval service: the tracking store (``MLFLOW_TRACKING_URI`` or
+``sqlite:///<home>/mlflow.db``, :func:`workbench.tracking.tracking_uri`), the artifacts
+``workbench eval`` logged (``per_query.csv``, ``run.trec``, ``config.json`` per config run;
+``lanes/<dataset>.parquet`` per eval), and the files of ``<home>/datasets/<name>/``.
+
+Everything returns plain pandas / dataclasses so the pages can cache it (artifacts of a
+finished run never change, so they are cached by run id).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import pandas as pd
+
+from workbench.errors import DataError
+from workbench.run import Run, read_trec_run
+
+#: Columns of :func:`config_runs` besides the metrics (``metric.<mlflow name>``).
+RUN_COLUMNS = ("run_id", "parent_run_id", "experiment", "dataset", "config", "started", "artifact_uri",
+               "hash_queries", "hash_qrels", "hash_documents", "lanes")
+
+
+def tracking_uri(home: Path) -> str:
+    """The MLflow store the dashboard reads: the same rule as ``workbench eval`` writes with."""
+    from workbench.tracking import tracking_uri as uri
+
+    return uri(home)
+
+
+def config_runs(uri: str) -> pd.DataFrame:
+    """Every config run ``workbench eval`` logged (tag ``workbench.kind = config``), newest first.
+
+    Returns:
+        one row per run: :data:`RUN_COLUMNS` (``started`` a UTC timestamp, ``lanes`` the
+        config's lanes, comma-separated) and one ``metric.<name>`` column per logged
+        metric (``metric.recall_at_10``…). Empty (with those columns) when the store has
+        no runs or does not exist yet.
+
+    Raises:
+        DataError: the store cannot be read (names the URI and the fix).
+    """
+    import logging
+
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "ERROR")
+    for name in ("mlflow", "alembic", "sqlalchemy"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    if uri.startswith("sqlite:///"):
+        path = Path(uri.split(":///", 1)[1])
+        if not path.is_file():  # do not let MLflow create an empty store just by looking
+            return pd.DataFrame(columns=list(RUN_COLUMNS))
+    import mlflow
+
+    try:
+        mlflow.set_tracking_uri(uri)
+        client = mlflow.MlflowClient(tracking_uri=uri)
+        exps = {e.experiment_id: e.name for e in client.search_experiments()}
+        if not exps:
+            return pd.DataFrame(columns=list(RUN_COLUMNS))
+        df = mlflow.search_runs(experiment_ids=list(exps), filter_string="tags.`workbench.kind` = 'config'",
+                                output_format="pandas", max_results=50_000)
+    except Exception as exc:  # MLflow raises many types for an unreadable store
+        raise DataError(f"cannot read the MLflow store {uri}: {exc}; check MLFLOW_TRACKING_URI "
+                        "(or WORKBENCH_HOME) points at the store `workbench eval` writes") from None
+    if df.empty:
+        return pd.DataFrame(columns=list(RUN_COLUMNS))
+
+    def col(name: str) -> pd.Series:
+        return df[name] if name in df.columns else pd.Series([""] * len(df), index=df.index)
+
+    out = pd.DataFrame({
+        "run_id": df["run_id"],
+        "parent_run_id": col("tags.mlflow.parentRunId").fillna(""),
+        "experiment": df["experiment_id"].map(exps),
+        "dataset": col("tags.dataset").fillna(""),
+        "config": col("tags.config").fillna(""),
+        "started": pd.to_datetime(df["start_time"], utc=True),
+        "artifact_uri": df["artifact_uri"],
+        "hash_queries": col("params.hash.queries").fillna(""),
+        "hash_qrels": col("params.hash.qrels").fillna(""),
+        "hash_documents": col("params.hash.documents").fillna(""),
+        "lanes": col("params.fusion.lanes").fillna(""),
+    })
+    metrics = df[[c for c in df.columns if c.startswith("metrics.")]]
+    metrics.columns = ["metric." + c.split(".", 1)[1] for c in metrics.columns]
+    out = pd.concat([out, metrics], axis=1)
+    return out.sort_values("started", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def latest_per_config(runs: pd.DataFrame) -> pd.DataFrame:
+    """The newest run of each (experiment, dataset, config) — what the overview shows by default."""
+    if runs.empty:
+        return runs
+    return (runs.sort_values("started", ascending=False, kind="stable")
+            .drop_duplicates(["experiment", "dataset", "config"]).reset_index(drop=True))
+
+
+def label(row: pd.Series | dict) -> str:
+    """``experiment/config`` — how a config run is named on every page."""
+    return f"{row['experiment']}/{row['config']}"
+
+
+def _artifact_path(artifact_uri: str, rel: str) -> Path:
+    """A local path to an artifact: read in place for ``file:`` stores, downloaded otherwise."""
+    parsed = urlparse(artifact_uri)
+    if parsed.scheme in ("", "file"):
+        return Path(unquote(parsed.path)) / rel
+    import mlflow
+
+    return Path(mlflow.artifacts.download_artifacts(artifact_uri=f"{artifact_uri.rstrip('/')}/{rel}"))
+
+
+def _require(path: Path, what: str, run_id: str) -> Path:
+    if not path.is_file():
+        raise DataError(f"run {run_id} has no {what} artifact ({path}); it was logged by an older workbench or "
+                        "its artifacts were deleted: run `workbench eval` on its experiment again")
+    return path
+
+
+@lru_cache(maxsize=256)
+def per_query(artifact_uri: str, run_id: str) -> pd.DataFrame:
+    """The run's per-query table: ``query_id, query_type, split, language`` and one column per measure.
+
+    Raises:
+        DataError: the artifact is missing.
+    """
+    path = _require(_artifact_path(artifact_uri, "per_query.csv"), "per_query.csv", run_id)
+    return pd.read_csv(path, dtype={"query_id": str, "query_type": str, "split": str, "language": str},
+                       keep_default_na=False)
+
+
+@lru_cache(maxsize=64)
+def fused_run(artifact_uri: str, run_id: str) -> Run:
+    """The config's fused ranking (``run.trec``), in its written order.
+
+    Raises:
+        DataError: the artifact is missing or malformed.
+    """
+    path = _require(_artifact_path(artifact_uri, "run.trec"), "run.trec", run_id)
+    return read_trec_run(path, keep_file_order=True)
+
+
+@lru_cache(maxsize=256)
+def config_json(artifact_uri: str, run_id: str) -> dict[str, Any]:
+    """The config as logged (``config.json``: lanes, fusion, k, weights…); ``{}`` when absent."""
+    path = _artifact_path(artifact_uri, "config.json")
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def parent_artifact_uri(artifact_uri: str, run_id: str, parent_run_id: str) -> str:
+    """The parent (eval) run's artifact root, derived from the child's (same experiment)."""
+    if not parent_run_id:
+        return ""
+    base = artifact_uri.rstrip("/")
+    suffix = f"{run_id}/artifacts"
+    if base.endswith(suffix):
+        return base[: -len(suffix)] + f"{parent_run_id}/artifacts"
+    import mlflow
+
+    return mlflow.MlflowClient().get_run(parent_run_id).info.artifact_uri
+
+
+@lru_cache(maxsize=16)
+def lane_hits(parent_artifact_uri: str, dataset: str) -> pd.DataFrame | None:
+    """Every lane's candidates of one eval on one dataset (``lanes/<dataset>.parquet``:
+    ``lane, query_id, doc_id, rank, score``, :func:`workbench.tracking.lane_frame`), or
+    ``None`` when that eval did not log them (older runs)."""
+    if not parent_artifact_uri:
+        return None
+    path = _artifact_path(parent_artifact_uri, f"lanes/{dataset}.parquet")
+    if not path.is_file():
+        return None
+    df = pd.read_parquet(path)
+    for c in ("lane", "query_id", "doc_id"):
+        df[c] = df[c].astype(str)
+    return df
+
+
+@dataclass
+class DatasetFiles:
+    """A built dataset as the dashboard needs it: queries (``query_id``-indexed), qrels, documents."""
+
+    name: str
+    queries: pd.DataFrame
+    qrels: dict[str, dict[str, int]]
+    documents: dict[str, Any] = field(repr=False)
+    hashes: dict[str, str] = field(default_factory=dict)
+
+
+@lru_cache(maxsize=8)
+def dataset_files(home: str, name: str) -> DatasetFiles:
+    """Read ``<home>/datasets/<name>/`` (no staleness check against the corpora: the
+    dashboard compares the manifest's hashes with the run's instead).
+
+    Raises:
+        DataError: the dataset is not built in this home (names the command to build it).
+    """
+    from workbench.formats import read_documents, read_qrels, read_queries
+
+    folder = Path(home) / "datasets" / name
+    if not (folder / "manifest.json").is_file():
+        raise DataError(f"dataset {name} is not built in {home}; run `workbench data build --only {name}` "
+                        "(or point WORKBENCH_HOME at the home the runs were made in)")
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    queries = pd.DataFrame([dataclasses.asdict(q) for q in read_queries(folder / "queries.tsv")]).set_index("query_id")
+    qrels: dict[str, dict[str, int]] = {}
+    for r in read_qrels(folder / "qrels.txt"):
+        qrels.setdefault(r.query_id, {})[r.doc_id] = r.relevance
+    docs = {d.doc_id: d for d in read_documents(folder / "documents.jsonl")}
+    return DatasetFiles(name, queries, qrels, docs, dict(manifest.get("outputs", {})))
+
+
+def clear_caches() -> None:
+    """Forget every cached artifact and dataset (after a rebuild)."""
+    for fn in (per_query, fused_run, config_json, lane_hits, dataset_files):
+        fn.cache_clear()

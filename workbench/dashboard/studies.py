@@ -1,0 +1,159 @@
+"""Tuning studies for the dashboard: the study folders ``workbench tune`` writes and their Optuna storage.
+
+A study folder is ``<home>/studies/<name>/`` with ``journal.log`` (the default Optuna
+storage) and one output folder per storage (``latest/``, ``latest-memory/``,
+``latest-<hash>/``: ``report.json``, ``export.json``, ``trials.csv``, ``plots.html``).
+The Optuna study is read from the storage the report names: the journal file, or a
+``postgresql://`` URL; a study that ran in memory has only its output files, and the page
+shows those.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from workbench.errors import DataError
+
+
+@dataclass(frozen=True)
+class StudyOutputs:
+    """One output folder of one study."""
+
+    name: str
+    folder: Path
+    storage: str  # "journal", "memory", "journal:PATH" or a URL (password masked)
+
+    @property
+    def label(self) -> str:
+        return self.name if self.folder.name == "latest" else f"{self.name} ({self.folder.name})"
+
+
+def find(home: Path) -> list[StudyOutputs]:
+    """Every study output folder under ``<home>/studies``, newest report first."""
+    found = []
+    for report in sorted((home / "studies").glob("*/latest*/report.json")):
+        try:
+            storage = str(json.loads(report.read_text(encoding="utf-8")).get("storage", ""))
+        except (OSError, ValueError):
+            continue
+        if not storage:  # reports written before the storage was recorded: infer from the folder name
+            storage = {"latest": "journal", "latest-memory": "memory"}.get(report.parent.name, "")
+        found.append((report.stat().st_mtime, StudyOutputs(report.parent.parent.name, report.parent, storage)))
+    return [s for _, s in sorted(found, key=lambda x: -x[0])]
+
+
+def report(outputs: StudyOutputs) -> dict[str, Any]:
+    """``report.json``: chosen trial and params, notes, sensitivity, dev/test measures with CIs.
+
+    Raises:
+        DataError: the file is unreadable.
+    """
+    return _json(outputs.folder / "report.json")
+
+
+def export_text(outputs: StudyOutputs) -> str:
+    """``export.json`` as written (the production config), or ``""`` when absent."""
+    path = outputs.folder / "export.json"
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
+def trials(outputs: StudyOutputs) -> pd.DataFrame:
+    """``trials.csv`` (Optuna's ``trials_dataframe``), empty when absent."""
+    path = outputs.folder / "trials.csv"
+    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path} does not exist; run the study again (`workbench tune STUDY.toml`)") from None
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cannot read {path}: {exc}; run the study again to rewrite it") from None
+
+
+def storage_url(outputs: StudyOutputs, home: Path) -> str | None:
+    """Where the study's trials live, as something :func:`load` can open; ``None`` for a
+    study that ran in memory or a URL whose password was masked in the report."""
+    spec = outputs.storage
+    if spec == "journal":
+        return f"journal:{home / 'studies' / outputs.name / 'journal.log'}"
+    if spec.startswith("journal:"):
+        return spec
+    if "://" in spec and "***" not in spec:
+        return spec
+    return None
+
+
+def load(url: str, name: str):
+    """The Optuna study ``name`` from a journal (``journal:PATH``) or a database URL, read only.
+
+    Raises:
+        DataError: the storage cannot be opened or holds no such study.
+    """
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        if url.startswith("journal:"):
+            from optuna.storages.journal import JournalFileBackend
+
+            path = Path(url.split(":", 1)[1])
+            if not path.is_file():
+                raise DataError(f"the study journal {path} does not exist; run `workbench tune` for study {name}")
+            storage = optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+        else:
+            storage = url
+        return optuna.load_study(study_name=name, storage=storage)
+    except DataError:
+        raise
+    except KeyError:
+        raise DataError(f"the storage {url} holds no study named {name!r}") from None
+    except Exception as exc:  # optuna/sqlalchemy raise many kinds for an unreachable or foreign store
+        raise DataError(f"cannot read study {name!r} from {url}: {exc}") from None
+
+
+def figures(study, measure: str = "objective") -> dict[str, Any]:
+    """Optuna's own plotly figures: ``history``, ``importances``, ``parallel`` and, for a
+    two-objective study (objective, p95 latency), ``pareto``. A figure Optuna cannot draw
+    (importances need two complete trials whose parameters vary) is left out."""
+    import warnings
+
+    import optuna.visualization as vis
+
+    multi = len(study.directions) > 1
+    target = (lambda t: t.values[0]) if multi else None
+    makers = {"history": lambda: vis.plot_optimization_history(study, target=target, target_name=measure),
+              "importances": lambda: vis.plot_param_importances(study, target=target, target_name=measure),
+              "parallel": lambda: vis.plot_parallel_coordinate(study, target=target, target_name=measure)}
+    if multi:
+        makers["pareto"] = lambda: vis.plot_pareto_front(study, target_names=[measure, "p95 latency ms"])
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for key, make in makers.items():
+            try:
+                out[key] = make()
+            except Exception:  # noqa: BLE001 - Optuna raises several types when a plot has too little data
+                continue
+    return out
+
+
+def measures_table(rep: dict[str, Any]) -> pd.DataFrame:
+    """The dev/test comparison of the chosen trial and the baseline, one row per (split, measure):
+    ``split, measure, chosen, chosen_ci, baseline, baseline_ci, delta, delta_ci, p_value``."""
+    rows = []
+    for split in ("dev", "test"):
+        for m, r in ((rep.get(split) or {}).get("measures") or {}).items():
+            rows.append({"split": split, "measure": m, "chosen": r["chosen"],
+                         "chosen_ci": f"[{r['chosen_ci'][0]:.3f}, {r['chosen_ci'][1]:.3f}]",
+                         "baseline": r["baseline"],
+                         "baseline_ci": f"[{r['baseline_ci'][0]:.3f}, {r['baseline_ci'][1]:.3f}]",
+                         "delta": r["mean_diff"], "delta_ci": f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]",
+                         "p_value": r["p_value"]})
+    return pd.DataFrame(rows)
