@@ -105,6 +105,18 @@ def board(built_home, data_dir, pg_dsn, tmp_path_factory):
     return home
 
 
+@pytest.fixture(autouse=True)
+def _keep_main_module():
+    """Streamlit's AppTest replaces ``sys.modules["__main__"]`` with the page it ran and leaves it
+    there; multiprocessing's spawn (tuning workers, in later tests) would then re-run that page
+    in every child. Put the real one back."""
+    import sys
+
+    main = sys.modules["__main__"]
+    yield
+    sys.modules["__main__"] = main
+
+
 @pytest.fixture()
 def at_home(board, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

@@ -14,6 +14,8 @@ if not reports:
             "or run `workbench gate experiments/gate-seeds.toml` (or `--candidate … --baseline …`).")
     st.stop()
 path = st.sidebar.selectbox("Report", reports, format_func=lambda p: p.stem.removeprefix("gate-"), key="gate_report")
+if path is None:
+    st.stop()
 try:
     body = gates.load(path)
 except WorkbenchError as exc:

@@ -35,6 +35,7 @@ def stop_with_error(exc: Exception) -> None:
 
 @st.cache_data(ttl=30, show_spinner="Reading MLflow runs…")
 def config_runs(uri: str) -> pd.DataFrame:
+    """:func:`workbench.dashboard.store.config_runs`, cached for 30 s."""
     return store.config_runs(uri)
 
 
@@ -55,11 +56,13 @@ def runs_or_stop() -> tuple[str, pd.DataFrame]:
 
 @st.cache_resource(show_spinner="Reading per-query results…", max_entries=256)
 def per_query(artifact_uri: str, run_id: str) -> pd.DataFrame:
+    """A run's per-query table (shared, read once per server: treat it as read-only)."""
     return store.per_query(artifact_uri, run_id)
 
 
 @st.cache_resource(show_spinner="Reading the run…", max_entries=64)
 def fused_run(artifact_uri: str, run_id: str):
+    """A run's fused ranking (:class:`~workbench.run.Run`), read once per server."""
     return store.fused_run(artifact_uri, run_id)
 
 
@@ -82,6 +85,7 @@ def lane_hits_for(parent_uri: str, dataset: str, query_id: str) -> pd.DataFrame 
 
 @st.cache_resource(show_spinner="Reading the dataset…", max_entries=8)
 def dataset_files(home_path: str, name: str):
+    """A built dataset's queries, qrels and documents (:class:`~workbench.dashboard.store.DatasetFiles`)."""
     return store.dataset_files(home_path, name)
 
 
@@ -123,19 +127,23 @@ def eval_choices(runs: pd.DataFrame, dataset: str) -> dict[str, pd.DataFrame]:
 
 
 def parent_uri(row: pd.Series) -> str:
+    """The artifact root of the eval (parent run) a config run belongs to (``""`` when none)."""
     return store.parent_artifact_uri(row["artifact_uri"], row["run_id"], row["parent_run_id"])
 
 
 @st.cache_data(ttl=30)
 def study_list(home_path: str) -> list[studies.StudyOutputs]:
+    """The study output folders under the home, newest first (cached 30 s)."""
     return studies.find(Path(home_path))
 
 
 @st.cache_resource(show_spinner="Loading the Optuna study…", ttl=60)
 def optuna_study(url: str, name: str):
+    """The Optuna study from its storage (cached 60 s, so a running study's new trials appear)."""
     return studies.load(url, name)
 
 
 @st.cache_data(ttl=30)
 def gate_list(home_path: str) -> list[Path]:
+    """The saved gate reports, newest first (cached 30 s)."""
     return gates.find(Path(home_path))
