@@ -13,7 +13,7 @@ HERE = Path(__file__).parent / "views"  # not "pages/": that name would turn on 
 
 st.set_page_config(page_title="Workbench", page_icon=":material/search:", layout="wide")
 pages = [
-    st.Page(HERE / "overview.py", title="Overview", icon=":material/leaderboard:", url_path="overview", default=True),
+    st.Page(HERE / "overview.py", title="Overview", icon=":material/leaderboard:", default=True),  # served at /
     st.Page(HERE / "compare.py", title="Compare two configs", icon=":material/compare_arrows:", url_path="compare"),
     st.Page(HERE / "query.py", title="Query drill-down", icon=":material/manage_search:", url_path="query"),
     st.Page(HERE / "study.py", title="Study", icon=":material/tune:", url_path="study"),

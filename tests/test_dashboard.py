@@ -263,10 +263,11 @@ def test_every_page_renders_in_headless_chromium(board, tmp_path):
                   "gate": ["REGRESSION", "reference"]}
         problems = []
         for page, strings in expect.items():
-            res = browser.open_page(drv, f"{dash.url}/{page}", strings)
+            path = "" if page == "overview" else page  # the default page lives at the root URL
+            res = browser.open_page(drv, f"{dash.url}/{path}", strings)
             browser.screenshot(drv, out / f"{page}.png")
-            if res["exceptions"] or res["missing"]:
-                problems.append((page, res["exceptions"], res["missing"]))
+            if res["exceptions"] or res["missing"] or "Page not found" in res["text"]:
+                problems.append((page, res["exceptions"], res["missing"], res["text"][:300]))
         assert not problems, problems
         assert all((out / f"{p}.png").stat().st_size > 10_000 for p in expect)
     finally:
