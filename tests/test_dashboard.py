@@ -213,8 +213,12 @@ def test_study_page_shows_the_chosen_trial_plots_and_export(at_home):
     at = _app("study")
     rep = json.loads((at_home / "studies" / "board-study" / "latest" / "report.json").read_text())
     assert f"Chosen trial: #{rep['chosen_trial']}" in [s.value for s in at.subheader]
-    params = at.dataframe[0].value
-    assert dict(zip(params["parameter"], params["value"])) == {k: str(v) for k, v in rep["chosen_params"].items()}
+    export = json.loads((at_home / "studies" / "board-study" / "latest" / "export.json").read_text())
+    shipped = at.dataframe[0].value.set_index("setting")["value"]
+    assert shipped["fusion"] == export["fusion"] and shipped["top_k"] == str(export["top_k"])
+    assert shipped["weights.ref"] == f"{export['weights']['ref']:.4g}"
+    raw = next(d.value for d in at.dataframe if "parameter" in getattr(d.value, "columns", []))
+    assert list(raw["parameter"]) == list(rep["chosen_params"])
     assert [t.label for t in at.tabs][:3] == ["Optimisation history", "Parameter importances", "Parallel coordinates"]
     assert at.get("download_button"), "the export action is missing"
 
@@ -227,6 +231,28 @@ def test_gate_page_shows_the_regression_and_the_failing_stratum(at_home):
     assert ref["status"] == "fail" and ref["candidate"].endswith(":noref")
     command = at.code[0].value
     assert command.startswith("workbench gate --candidate ") and command.endswith("--dataset gita -m R@10")
+
+
+def test_a_copied_home_reads_its_own_artifacts_and_one_broken_run_hides_no_other(board, tmp_path, monkeypatch):
+    """MLflow records absolute artifact paths; a copy of the home must read the copy's files. Deleting
+    one run's per-query table in the copy (the original keeps it) proves which files are read, and
+    that the overview then shows the other configs with a warning naming the one left out."""
+    import shutil
+
+    copy = tmp_path / "copied-home"
+    copy.mkdir()
+    shutil.copy2(board / "mlflow.db", copy / "mlflow.db")
+    shutil.copytree(board / "mlartifacts", copy / "mlartifacts")
+    (copy / "datasets").symlink_to((board / "datasets").resolve())
+    gone = [p for p in (copy / "mlartifacts").rglob("per_query.csv")
+            if json.loads((p.parent / "config.json").read_text())["lanes"] == "ref"]
+    assert len(gone) == 1
+    gone[0].unlink()
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("WORKBENCH_HOME", str(copy))
+    at = _app("overview")
+    assert list(at.dataframe[0].value.index) == ["board/rrf", "board/noref"]
+    assert any(w.value.startswith("board/ref is left out: run ") and "per_query.csv" in w.value for w in at.warning)
 
 
 @pytest.mark.parametrize("page", ["overview", "compare", "query", "study", "gate"])

@@ -189,8 +189,16 @@ def test_gate_reports_are_found_newest_first_and_checked(tmp_path):
     assert frame.loc[0, ["stratum", "status", "diff"]].tolist() == ["all", "fail", -0.1]
     assert gates.verdict(gates.load(second)) == "pass"
     bad = tmp_path / "gates" / "gate-bad.json"
-    bad.write_text("[1, 2]")
-    with pytest.raises(DataError, match="gate-bad.json is not a gate report"):
+    for text, message in (("[1, 2]", "is not a gate report"), ('{"results": []}', "is not a gate report"),
+                          ('{"results": [{}]}', "is not a complete gate report"),
+                          ('{"exit_code": "x", "results": [{}]}', "is not a complete gate report")):
+        bad.write_text(text)
+        with pytest.raises(DataError, match=f"gate-bad.json {message}"):
+            gates.load(bad)
+    body = json.loads(first.read_text())
+    del body["results"][0]["checks"][0]["status"]
+    bad.write_text(json.dumps(body))
+    with pytest.raises(DataError, match="KeyError: 'status'"):
         gates.load(bad)
 
 
@@ -205,6 +213,27 @@ def test_studies_are_found_with_their_storage(tmp_path):
     assert studies.storage_url(found["latest-memory"], tmp_path) is None
     assert studies.storage_url(found["latest-ab12cd34"], tmp_path) is None  # the password is not in the report
     assert found["latest"].label == "s1" and found["latest-memory"].label == "s1 (latest-memory)"
+    from workbench.errors import DataError
+
+    with pytest.raises(DataError, match="is not a study report"):  # {"storage", "chosen_trial"} only
+        studies.report(found["latest"])
+    (found["latest"].folder / "trials.csv").write_bytes(b"\xff\xfe\x00garbage\n\x00")
+    (found["latest"].folder / "export.json").write_text("[]")
+    with pytest.raises(DataError, match="not a production config"):
+        studies.export_text(found["latest"])
+    broken = tmp_path / "studies" / "s2" / "latest"
+    broken.mkdir(parents=True)
+    (broken / "report.json").write_text("{not json")
+    listed = {s.name for s in studies.find(tmp_path)}
+    assert "s2" in listed  # listed, so the page can say what is wrong instead of "no study yet"
+
+
+def test_a_copied_home_rebases_artifact_uris(tmp_path):
+    old = "file:///elsewhere/home/mlartifacts/1/abc/artifacts"
+    assert store.rebase(old, tmp_path) == old  # no copy here: unchanged
+    (tmp_path / "mlartifacts" / "1" / "abc" / "artifacts").mkdir(parents=True)
+    assert store.rebase(old, tmp_path) == (tmp_path / "mlartifacts" / "1" / "abc" / "artifacts").as_uri()
+    assert store.rebase("s3://bucket/mlartifacts/1/abc", tmp_path) == "s3://bucket/mlartifacts/1/abc"
 
 
 def test_study_figures_include_the_pareto_front_for_two_objectives():

@@ -20,6 +20,9 @@ baseline = ui.pick("Baseline (A)", labels, "baseline", key="cmp_baseline", defau
 rest = [lab for lab in labels if lab != baseline]
 candidate = ui.pick("Candidate (B)", rest, "candidate", key="cmp_candidate", default=rest[0])
 splits = st.sidebar.multiselect("Splits", list(SPLITS), default=list(SPLITS), key="cmp_splits")
+if not splits:
+    st.info("Choose at least one split in the sidebar.")
+    st.stop()
 a_row, b_row = choices.loc[baseline], choices.loc[candidate]
 try:
     a = views.select(ui.per_query(a_row["artifact_uri"], a_row["run_id"]), splits)
@@ -72,9 +75,9 @@ for col, title, part in ((left, "Losses", cmp[cmp["delta"] < 0].head(50)),
                          (right, "Wins", cmp[cmp["delta"] > 0].sort_values("delta", ascending=False).head(50))):
     with col:
         st.markdown(f"**{title}** ({len(part)} shown) — select a row to open it in the drill-down")
-        show = part.copy()
+        show = part[["query_id", "delta", "baseline", "candidate", "query_type", "split"]].copy()
         if docs_q is not None:
-            show.insert(1, "text", [docs_q["text"].get(q, "") for q in show["query_id"]])
+            show.insert(2, "text", [docs_q["text"].get(q, "") for q in show["query_id"]])
         state = st.dataframe(show, hide_index=True, on_select="rerun", selection_mode="single-row",
                              key=f"cmp_table_{title}")
         rows = state.selection.rows if state is not None else []

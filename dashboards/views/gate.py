@@ -13,7 +13,15 @@ if not reports:
     st.info(f"No gate report under `{home / 'gates'}` yet. The main job (`{ui.MAIN_JOB}`) gates the seed configs; "
             "or run `workbench gate experiments/gate-seeds.toml` (or `--candidate … --baseline …`).")
     st.stop()
-path = st.sidebar.selectbox("Report", reports, format_func=lambda p: p.stem.removeprefix("gate-"), key="gate_report")
+def _when(p) -> str:  # gate-20261130T014400194378Z-7174 -> 2026-11-30 01:44:00 UTC
+    stamp = p.stem.split("-")[1] if p.stem.count("-") >= 2 else p.stem
+    try:
+        return f"{stamp[0:4]}-{stamp[4:6]}-{stamp[6:8]} {stamp[9:11]}:{stamp[11:13]}:{stamp[13:15]} UTC"
+    except IndexError:
+        return p.stem
+
+
+path = st.sidebar.selectbox("Report", reports, format_func=_when, key="gate_report")
 if path is None:
     st.stop()
 try:

@@ -15,7 +15,10 @@ which = st.sidebar.selectbox("Runs", list(choices), key="ov_eval",
                              help="The newest run of every config, or every config of one `workbench eval`.")
 chosen = choices[which]
 experiments = sorted(chosen["experiment"].unique())
-keep = st.sidebar.multiselect("Experiments", experiments, default=experiments, key="ov_experiments")
+# one filter state per (dataset, runs): switching either starts from every experiment again
+keep = st.sidebar.multiselect("Experiments", experiments, default=experiments, key=f"ov_experiments:{dataset}:{which}")
+if len(keep) < len(experiments):
+    st.caption(f"Showing {len(keep)} of {len(experiments)} experiments (filter in the sidebar).")
 chosen = chosen[chosen["experiment"].isin(keep)]
 splits = st.sidebar.multiselect("Splits", list(SPLITS), default=list(SPLITS), key="ov_splits",
                                 help="Queries of these splits only (tuning uses train; test is held out).")
@@ -24,11 +27,14 @@ if chosen.empty or not splits:
     st.stop()
 
 tables = {}
-try:
-    for label, row in chosen.iterrows():
+for label, row in chosen.iterrows():
+    try:
         tables[label] = ui.per_query(row["artifact_uri"], row["run_id"])
-except WorkbenchError as exc:
-    ui.stop_with_error(exc)
+    except WorkbenchError as exc:  # one unreadable run must not hide the others
+        st.warning(f"{label} is left out: {exc}")
+if not tables:
+    st.stop()
+chosen = chosen.loc[list(tables)]
 all_measures = list(dict.fromkeys(m for t in tables.values() for m in views.measures_of(t)))
 default = [m for m in ("R@10", "nDCG@10", "RR@10") if m in all_measures] or all_measures[:3]
 measures = st.sidebar.multiselect("Measures", all_measures, default=default, key="ov_measures")

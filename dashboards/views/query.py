@@ -10,17 +10,27 @@ st.title("Query drill-down")
 uri, runs = ui.runs_or_stop()
 
 params = st.query_params  # deep links: ?dataset=gita&a=seeds/aicharya-rrf60&b=…&q=gita-ref-0001
+linked = {}
 for state, name in (("dataset", "dataset"), ("baseline", "a"), ("candidate", "b"), ("query_id", "q")):
     if name in params and not st.session_state.get(f"_qp_{name}"):
-        st.session_state[state] = params[name]
+        st.session_state[state] = linked[name] = params[name]
         st.session_state[f"_qp_{name}"] = True
 
+
+def _linked(name: str, value, known) -> None:
+    if name in linked and linked[name] != value:
+        st.warning(f"The link names {name} = {linked[name]!r}, which is not here (known: "
+                   f"{', '.join(map(str, list(known)[:8]))}{'…' if len(known) > 8 else ''}); showing {value!r}.")
+
 dataset = ui.pick("Dataset", sorted(runs["dataset"].unique()), "dataset", key="q_dataset", default="gita")
+_linked("dataset", dataset, sorted(runs["dataset"].unique()))
 choices = ui.run_choices(runs, dataset)
 labels = list(choices.index)
 baseline = ui.pick("Config A", labels, "baseline", key="q_baseline", default=labels[0])
 candidate = ui.pick("Config B", labels, "candidate", key="q_candidate",
                     default=labels[1] if len(labels) > 1 else labels[0])
+_linked("a", baseline, labels)
+_linked("b", candidate, labels)
 k = st.sidebar.slider("Documents per list", 5, 100, 10, key="q_k")
 derive = st.sidebar.checkbox("Cyrillic transliteration of Latin-script Pali", value=False, key="q_cyr",
                              help="Derived with Aksharamukha's Russian scheme where a document has no stored "
@@ -69,6 +79,7 @@ def _fmt(q: str) -> str:
 
 
 query_id = ui.pick(f"Query ({len(ids)})", ids, "query_id", key="q_query", fmt=_fmt, sidebar=False)
+_linked("q", query_id, ids)
 st.query_params.update({"dataset": dataset, "a": baseline, "b": candidate, "q": query_id})
 
 meta = ds.queries.loc[query_id] if query_id in ds.queries.index else None
@@ -93,8 +104,10 @@ for col, (lab, row) in zip(cols, rows.items()):
         st.subheader(lab)
         st.caption(f"lanes: {', '.join(cfg_lanes) or '?'}" + ("" if hits is not None else
                    " — lane ranks were not logged by this eval (re-run `workbench eval` to log them)"))
-        st.dataframe(table.drop(columns=["relevance", "snippet"]), hide_index=True, column_config={
-            "score": st.column_config.NumberColumn(format="%.4f"),
+        if table.empty:
+            st.info(f"{lab} returned nothing for this query.")
+        st.dataframe(table[["rank", "address", "judged", "lanes", "score", "doc_id"]], hide_index=True, column_config={
+            "score": st.column_config.NumberColumn(format="%.6f", help="fused score (6 decimals, so ties show)"),
             "judged": st.column_config.TextColumn(help="qrels grade (2, 1, 0) or unjudged"),
             "lanes": st.column_config.TextColumn(width="large", help="each lane of the config that retrieved it: "
                                                                      "#rank (raw lane score)")})

@@ -27,20 +27,32 @@ st.caption(f"Folder `{outputs.folder}` · storage `{outputs.storage or '?'}`")
 train = rep.get("train") or {}
 if train:
     c1, c2, c3 = st.columns(3)
-    c1.metric(f"Chosen trial #{rep['chosen_trial']}: train {train.get('objective', 'objective')}",
-              f"{train['chosen']:.4f}", f"{train['chosen'] - train['baseline']:+.4f} vs baseline")
-    c2.metric("Baseline (as written)", f"{train['baseline']:.4f}")
+    c1.metric(f"Chosen trial #{rep['chosen_trial']}: train objective ({train.get('objective', '?')}, as the "
+              "study scores it)", f"{train['chosen']:.4f}", f"{train['chosen'] - train['baseline']:+.4f} vs baseline",
+              help="The study's objective on its tuning split: with query-type weights, the weighted mean of the "
+                   "per-type means, not the mean over queries.")
+    c2.metric("Baseline (as written), same objective", f"{train['baseline']:.4f}")
     test_m = ((rep.get("test") or {}).get("measures") or {}).get(train.get("objective", ""), {})
     if test_m:
-        c3.metric(f"Held-out test {train['objective']}", f"{test_m['chosen']:.4f}",
+        c3.metric(f"Held-out test {train['objective']} (mean over queries)", f"{test_m['chosen']:.4f}",
                   f"{test_m['mean_diff']:+.4f} (p = {test_m['p_value']:.4f})")
 for note in rep.get("notes", []):
     st.warning(note)
 left, right = st.columns([1, 2])
+try:
+    export = studies.export_text(outputs)
+except WorkbenchError as exc:
+    st.warning(str(exc))
+    export = ""
 with left:
     st.subheader(f"Chosen trial: #{rep['chosen_trial']}")
-    st.dataframe([{"parameter": k, "value": str(v)} for k, v in rep.get("chosen_params", {}).items()],
-                 hide_index=True)
+    if export:
+        st.caption("The config it ships as (export.json)")
+        st.dataframe(studies.effective_config(json.loads(export)), hide_index=True)
+    with st.expander("Raw trial parameters (Optuna's, including ones the config does not use)",
+                     expanded=not export):
+        st.dataframe([{"parameter": k, "value": studies.fmt_value(v)} for k, v in rep["chosen_params"].items()],
+                     hide_index=True)
 with right:
     st.subheader("Dev and test: chosen vs baseline")
     table = studies.measures_table(rep)
@@ -55,7 +67,6 @@ with right:
             st.caption(f"{split}: {key}")
             st.dataframe([{"query_type": t, **r} for t, r in rows.items()], hide_index=True)
 
-export = studies.export_text(outputs)
 if export:
     st.download_button("Export the chosen trial (production config JSON)", export,
                        file_name=f"{outputs.name}-trial{rep['chosen_trial']}.json", mime="application/json",
@@ -92,7 +103,11 @@ elif (outputs.folder / "plots.html").is_file():
 if rep.get("sensitivity"):
     with st.expander("Sensitivity: the objective at ±10% of each numeric parameter"):
         st.dataframe(rep["sensitivity"], hide_index=True)
-trials = studies.trials(outputs)
-if not trials.empty:
+try:
+    trials = studies.trials(outputs)
+except WorkbenchError as exc:
+    st.warning(str(exc))
+    trials = None
+if trials is not None and not trials.empty:
     with st.expander(f"All {len(trials)} trials"):
         st.dataframe(trials, hide_index=True)

@@ -16,6 +16,10 @@ import pandas as pd
 from workbench.errors import DataError
 
 
+#: Keys every check of a report has (:class:`workbench.gate.Check`).
+CHECK_KEYS = ("measure", "stratum", "n", "candidate", "baseline", "diff", "ci_low", "ci_high", "status")
+
+
 def find(home: Path) -> list[Path]:
     """The saved gate reports, newest first (names carry the UTC time)."""
     return sorted((home / "gates").glob("gate-*.json"), reverse=True)
@@ -31,22 +35,33 @@ def load(path: Path) -> dict[str, Any]:
         body = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise DataError(f"cannot read the gate report {path}: {exc}") from None
-    if not isinstance(body, dict) or not isinstance(body.get("results"), list):
+    if not isinstance(body, dict) or not isinstance(body.get("results"), list) or not body["results"]:
         raise DataError(f"{path} is not a gate report (no 'results' list); `workbench gate` writes them")
+    try:
+        int(body.get("exit_code", 0))
+        for r in body["results"]:
+            for key in ("dataset", "candidate", "baseline", "margin", "checks"):
+                r[key]  # noqa: B018 - presence check
+            float(r["margin"])
+            for c in r["checks"]:
+                for key in CHECK_KEYS:
+                    c[key]  # noqa: B018
+    except (TypeError, KeyError, ValueError) as exc:
+        raise DataError(f"{path} is not a complete gate report ({type(exc).__name__}: {exc}); `workbench gate` "
+                        "writes them") from None
     return body
 
 
 def checks_frame(body: dict[str, Any]) -> pd.DataFrame:
-    """Every check of every result: ``dataset, candidate, baseline, measure, stratum, n, candidate_value,
-    baseline_value, diff, ci_low, ci_high, status, note``."""
+    """Every check of every result: ``status, dataset, candidate, baseline, measure, stratum, n,
+    candidate_value, baseline_value, diff, ci_low, ci_high, note``."""
     rows = []
     for r in body["results"]:
         for c in r.get("checks", []):
-            rows.append({"dataset": r["dataset"], "candidate": r["candidate"], "baseline": r["baseline"],
-                         "measure": c["measure"], "stratum": c["stratum"], "n": c["n"],
+            rows.append({"status": c["status"], "dataset": r["dataset"], "candidate": r["candidate"],
+                         "baseline": r["baseline"], "measure": c["measure"], "stratum": c["stratum"], "n": c["n"],
                          "candidate_value": c["candidate"], "baseline_value": c["baseline"], "diff": c["diff"],
-                         "ci_low": c["ci_low"], "ci_high": c["ci_high"], "status": c["status"],
-                         "note": c.get("note", "")})
+                         "ci_low": c["ci_low"], "ci_high": c["ci_high"], "note": c.get("note", "")})
     return pd.DataFrame(rows)
 
 

@@ -49,11 +49,9 @@ def config_runs(uri: str) -> pd.DataFrame:
     Raises:
         DataError: the store cannot be read (names the URI and the fix).
     """
-    import logging
+    from workbench.tracking import _quiet
 
-    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "ERROR")
-    for name in ("mlflow", "alembic", "sqlalchemy"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    _quiet()  # quiet logs; an unreachable server fails in seconds (one retry, 15 s timeout)
     if uri.startswith("sqlite:///"):
         path = Path(uri.split(":///", 1)[1])
         if not path.is_file():  # do not let MLflow create an empty store just by looking
@@ -90,10 +88,32 @@ def config_runs(uri: str) -> pd.DataFrame:
         "hash_documents": col("params.hash.documents").fillna(""),
         "lanes": col("params.fusion.lanes").fillna(""),
     })
+    if uri.startswith("sqlite:///"):
+        base = Path(uri.split(":///", 1)[1]).parent
+        out["artifact_uri"] = [rebase(u, base) for u in out["artifact_uri"]]
     metrics = df[[c for c in df.columns if c.startswith("metrics.")]]
     metrics.columns = ["metric." + c.split(".", 1)[1] for c in metrics.columns]
     out = pd.concat([out, metrics], axis=1)
     return out.sort_values("started", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def rebase(artifact_uri: str, base: Path) -> str:
+    """A ``file:`` artifact URI moved under ``base/mlartifacts`` when the store's home was copied or moved.
+
+    MLflow records absolute artifact paths (``file:///old/home/mlartifacts/<exp>/<run>/artifacts``).
+    When ``base/mlartifacts/<exp>/<run>/artifacts`` exists (the store's own folder), that copy is
+    used, so a home copied to another machine reads its own artifacts; otherwise the URI is
+    returned unchanged.
+    """
+    parsed = urlparse(artifact_uri)
+    if parsed.scheme not in ("", "file"):
+        return artifact_uri
+    parts = Path(unquote(parsed.path)).parts
+    if "mlartifacts" not in parts:
+        return artifact_uri
+    i = len(parts) - 1 - parts[::-1].index("mlartifacts")
+    local = base.joinpath("mlartifacts", *parts[i + 1:])
+    return local.resolve().as_uri() if local.is_dir() else artifact_uri
 
 
 def latest_per_config(runs: pd.DataFrame) -> pd.DataFrame:
@@ -121,8 +141,9 @@ def _artifact_path(artifact_uri: str, rel: str) -> Path:
 
 def _require(path: Path, what: str, run_id: str) -> Path:
     if not path.is_file():
-        raise DataError(f"run {run_id} has no {what} artifact ({path}); it was logged by an older workbench or "
-                        "its artifacts were deleted: run `workbench eval` on its experiment again")
+        raise DataError(f"run {run_id} has no {what} artifact ({path}): it was deleted, the home was copied "
+                        "without its mlartifacts/ folder, or an older workbench logged it; run `workbench eval` on "
+                        "its experiment again")
     return path
 
 
@@ -134,8 +155,18 @@ def per_query(artifact_uri: str, run_id: str) -> pd.DataFrame:
         DataError: the artifact is missing.
     """
     path = _require(_artifact_path(artifact_uri, "per_query.csv"), "per_query.csv", run_id)
-    return pd.read_csv(path, dtype={"query_id": str, "query_type": str, "split": str, "language": str},
-                       keep_default_na=False)
+    try:
+        df = pd.read_csv(path, dtype={"query_id": str, "query_type": str, "split": str, "language": str},
+                         keep_default_na=False)
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"run {run_id}: cannot read {path} ({exc}); run `workbench eval` again") from None
+    missing = [c for c in ("query_id", "query_type", "split") if c not in df.columns]
+    measures = [c for c in df.columns if c not in ("query_id", "query_type", "split", "language")]
+    bad = [m for m in measures if not pd.api.types.is_numeric_dtype(df[m])]
+    if missing or not measures or bad:
+        raise DataError(f"run {run_id}: {path} is not a per-query table (missing {missing or 'measures'}"
+                        + (f", non-numeric {bad}" if bad else "") + "); run `workbench eval` again")
+    return df
 
 
 @lru_cache(maxsize=64)
@@ -179,7 +210,12 @@ def lane_hits(parent_artifact_uri: str, dataset: str) -> pd.DataFrame | None:
     path = _artifact_path(parent_artifact_uri, f"lanes/{dataset}.parquet")
     if not path.is_file():
         return None
-    df = pd.read_parquet(path)
+    try:
+        df = pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise DataError(f"cannot read the lane candidates {path} ({exc}); run `workbench eval` again") from None
+    if not {"lane", "query_id", "doc_id", "rank", "score"} <= set(df.columns):
+        raise DataError(f"{path} is not a lane-candidates table; run `workbench eval` again")
     for c in ("lane", "query_id", "doc_id"):
         df[c] = df[c].astype(str)
     return df

@@ -38,9 +38,10 @@ def find(home: Path) -> list[StudyOutputs]:
     found = []
     for report in sorted((home / "studies").glob("*/latest*/report.json")):
         try:
-            storage = str(json.loads(report.read_text(encoding="utf-8")).get("storage", ""))
+            body = json.loads(report.read_text(encoding="utf-8"))
+            storage = str(body.get("storage", "")) if isinstance(body, dict) else ""
         except (OSError, ValueError):
-            continue
+            storage = ""  # listed anyway: the page reports what is wrong with it
         if not storage:  # reports written before the storage was recorded: infer from the folder name
             storage = {"latest": "journal", "latest-memory": "memory"}.get(report.parent.name, "")
         found.append((report.stat().st_mtime, StudyOutputs(report.parent.parent.name, report.parent, storage)))
@@ -51,21 +52,50 @@ def report(outputs: StudyOutputs) -> dict[str, Any]:
     """``report.json``: chosen trial and params, notes, sensitivity, dev/test measures with CIs.
 
     Raises:
-        DataError: the file is unreadable.
+        DataError: the file is unreadable or lacks ``chosen_trial`` / ``chosen_params``.
     """
-    return _json(outputs.folder / "report.json")
+    path = outputs.folder / "report.json"
+    rep = _json(path)
+    if not isinstance(rep, dict) or not isinstance(rep.get("chosen_trial"), int) \
+            or not isinstance(rep.get("chosen_params"), dict):
+        raise DataError(f"{path} is not a study report (no chosen_trial / chosen_params); run the study again "
+                        "(`workbench tune STUDY.toml`) to rewrite it")
+    return rep
 
 
 def export_text(outputs: StudyOutputs) -> str:
-    """``export.json`` as written (the production config), or ``""`` when absent."""
+    """``export.json`` as written (the production config), or ``""`` when absent.
+
+    Raises:
+        DataError: the file is not a JSON object.
+    """
     path = outputs.folder / "export.json"
-    return path.read_text(encoding="utf-8") if path.is_file() else ""
+    if not path.is_file():
+        return ""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        ok = isinstance(json.loads(text), dict)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise DataError(f"{path} is not a production config (JSON object); `workbench export STUDY.toml -o FILE` "
+                        "writes a fresh one")
+    return text
 
 
 def trials(outputs: StudyOutputs) -> pd.DataFrame:
-    """``trials.csv`` (Optuna's ``trials_dataframe``), empty when absent."""
+    """``trials.csv`` (Optuna's ``trials_dataframe``), empty when absent.
+
+    Raises:
+        DataError: the file cannot be parsed.
+    """
     path = outputs.folder / "trials.csv"
-    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+    if not path.is_file():
+        return pd.DataFrame()
+    try:
+        return pd.read_csv(path)
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read {path} ({exc}); run the study again to rewrite it") from None
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -142,6 +172,31 @@ def figures(study, measure: str = "objective") -> dict[str, Any]:
             except Exception:  # noqa: BLE001 - Optuna raises several types when a plot has too little data
                 continue
     return out
+
+
+def effective_config(export: dict[str, Any]) -> pd.DataFrame:
+    """The settings a production system would load (``export.json`` less its provenance), one row
+    per setting: ``setting, value`` (floats to 4 significant digits; lanes as kind and parameters)."""
+    rows = []
+    for key, val in export.items():
+        if key == "provenance":
+            continue
+        if key == "lanes" and isinstance(val, dict):
+            for lane, spec in val.items():
+                spec = dict(spec) if isinstance(spec, dict) else {"": spec}
+                if isinstance(spec.get("embedder"), dict):
+                    spec["embedder"] = spec["embedder"].get("model") or spec["embedder"].get("kind")
+                rows.append({"setting": f"lane {lane}", "value": ", ".join(f"{k}={v}" for k, v in spec.items())})
+        elif isinstance(val, dict):
+            rows += [{"setting": f"{key}.{k}", "value": fmt_value(v)} for k, v in val.items()]
+        else:
+            rows.append({"setting": key, "value": fmt_value(val)})
+    return pd.DataFrame(rows, columns=["setting", "value"])
+
+
+def fmt_value(v: Any) -> str:
+    """A parameter value for a table: floats to 4 significant digits, anything else as ``str``."""
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 def measures_table(rep: dict[str, Any]) -> pd.DataFrame:

@@ -21,10 +21,14 @@ MAIN_JOB = "make main"
 
 
 def home() -> Path:
-    """The workbench home (``WORKBENCH_HOME`` or ``~/.workbench``; :func:`workbench.settings.home_dir`)."""
+    """The workbench home (``WORKBENCH_HOME`` or ``~/.workbench``; :func:`workbench.settings.home_dir`);
+    a home that cannot be used stops the page with the settings error."""
     from workbench.settings import home_dir
 
-    return home_dir()
+    try:
+        return home_dir()
+    except WorkbenchError as exc:
+        stop_with_error(exc)
 
 
 def stop_with_error(exc: Exception) -> None:
