@@ -242,7 +242,9 @@ def test_study_figures_include_the_pareto_front_for_two_objectives():
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = optuna.create_study(directions=["maximize", "minimize"], sampler=optuna.samplers.RandomSampler(seed=1))
     study.optimize(lambda t: (t.suggest_float("w", 0, 1), t.suggest_int("k", 1, 100) / 10), n_trials=12)
-    figs = studies.figures(study, "R@10")
+    from workbench.tune import study_figures
+
+    figs = study_figures(study, "R@10")
     assert set(figs) == {"history", "importances", "parallel", "pareto"}
     front = figs["pareto"].data[-1] if len(figs["pareto"].data) > 1 else figs["pareto"].data[0]
     best = {(round(t.values[0], 9), round(t.values[1], 9)) for t in study.best_trials}
@@ -250,4 +252,4 @@ def test_study_figures_include_the_pareto_front_for_two_objectives():
     assert best == pts  # the plotted front is exactly Optuna's non-dominated trials
     single = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=1))
     single.optimize(lambda t: t.suggest_float("w", 0, 1), n_trials=5)
-    assert "pareto" not in studies.figures(single)
+    assert "pareto" not in study_figures(single, "R@10")

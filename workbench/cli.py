@@ -512,8 +512,8 @@ def dashboard_cmd(
     """
     import socket
 
-    from workbench.dashboard.store import tracking_uri
     from workbench.settings import home_dir
+    from workbench.tracking import tracking_uri
 
     try:
         app_path = dashboard_app()

@@ -596,12 +596,37 @@ def _masked(spec: str) -> str:
     return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", spec)
 
 
+def study_figures(optuna_study, measure: str) -> dict[str, Any]:
+    """Optuna's own plotly figures of a study: ``history``, ``importances``, ``parallel`` and, for a
+    two-objective study (objective, p95 latency ms), ``pareto``; used by ``plots.html`` and the
+    dashboard. A figure Optuna cannot draw (importances need two complete trials whose
+    parameters vary) is left out."""
+    import warnings
+
+    import optuna.visualization as vis
+
+    multi = len(optuna_study.directions) > 1
+    target = (lambda t: t.values[0]) if multi else None
+    makers = {"history": lambda: vis.plot_optimization_history(optuna_study, target=target, target_name=measure),
+              "importances": lambda: vis.plot_param_importances(optuna_study, target=target, target_name=measure),
+              "parallel": lambda: vis.plot_parallel_coordinate(optuna_study, target=target, target_name=measure)}
+    if multi:
+        makers["pareto"] = lambda: vis.plot_pareto_front(optuna_study, target_names=[measure, "p95 latency ms"])
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for key, make in makers.items():
+            try:
+                out[key] = make()
+            except Exception:  # noqa: BLE001 - Optuna raises several types when a plot has too little data
+                continue
+    return out
+
+
 def write_outputs(result: StudyResult, home: Path, storage: str | None = None) -> Path:
     """Write ``report.json``, ``export.json``, ``trials.csv`` and ``plots.html`` (Optuna's history,
     parameter importances, parallel coordinates and, with two objectives, the Pareto front)
     into :func:`outputs_dir`; returns that folder."""
-    import warnings
-
     out = outputs_dir(home, result.study.name, storage)
     out.mkdir(parents=True, exist_ok=True)
     report = {"study": result.study.name, "storage": _masked(storage or "journal"),
@@ -610,24 +635,7 @@ def write_outputs(result: StudyResult, home: Path, storage: str | None = None) -
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
     (out / "export.json").write_text(json.dumps(export_config(result, home), indent=1, default=str) + "\n")
     result.optuna_study.trials_dataframe().to_csv(out / "trials.csv", index=False)
-    import optuna.visualization as vis
-
-    figs = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        target = (lambda t: t.values[0]) if result.study.latency else None
-        name = f"train {result.study.measure}"
-        makers = [lambda: vis.plot_optimization_history(result.optuna_study, target=target, target_name=name),
-                  lambda: vis.plot_param_importances(result.optuna_study, target=target, target_name=name),
-                  lambda: vis.plot_parallel_coordinate(result.optuna_study, target=target, target_name=name)]
-        if result.study.latency:
-            makers.append(lambda: vis.plot_pareto_front(result.optuna_study,
-                                                        target_names=[name, "p95 latency ms"]))
-        for make in makers:
-            try:
-                figs.append(make())
-            except Exception:  # e.g. importances need two complete trials with varying parameters
-                continue
+    figs = list(study_figures(result.optuna_study, f"train {result.study.measure}").values())
     html = [f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figs)]
     (out / "plots.html").write_text("<html><head><meta charset='utf-8'><title>study "
                                     f"{result.study.name}</title></head><body>" + "\n".join(html) + "</body></html>\n")

@@ -7,6 +7,7 @@ import streamlit as st
 
 from workbench.dashboard import studies, ui
 from workbench.errors import WorkbenchError
+from workbench.tune import study_figures
 
 st.title("Study")
 home = ui.home()
@@ -83,7 +84,7 @@ if url is None:
             "trials are shown.")
 else:
     try:
-        figs = studies.figures(ui.optuna_study(url, outputs.name), measure="objective")
+        figs = study_figures(ui.optuna_study(url, outputs.name), "objective")
     except WorkbenchError as exc:
         st.warning(f"{exc} — showing the saved plots instead.")
 if figs:

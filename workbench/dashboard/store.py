@@ -5,17 +5,15 @@ Nothing here queries a retrieval service: the tracking store (``MLFLOW_TRACKING_
 ``workbench eval`` logged (``per_query.csv``, ``run.trec``, ``config.json`` per config run;
 ``lanes/<dataset>.parquet`` per eval), and the files of ``<home>/datasets/<name>/``.
 
-Everything returns plain pandas / dataclasses so the pages can cache it (artifacts of a
-finished run never change, so they are cached by run id).
+Everything returns plain pandas / dataclasses; the pages cache them
+(:mod:`workbench.dashboard.ui`: artifacts of a finished run never change, so by run id).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -28,13 +26,6 @@ from workbench.run import Run, read_trec_run
 #: Columns of :func:`config_runs` besides the metrics (``metric.<mlflow name>``).
 RUN_COLUMNS = ("run_id", "parent_run_id", "experiment", "dataset", "config", "started", "artifact_uri",
                "hash_queries", "hash_qrels", "hash_documents", "lanes")
-
-
-def tracking_uri(home: Path) -> str:
-    """The MLflow store the dashboard reads: the same rule as ``workbench eval`` writes with."""
-    from workbench.tracking import tracking_uri as uri
-
-    return uri(home)
 
 
 def config_runs(uri: str) -> pd.DataFrame:
@@ -147,7 +138,6 @@ def _require(path: Path, what: str, run_id: str) -> Path:
     return path
 
 
-@lru_cache(maxsize=256)
 def per_query(artifact_uri: str, run_id: str) -> pd.DataFrame:
     """The run's per-query table: ``query_id, query_type, split, language`` and one column per measure.
 
@@ -160,8 +150,10 @@ def per_query(artifact_uri: str, run_id: str) -> pd.DataFrame:
                          keep_default_na=False)
     except (ValueError, OSError, UnicodeDecodeError) as exc:
         raise DataError(f"run {run_id}: cannot read {path} ({exc}); run `workbench eval` again") from None
+    from workbench.evaluate import GROUP_COLUMNS
+
     missing = [c for c in ("query_id", "query_type", "split") if c not in df.columns]
-    measures = [c for c in df.columns if c not in ("query_id", "query_type", "split", "language")]
+    measures = [c for c in df.columns if c not in ("query_id", *GROUP_COLUMNS)]
     bad = [m for m in measures if not pd.api.types.is_numeric_dtype(df[m])]
     if missing or not measures or bad:
         raise DataError(f"run {run_id}: {path} is not a per-query table (missing {missing or 'measures'}"
@@ -169,7 +161,6 @@ def per_query(artifact_uri: str, run_id: str) -> pd.DataFrame:
     return df
 
 
-@lru_cache(maxsize=64)
 def fused_run(artifact_uri: str, run_id: str) -> Run:
     """The config's fused ranking (``run.trec``), in its written order.
 
@@ -178,13 +169,6 @@ def fused_run(artifact_uri: str, run_id: str) -> Run:
     """
     path = _require(_artifact_path(artifact_uri, "run.trec"), "run.trec", run_id)
     return read_trec_run(path, keep_file_order=True)
-
-
-@lru_cache(maxsize=256)
-def config_json(artifact_uri: str, run_id: str) -> dict[str, Any]:
-    """The config as logged (``config.json``: lanes, fusion, k, weights…); ``{}`` when absent."""
-    path = _artifact_path(artifact_uri, "config.json")
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 def parent_artifact_uri(artifact_uri: str, run_id: str, parent_run_id: str) -> str:
@@ -200,7 +184,6 @@ def parent_artifact_uri(artifact_uri: str, run_id: str, parent_run_id: str) -> s
     return mlflow.MlflowClient().get_run(parent_run_id).info.artifact_uri
 
 
-@lru_cache(maxsize=16)
 def lane_hits(parent_artifact_uri: str, dataset: str) -> pd.DataFrame | None:
     """Every lane's candidates of one eval on one dataset (``lanes/<dataset>.parquet``:
     ``lane, query_id, doc_id, rank, score``, :func:`workbench.tracking.lane_frame`), or
@@ -232,7 +215,6 @@ class DatasetFiles:
     hashes: dict[str, str] = field(default_factory=dict)
 
 
-@lru_cache(maxsize=8)
 def dataset_files(home: str, name: str) -> DatasetFiles:
     """Read ``<home>/datasets/<name>/`` (no staleness check against the corpora: the
     dashboard compares the manifest's hashes with the run's instead).
@@ -254,8 +236,3 @@ def dataset_files(home: str, name: str) -> DatasetFiles:
     docs = {d.doc_id: d for d in read_documents(folder / "documents.jsonl")}
     return DatasetFiles(name, queries, qrels, docs, dict(manifest.get("outputs", {})))
 
-
-def clear_caches() -> None:
-    """Forget every cached artifact and dataset (after a rebuild)."""
-    for fn in (per_query, fused_run, config_json, lane_hits, dataset_files):
-        fn.cache_clear()

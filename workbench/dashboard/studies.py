@@ -5,7 +5,7 @@ storage) and one output folder per storage (``latest/``, ``latest-memory/``,
 ``latest-<hash>/``: ``report.json``, ``export.json``, ``trials.csv``, ``plots.html``).
 The Optuna study is read from the storage the report names: the journal file, or a
 ``postgresql://`` URL; a study that ran in memory has only its output files, and the page
-shows those.
+shows those. Figures: :func:`workbench.tune.study_figures` (the same as ``plots.html``).
 """
 
 from __future__ import annotations
@@ -110,9 +110,11 @@ def _json(path: Path) -> dict[str, Any]:
 def storage_url(outputs: StudyOutputs, home: Path) -> str | None:
     """Where the study's trials live, as something :func:`load` can open; ``None`` for a
     study that ran in memory or a URL whose password was masked in the report."""
+    from workbench.tune import study_dir
+
     spec = outputs.storage
     if spec == "journal":
-        return f"journal:{home / 'studies' / outputs.name / 'journal.log'}"
+        return f"journal:{study_dir(home, outputs.name) / 'journal.log'}"
     if spec.startswith("journal:"):
         return spec
     if "://" in spec and "***" not in spec:
@@ -146,32 +148,6 @@ def load(url: str, name: str):
         raise DataError(f"the storage {url} holds no study named {name!r}") from None
     except Exception as exc:  # optuna/sqlalchemy raise many kinds for an unreachable or foreign store
         raise DataError(f"cannot read study {name!r} from {url}: {exc}") from None
-
-
-def figures(study, measure: str = "objective") -> dict[str, Any]:
-    """Optuna's own plotly figures: ``history``, ``importances``, ``parallel`` and, for a
-    two-objective study (objective, p95 latency), ``pareto``. A figure Optuna cannot draw
-    (importances need two complete trials whose parameters vary) is left out."""
-    import warnings
-
-    import optuna.visualization as vis
-
-    multi = len(study.directions) > 1
-    target = (lambda t: t.values[0]) if multi else None
-    makers = {"history": lambda: vis.plot_optimization_history(study, target=target, target_name=measure),
-              "importances": lambda: vis.plot_param_importances(study, target=target, target_name=measure),
-              "parallel": lambda: vis.plot_parallel_coordinate(study, target=target, target_name=measure)}
-    if multi:
-        makers["pareto"] = lambda: vis.plot_pareto_front(study, target_names=[measure, "p95 latency ms"])
-    out = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for key, make in makers.items():
-            try:
-                out[key] = make()
-            except Exception:  # noqa: BLE001 - Optuna raises several types when a plot has too little data
-                continue
-    return out
 
 
 def effective_config(export: dict[str, Any]) -> pd.DataFrame:

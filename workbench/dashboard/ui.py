@@ -45,7 +45,9 @@ def config_runs(uri: str) -> pd.DataFrame:
 
 def runs_or_stop() -> tuple[str, pd.DataFrame]:
     """The tracking URI and its config runs; stops the page with what to run when there are none."""
-    uri = store.tracking_uri(home())
+    from workbench.tracking import tracking_uri
+
+    uri = tracking_uri(home())
     try:
         runs = config_runs(uri)
     except WorkbenchError as exc:
@@ -115,8 +117,12 @@ def run_choices(runs: pd.DataFrame, dataset: str) -> pd.DataFrame:
     # so the first two labels are the first two configs of the latest eval (a seed and its variant)
     newest = part.groupby("experiment")["started"].transform("max")
     part = part.assign(_newest=newest).sort_values(["_newest", "started"], ascending=[False, True], kind="stable")
-    part = part.drop(columns="_newest")
-    return part.assign(label=[store.label(r) for _, r in part.iterrows()]).set_index("label", drop=False)
+    return _labelled(part.drop(columns="_newest"))
+
+
+def _labelled(runs: pd.DataFrame) -> pd.DataFrame:
+    """Runs indexed (and keyed in a ``label`` column) by ``experiment/config``."""
+    return runs.assign(label=[store.label(r) for _, r in runs.iterrows()]).set_index("label", drop=False)
 
 
 def eval_choices(runs: pd.DataFrame, dataset: str) -> dict[str, pd.DataFrame]:
@@ -125,8 +131,7 @@ def eval_choices(runs: pd.DataFrame, dataset: str) -> dict[str, pd.DataFrame]:
     out = {"latest of each config": run_choices(runs, dataset)}
     for parent, g in sorted(part.groupby("parent_run_id"), key=lambda kv: -kv[1]["started"].max().value):
         when = g["started"].min().strftime("%Y-%m-%d %H:%M UTC")
-        out[f"{g['experiment'].iloc[0]} eval of {when} ({parent[:8]})"] = g.assign(
-            label=[store.label(r) for _, r in g.iterrows()]).set_index("label", drop=False)
+        out[f"{g['experiment'].iloc[0]} eval of {when} ({parent[:8]})"] = _labelled(g)
     return out
 
 

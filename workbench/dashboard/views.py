@@ -14,11 +14,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from workbench.evaluate import GROUP_COLUMNS
 from workbench.run import Run
 from workbench.stats import bootstrap_ci_columns, paired_test
 
 #: Per-query columns that describe a query rather than measure it.
-KEY_COLUMNS = ("query_id", "query_type", "split", "language")
+KEY_COLUMNS = ("query_id", *GROUP_COLUMNS)
 
 #: The stratum covering every query.
 ALL = "all"
