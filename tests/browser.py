@@ -104,7 +104,9 @@ def open_page(drv, url: str, expect: list[str], timeout: float = 120) -> dict:
         except Exception:  # noqa: BLE001 - the page is re-rendering
             continue
         missing = [e for e in expect if e not in text]
-        if not missing and not any(el.is_displayed() and "Running" in el.text for el in running):
+        # the status widget shows "Running…" or a "Stop" button while the script still runs
+        if not missing and not any(el.is_displayed() and ("Running" in el.text or "Stop" in el.text)
+                                   for el in running):
             break
     time.sleep(1.5)  # let plots finish drawing before the screenshot
     for _ in range(10):  # Streamlit may still replace elements: read again until they hold still
