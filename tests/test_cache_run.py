@@ -74,12 +74,50 @@ def test_changed_key_parts_miss(tmp_path):
     assert cache_key({"a": 1, "b": 2}) == cache_key({"b": 2, "a": 1})
 
 
-def test_damaged_entry_is_a_miss(tmp_path):
-    cache = CandidateCache(tmp_path)
+@pytest.mark.parametrize("damage", ["trec line", "cut gzip", "not gzip", "bad json"])
+def test_damaged_entry_is_moved_aside_said_once_and_a_miss(tmp_path, damage):
+    said: list[str] = []
+    cache = CandidateCache(tmp_path, log=said.append)
     parts = {"x": 1}
-    key = cache.put(parts, Run({"q": [("a", 1.0)]}), {})
-    (tmp_path / key[:2] / f"{key}.run.gz").write_bytes(gzip.compress(b"garbage line\n"))
-    assert cache.get(parts) is None
+    run = Run({"q": [("a", 1.0)]}, "lane")
+    key = cache.put(parts, run, {})
+    run_path, meta_path = tmp_path / key[:2] / f"{key}.run.gz", tmp_path / key[:2] / f"{key}.json"
+    if damage == "trec line":
+        run_path.write_bytes(gzip.compress(b"garbage line\n"))
+    elif damage == "cut gzip":
+        run_path.write_bytes(run_path.read_bytes()[:-12])
+    elif damage == "not gzip":
+        run_path.write_bytes(b"\0" * 64)
+    else:
+        meta_path.write_text('{"parts": {"x": 1}, "lane": ')
+    damaged = run_path.read_bytes()
+    assert cache.get(parts) is None and (cache.hits, cache.misses) == (0, 1)
+    aside = list(run_path.parent.glob(f"{key}.run.gz.damaged-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == damaged
+    assert not run_path.exists() and not meta_path.exists()
+    assert len(said) == 1 and "damaged" in said[0] and str(run_path) in said[0] and str(aside[0]) in said[0]
+    assert cache.get(parts) is None and len(said) == 1  # now simply missing: said once
+    cache.put(parts, run, {"q": 2.0})  # rewritten by the next run
+    got, lat = cache.get(parts)
+    assert got.to_dict() == run.to_dict() and lat == {"q": 2.0}
+
+
+def test_entries_are_written_whole_and_old_temporaries_cleared(tmp_path):
+    import os
+    import time
+
+    cache = CandidateCache(tmp_path)
+    parts = {"x": 2}
+    folder = tmp_path / cache_key(parts)[:2]
+    folder.mkdir()
+    old, young = folder / ".tmp-killed.run.gz.1.2.run.gz", folder / ".tmp-live.run.gz.3.4.run.gz"
+    for p in (old, young):
+        p.write_bytes(b"partial")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    cache.put(parts, Run({"q": [("a", 1.0)]}), {})
+    assert not old.exists() and young.exists()
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".tmp-live")) == [
+        f"{cache_key(parts)}.json", f"{cache_key(parts)}.run.gz"]
 
 
 def test_a_lane_that_found_nothing_is_cached_too(tmp_path):

@@ -255,6 +255,36 @@ def test_a_copied_home_reads_its_own_artifacts_and_one_broken_run_hides_no_other
     assert any(w.value.startswith("board/ref is left out: run ") and "per_query.csv" in w.value for w in at.warning)
 
 
+def test_every_run_is_finished_with_its_artifacts_and_names_its_writer(board):
+    """What the readers rely on (workbench.tracking): each run of the eval and the study ended
+    FINISHED with the tag listing its artifacts, which the store holds, and the writer's identity."""
+    import os
+    import socket
+
+    import mlflow
+
+    from workbench.tracking import TAG_ARTIFACTS, TAG_HOST, TAG_PID, TAG_PROCESS, writer_state
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{board / 'mlflow.db'}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    kinds = sorted(r.data.tags.get("workbench.kind") for r in runs)
+    assert kinds == ["config", "config", "config", "eval", "study"]
+    for r in runs:
+        tags = r.data.tags
+        assert r.info.status == "FINISHED"
+        assert tags[TAG_HOST] == socket.gethostname() and tags[TAG_PID] == str(os.getpid())  # CliRunner: this process
+        assert writer_state(tags) == "alive" and tags[TAG_PROCESS]
+        listed = tags[TAG_ARTIFACTS].split(",")
+        for rel in listed:
+            assert client.download_artifacts(r.info.run_id, rel)  # each named artifact is in the store
+        expected = {"config": ["config.json", "per_query.csv", "run.trec"],
+                    "eval": ["board.toml", "lane_latency_ms.json", "lanes/gita.parquet"]}.get(tags["workbench.kind"])
+        if expected:
+            assert listed == expected
+        else:
+            assert {"study.toml", "report.json", "export.json", "trials.csv"} <= set(listed)
+
+
 @pytest.mark.parametrize("page", ["overview", "compare", "query", "study", "gate"])
 def test_an_empty_home_says_what_to_run(page, tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

@@ -261,11 +261,18 @@ def test_cache_with_a_wrong_dim_is_a_clear_error(tmp_path):
         CachedEmbedder(wider, path).embed_passages([SOUL])
 
 
-def test_cache_file_that_is_not_sqlite(tmp_path):
+def test_cache_file_that_is_not_sqlite_is_moved_aside_and_rebuilt(tmp_path):
     path = tmp_path / "c.sqlite"
     path.write_text("not a database" * 100)
-    with pytest.raises(DataError, match="delete the file"):
-        CachedEmbedder(HashEmbedder(), path)
+    said = []
+    cached = CachedEmbedder(HashEmbedder(16), path, log=said.append)
+    np.testing.assert_array_equal(cached.embed_passages([SOUL]), HashEmbedder(16).embed_passages([SOUL]))
+    aside = list(tmp_path.glob("c.sqlite.damaged-*"))
+    assert len(aside) == 1 and aside[0].read_text() == "not a database" * 100
+    assert len(said) == 1 and str(path) in said[0] and "file is not a database" in said[0] and str(aside[0]) in said[0]
+    again = CachedEmbedder(HashEmbedder(16), path, log=said.append)  # the new file is a healthy cache
+    again.embed_passages([SOUL])
+    assert (again.hits, again.misses) == (1, 0) and len(said) == 1
 
 
 def test_cache_edge_inputs(tmp_path):

@@ -29,7 +29,7 @@ def test_up_reuse_analyze_down(tmp_path, monkeypatch):
         res = runner.invoke(app, ["services", "up", "opensearch", "--heap", "384m"])
         assert res.exit_code == 0, res.output
         url = res.stdout.strip().splitlines()[-1]
-        assert url.startswith("http://127.0.0.1:")
+        assert url.startswith("https://127.0.0.1:")
         st = node.status(home)
         assert st["state"] == "running" and st["health"] in ("green", "yellow") and st["heap"] == "384m"
 

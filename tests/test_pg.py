@@ -64,14 +64,14 @@ def test_server_dsn_prefers_the_environment(monkeypatch, tmp_path):
     assert not (tmp_path / "pg").exists()  # nothing started
 
 
-def test_embedded_server_handle_is_kept(pg_dsn):
-    from workbench import pg
+def test_embedded_server_is_attached_once(pg_dsn):
+    from workbench.services import postgres
 
     if os.environ.get("WORKBENCH_PG_DSN"):
         pytest.skip("an external server is in use")
-    (pgdata,) = [p for p, s in pg._SERVERS.items() if s.get_uri() == pg_dsn]
+    (att,) = [a for a in postgres._ATTACHED.values() if a.dsn == pg_dsn]
     t0 = time.perf_counter()
-    assert server_dsn(pgdata.parent) == pg_dsn and time.perf_counter() - t0 < 0.5  # no second start
+    assert server_dsn(att.layout.home) == pg_dsn and time.perf_counter() - t0 < 0.5  # no second start
 
 
 _HOLD_SERVER = """
@@ -87,9 +87,12 @@ def test_server_left_by_a_killed_process_is_stopped_by_the_next():
     import shutil
     import tempfile
 
+    from workbench.services import postgres
+
     if os.environ.get("WORKBENCH_PG_DSN"):
         pytest.skip("an external server is in use")
     home = Path(tempfile.mkdtemp(prefix="wb-test-pg-kill-"))
+    pidfile = postgres.layout(home).pgdata / "postmaster.pid"
     try:
         proc = subprocess.Popen([sys.executable, "-c", _HOLD_SERVER, str(home)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, cwd=TESTS.parent)
@@ -97,16 +100,18 @@ def test_server_left_by_a_killed_process_is_stopped_by_the_next():
             first = proc.stdout.readline().strip()
             assert first.startswith("postgresql://"), proc.stderr.read()
         finally:
-            os.kill(proc.pid, signal.SIGKILL)  # no atexit: its handle is never released
+            os.kill(proc.pid, signal.SIGKILL)  # no atexit: it never lets go of the server
             proc.wait(10)
-        assert (home / "pg" / "postmaster.pid").exists()  # the server outlived it
+        assert pidfile.exists()  # the server outlived it
         assert server_dsn(home) == first  # the running server is reused
         with connect(first) as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)
         assert stop_embedded(home) == 1
-        assert not (home / "pg" / "postmaster.pid").exists()  # stopped: the dead process's handle was pruned
+        assert not pidfile.exists()  # stopped: the killed process's share died with it
     finally:
-        stop_embedded(home)
+        from workbench.pg import remove_embedded
+
+        remove_embedded(home)
         shutil.rmtree(home, ignore_errors=True)
 
 

@@ -12,6 +12,12 @@ A build is *current* when its manifest's builder version, definition and input h
 equal what the data directory holds now. :func:`load` refuses a stale or missing build
 (:class:`~workbench.errors.StaleError`) instead of silently reusing it; ``workbench data
 build`` rebuilds what is stale and skips what is current.
+
+A build holds its dataset's lock (:func:`workbench.locks.dataset_lock`) from its last
+status check to the swap, so two builds of one dataset queue instead of colliding; it
+writes into a temporary folder (every file ``fsync``-ed through :mod:`workbench.durable`)
+that is renamed into place at the end, so a crash, a full disk or a read-only home leaves
+the previous build whole, and says so in one :class:`~workbench.errors.StorageError` line.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.errors import ConfigError, DataError, StaleError
+from workbench import durable
+from workbench.errors import ConfigError, DataError, StaleError, StorageError
+from workbench.procs import pid_exists
 from workbench.formats import BINARY_THRESHOLD, read_documents, read_qrels, read_queries, write_documents, write_qrels, write_queries
 from workbench.settings import data_dir as _data_dir
 from workbench.settings import home_dir
@@ -469,7 +477,6 @@ def dataset_dir(name: str, home: Path | None = None) -> Path:
     return (home or home_dir()) / "datasets" / name
 
 
-_OUTPUTS = ("documents.jsonl", "queries.tsv", "qrels.txt")
 
 
 def valid_counts(c: object) -> bool:
@@ -527,30 +534,43 @@ def status(name: str, defs: Definitions | None = None, data: Path | None = None,
         before = before if isinstance(before, dict) else {}
         changed = sorted(k for k in set(now) | set(before) if now.get(k) != before.get(k))
         return f"stale: {len(changed)} input file(s) changed, e.g. {changed[0] if changed else 'manifest.json inputs'}"
-    outputs = manifest.get("outputs")
-    if not isinstance(outputs, dict):
+    changed = modified_outputs(name, home, manifest)
+    if changed == ("manifest.json",):
         return "stale: manifest.json is unreadable"
-    for fname in _OUTPUTS:
-        p = manifest_path.parent / fname
-        if not p.is_file() or _sha256(p) != outputs.get(fname):
-            return f"stale: output {fname} was modified or removed"
+    if changed:
+        return f"stale: output {changed[0]} was modified or removed"
     return "current"
+
+
+#: The files a build writes beside its manifest (hashed into ``manifest["outputs"]``).
+OUTPUTS = ("documents.jsonl", "queries.tsv", "qrels.txt")
+
+
+def modified_outputs(name: str, home: Path | None = None, manifest: dict | None = None) -> tuple[str, ...]:
+    """The output files of a build whose sha256 differs from its manifest's ``outputs`` (edited,
+    replaced or removed after the build), in :data:`OUTPUTS` order; ``("manifest.json",)`` when
+    the manifest is missing or unreadable; empty when the build is intact.
+
+    Reads only the build (not the corpora), so it works on a copy of a home without them.
+    """
+    manifest = manifest if manifest is not None else read_manifest(name, home)
+    outputs = manifest.get("outputs") if isinstance(manifest, dict) else None
+    if not isinstance(outputs, dict):
+        return ("manifest.json",)
+    folder = dataset_dir(name, home)
+    return tuple(f for f in OUTPUTS if not (folder / f).is_file() or _sha256(folder / f) != outputs.get(f))
 
 
 _HOME_HINT = "set WORKBENCH_HOME (or [paths] home in workbench.toml) to a writable folder"
 
 
-def _prepare_home(name: str, out: Path, started: float) -> None:
+def _prepare_home(out: Path) -> None:
     """Make ``out``'s parent (``<home>/datasets``) and check it is writable, before any work.
 
-    Also removes temporary ``.NAME-XXXXXXXX`` / ``.NAME-old`` folders that an
-    interrupted build left behind (only those of this dataset, older than ``started``).
-
     Raises:
-        ConfigError: the folder cannot be created (a file is in the way, no permission)
-            or written; the message names it and WORKBENCH_HOME.
+        ConfigError: the folder cannot be created (a file is in the way, no permission,
+            a read-only file system) or written; the message names it and WORKBENCH_HOME.
     """
-    import shutil
     import tempfile
 
     folder = out.parent
@@ -569,51 +589,163 @@ def _prepare_home(name: str, out: Path, started: float) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
+        kept = f"; the previous build in {out} is kept" if out.is_dir() else ""
         raise ConfigError(f"the datasets folder {folder} is not writable ({exc.strerror or exc}); "
-                          f"make it writable or {_HOME_HINT}") from None
-    leftover = re.compile(rf"^\.{re.escape(name)}-(?:[a-z0-9_]{{8}}|old)$")
-    for p in folder.iterdir():
+                          f"make it writable or {_HOME_HINT}{kept}") from None
+
+
+def _clear_leftovers(name: str, out: Path, started: float) -> None:
+    """Remove the temporary folders that dead builds of dataset ``name`` left beside ``out``.
+
+    Called with the dataset's lock held, so no other build of it runs: a build folder
+    ``.NAME-build-<pid>-<hex>`` goes when its process is gone (never a live one's), the
+    ``.NAME-old`` of a swap that was cut short goes, and so do the ``.NAME-XXXXXXXX``
+    folders of older workbench versions that are older than this build.
+    """
+    import shutil
+
+    current = re.compile(rf"^\.{re.escape(name)}-build-(\d+)-[0-9a-f]{{8}}$")
+    legacy = re.compile(rf"^\.{re.escape(name)}-(?:[a-z0-9_]{{8}}|old)$")
+    try:
+        entries = list(out.parent.iterdir())
+    except OSError:
+        return
+    for p in entries:
         try:
-            if leftover.match(p.name) and p.is_dir() and not p.is_symlink() and p.stat().st_mtime < started:
+            m = current.match(p.name)
+            dead = (m is not None and int(m.group(1)) != os.getpid() and not pid_exists(int(m.group(1)))) or (
+                legacy.match(p.name) is not None and p.stat().st_mtime < started)
+            if dead and p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p, ignore_errors=True)
         except OSError:
             continue
 
 
+def _restore_interrupted_swap(out: Path) -> None:
+    """A build killed between the two renames of its swap left ``.NAME-old`` and no ``NAME``: put it back."""
+    old = out.with_name(f".{out.name}-old")
+    if not out.exists() and old.is_dir():
+        try:
+            old.rename(out)
+            durable.fsync_dir(out.parent)
+        except OSError:
+            pass  # status then says missing, and the build below writes a new one
+
+
+def _stamp(out: Path) -> tuple[int, int, int] | None:
+    """What changes when a build replaces ``out`` (its manifest's inode, mtime and size), or None."""
+    try:
+        st = (out / "manifest.json").stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    """Move the finished build ``tmp`` to ``out``; the previous build goes, or stays when this fails.
+
+    Raises:
+        OSError: a rename failed (the previous build is back in place).
+    """
+    import shutil
+
+    old = out.with_name(f".{out.name}-old")
+    if out.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        out.rename(old)
+        try:
+            tmp.rename(out)
+        except OSError:
+            old.rename(out)
+            raise
+        durable.fsync_dir(out.parent)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        tmp.rename(out)
+        durable.fsync_dir(out.parent)
+
+
 def build(name: str, defs: Definitions | None = None, data: Path | None = None, home: Path | None = None,
-          *, force: bool = False, step: Callable[[str], None] | None = None) -> dict[str, Any]:
+          *, force: bool = False, step: Callable[[str], None] | None = None,
+          log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Build one dataset unless it is current (or ``force``); return its manifest.
 
-    Before any work the home's ``datasets`` folder is created and checked writable, and
-    temporary folders left by an interrupted build of this dataset are removed. Files
-    are written to a temporary folder and moved into place at the end, so a failed or
-    interrupted build leaves the previous build intact.
+    See :func:`build_or_reuse`, which also says whether it built.
+
+    Raises:
+        ConfigError, DataError, StorageError: as :func:`build_or_reuse`.
+    """
+    return build_or_reuse(name, defs, data, home, force=force, step=step, log=log)[0]
+
+
+def build_or_reuse(name: str, defs: Definitions | None = None, data: Path | None = None, home: Path | None = None,
+                   *, force: bool = False, step: Callable[[str], None] | None = None,
+                   log: Callable[[str], None] | None = None) -> tuple[dict[str, Any], bool]:
+    """Build one dataset unless it is current (or ``force``); return ``(manifest, built)``.
+
+    A current build is returned without writing anything (so this works on a read-only
+    home). Otherwise the home's ``datasets`` folder is created and checked writable, and
+    the dataset's lock (:func:`workbench.locks.dataset_lock`) is held for the whole
+    build: a second build of the same dataset waits (saying for whom, through ``log``),
+    then finds the first one's result current, or with ``force`` builds again. Under the
+    lock, temporary folders of dead builds of this dataset are removed (never a live
+    build's). Files are written to a temporary folder through :mod:`workbench.durable`
+    (each ``fsync``-ed) and moved into place at the end, so a failed or interrupted
+    build leaves the previous build intact.
+
+    Args:
+        log: where waiting for another build is said (default: stderr).
 
     Raises:
         ConfigError: bad definitions, an unwritable home, or a definition the corpus
             contradicts (an unknown held-out translator); names the dataset.
         DataError: missing, incomplete or malformed corpus files (names the path).
+        StorageError: the build cannot be written (a full disk, a read-only home, a
+            lock file that cannot be created); names the path and the fix, and the
+            previous build is kept.
     """
-    import shutil
-    import tempfile
-
-    started = time.time()
     defs = defs or load_definitions()
     defn = defs.definition(name)
     data = data or _data_dir(sources=required_sources(defn, defs))
+    return _build(name, defs, data, home, force=force, step=step, log=log, checked=None)
+
+
+def _build(name: str, defs: Definitions, data: Path, home: Path | None, *, force: bool,
+           step: Callable[[str], None] | None, log: Callable[[str], None] | None,
+           checked: tuple[str, tuple | None] | None) -> tuple[dict[str, Any], bool]:
+    """:func:`build_or_reuse`; ``checked`` is ``(status, stamp)`` when the caller has just looked."""
+    from workbench.locks import dataset_lock
+
+    started = time.time()
+    defn = defs.definition(name)
     step = step or (lambda _msg: None)
     out = dataset_dir(name, home)
-    old = out.with_name(f".{name}-old")
-    if not out.exists() and old.is_dir():
-        try:  # a build killed between its two renames: the previous build comes back, status judges it
-            old.rename(out)
-        except OSError:
-            pass
-    if not force and status(name, defs, data, home) == "current":
-        manifest = read_manifest(name, home)
-        if manifest is not None:
-            return manifest
-    _prepare_home(name, out, started)
+    stamp: tuple | None = None
+    if not force:
+        state, stamp = checked if checked is not None else (None, _stamp(out))
+        if state is None:
+            state = status(name, defs, data, home)
+        if state == "current":
+            manifest = read_manifest(name, home)
+            if manifest is not None:
+                return manifest, False
+    _prepare_home(out)
+    with dataset_lock(out.parent.parent, name, log=log):
+        _restore_interrupted_swap(out)
+        if not force and _stamp(out) != stamp and status(name, defs, data, home) == "current":
+            manifest = read_manifest(name, home)  # built by the process this one waited for
+            if manifest is not None:
+                return manifest, False
+        _clear_leftovers(name, out, started)
+        return _build_locked(name, defs, defn, data, out, step), True
+
+
+def _build_locked(name: str, defs: Definitions, defn: dict[str, Any], data: Path, out: Path,
+                  step: Callable[[str], None]) -> dict[str, Any]:
+    """Build ``name`` into a temporary folder and swap it into ``out`` (the caller holds the lock)."""
+    import secrets
+    import shutil
+
     step("hashing inputs")
     inputs = hash_inputs(input_files(defn, defs, data), data)
     try:
@@ -624,9 +756,13 @@ def build(name: str, defs: Definitions | None = None, data: Path | None = None, 
     except KeyError as exc:
         raise DataError(f"cannot build dataset {name}: a corpus record under {data} lacks the key {exc}; "
                         f"restore the corpus (or fix dataset.{name} in {defs.path})") from exc
-    tmp = None
+    kept = f"the previous build in {out} is kept" if out.is_dir() else "nothing was kept"
+    tmp = out.with_name(f".{name}-build-{os.getpid()}-{secrets.token_hex(4)}")
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out.parent))
+        try:
+            tmp.mkdir()
+        except OSError as exc:
+            raise durable.storage_error(exc, tmp, action="create") from None
         step("writing files")
         n_docs = write_documents(tmp / "documents.jsonl", built.documents)
         write_queries(tmp / "queries.tsv", built.queries)
@@ -641,23 +777,17 @@ def build(name: str, defs: Definitions | None = None, data: Path | None = None, 
             "notes": built.notes,
             "inputs_sha256": hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest(),
             "inputs": inputs,
-            "outputs": {f: _sha256(tmp / f) for f in _OUTPUTS},
+            "outputs": {f: _sha256(tmp / f) for f in OUTPUTS},
         }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1, sort_keys=True) + "\n",
-                                           encoding="utf-8")
-        if out.exists():
-            old = out.with_name(f".{name}-old")
-            shutil.rmtree(old, ignore_errors=True)
-            out.rename(old)
-            tmp.rename(out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(out)
-    except OSError as exc:
-        raise ConfigError(f"cannot write dataset {name} into {out.parent} ({exc.strerror or exc}); "
-                          f"free space or {_HOME_HINT}; the previous build is kept") from exc
+        durable.atomic_write_json(tmp / "manifest.json", manifest, sort_keys=True)
+        try:
+            _swap_into_place(tmp, out)
+        except OSError as exc:
+            raise durable.storage_error(exc, out, action="move the new build into") from None
+    except StorageError as exc:
+        raise StorageError(f"cannot build dataset {name} into {out}: {exc}; {kept}") from None
     finally:
-        if tmp is not None and tmp.exists():
+        if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return manifest
 
@@ -694,17 +824,27 @@ def load(name: str, defs: Definitions | None = None, data: Path | None = None, h
 
 
 def ensure(name: str, defs: Definitions | None = None, data: Path | None = None, home: Path | None = None,
-           log: Callable[[str], None] = lambda _m: None) -> Dataset:
+           log: Callable[[str], None] | None = None) -> Dataset:
     """Load a dataset, building it first when it is missing or stale.
 
     The inputs are hashed once: the status check decides, and the build and the load
-    then skip their own checks.
+    then skip their own checks (unless another process built the dataset while this
+    one waited for its lock: then that build is checked and used). ``log`` gets the
+    reason for a build and the wait for another build's lock (default: only the wait
+    is said, on stderr).
+
+    Raises:
+        ConfigError, DataError, StorageError: as :func:`build_or_reuse`.
+        StaleError: the build cannot be loaded.
     """
     defs = defs or load_definitions()
+    stamp = _stamp(dataset_dir(name, home))
     state = status(name, defs, data, home)
     if state != "current":
-        log(f"building dataset {name} ({state})")
-        build(name, defs, data, home, force=True)
+        if log is not None:
+            log(f"building dataset {name} ({state})")
+        data = data or _data_dir(sources=required_sources(defs.definition(name), defs))
+        _build(name, defs, data, home, force=False, step=None, log=log, checked=(state, stamp))
     return load(name, defs, data, home, check=False)
 
 

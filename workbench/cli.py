@@ -84,9 +84,8 @@ def data_build(
             for name in names:
                 steps.name = name
                 t0 = time.perf_counter()
-                state = "current" if force is False and catalog.status(name, defs, data, home) == "current" else "built"
-                manifest = catalog.build(name, defs, data, home, force=force, step=steps.step)
-                rows.append((name, state, manifest["counts"], time.perf_counter() - t0))
+                manifest, built = catalog.build_or_reuse(name, defs, data, home, force=force, step=steps.step, log=_log)
+                rows.append((name, "built" if built else "current", manifest["counts"], time.perf_counter() - t0))
                 steps.done()
         finally:
             steps.close()
@@ -199,8 +198,10 @@ def services_up(
     except WorkbenchError as exc:
         _fail(exc)
     typer.echo(st.url)
-    _log(f"OpenSearch is up at {st.url} (pid {st.pid}, log {st.log}); export WORKBENCH_OS_URL={st.url} to use it "
-         "from another home, `workbench services down opensearch` stops it")
+    _log(f"OpenSearch is up at {st.url} (pid {st.pid}, log {st.log}); this home's clients find its credentials in "
+         f"{node.credentials_path(home_dir())}; from another home set WORKBENCH_OS_URL={st.url}, WORKBENCH_OS_USER, "
+         f"WORKBENCH_OS_PASSWORD (from that file) and WORKBENCH_OS_CA_CERTS={node.ca_path(home_dir())}; "
+         "`workbench services down opensearch` stops it")
 
 
 @services_app.command("down")
@@ -292,8 +293,14 @@ def eval_cmd(
         try:
             run_id = log_job(result, home)
         except Exception as exc:  # MLflow raises many kinds; the comparison above is already printed
-            _fail(WorkbenchError(f"could not track in MLflow at {tracking_uri(home)}: {str(exc).splitlines()[0][:200]}; "
-                                 "fix or unset MLFLOW_TRACKING_URI, or pass --no-track"))
+            from workbench.durable import storage_error_in
+
+            uri = tracking_uri(home)
+            store = Path(uri.split(":///", 1)[1]) if uri.startswith("sqlite:///") else home / "mlartifacts"
+            full = storage_error_in(exc, store)  # a full disk or a read-only home, however MLflow wrapped it
+            why = str(full) if full else (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            _fail(WorkbenchError(f"could not track in MLflow at {uri}: {why}; the comparison above was not tracked "
+                                 "(fix that, or unset MLFLOW_TRACKING_URI, or pass --no-track)"))
         typer.secho(f"tracked in MLflow: {tracking_uri(home)} (parent run {run_id})", err=True)
 
 
@@ -308,6 +315,7 @@ def tune_cmd(
 ) -> None:
     """Tune fusion and engine parameters with Optuna over cached candidates; report on dev and test."""
     from workbench import tune
+    from workbench.errors import StorageError
     from workbench.settings import data_dir, home_dir
     from workbench.space import load_study
 
@@ -321,7 +329,13 @@ def tune_cmd(
             check_tracking(home)
         result = tune.run_study(st, home=home, storage=storage, trials=trials, workers=workers, log=_log,
                                 progress=sys.stderr.isatty())
-        folder = tune.write_outputs(result, home, storage)
+        try:
+            folder = tune.write_outputs(result, home, storage)
+        except StorageError as exc:
+            if storage.strip() != "memory":
+                raise
+            folder = None  # a study in memory still reports (the way out of a read-only or full home)
+            typer.secho(f"warning: the report was not written: {exc}", fg=typer.colors.YELLOW, err=True)
     except WorkbenchError as exc:
         _fail(exc)
     except KeyboardInterrupt:
@@ -330,8 +344,9 @@ def tune_cmd(
         typer.secho(f"interrupted: {where}", fg=typer.colors.YELLOW, err=True)
         raise typer.Exit(130)
     typer.echo(tune.summary(result))
-    typer.echo(f"\n{result.trials_run} trials run in {result.elapsed_s:.1f} s; report, export and plots in {folder}")
-    if track:
+    typer.echo(f"\n{result.trials_run} trials run in {result.elapsed_s:.1f} s; "
+               + (f"report, export and plots in {folder}" if folder else "no report written"))
+    if track and folder is not None:
         from workbench.tracking import log_study, tracking_uri
 
         try:
@@ -350,6 +365,7 @@ def export_cmd(
 ) -> None:
     """Write the chosen trial as the production config a seed system loads, with provenance."""
     from workbench import tune
+    from workbench.durable import atomic_write_text, mkdirs
     from workbench.settings import data_dir, home_dir
     from workbench.space import load_study
 
@@ -362,17 +378,16 @@ def export_cmd(
                                  "storage (or take export.json from the study folder)")
         if out.is_dir():
             raise WorkbenchError(f"--out {out} is a folder; give a file path such as {out / 'config.json'}")
-        if not out.parent.exists():
-            out.parent.mkdir(parents=True, exist_ok=True)
+        mkdirs(out.parent)
         if not os.access(out.parent, os.W_OK):
             raise WorkbenchError(f"cannot write into {out.parent}; choose another --out")
-        ost = tune.make_study(st, tune.storage_for(st, home, storage, create=False))
+        ost = tune.make_study(st, tune.storage_for(st, home, storage, create=False, log=_log))
         cands = tune.Candidates(st, home, _log)
         if not ost.trials:
             raise WorkbenchError(f"study {st.name} has no trials in {storage} storage; run `workbench tune {study_file}` first")
         result = tune.choose_and_report(st, ost, cands, _log)
         config = tune.export_config(result, home)
-        out.write_text(json.dumps(config, indent=1, default=str) + "\n", encoding="utf-8")
+        atomic_write_text(out, json.dumps(config, indent=1, default=str) + "\n")  # the old file stays whole on a fault
     except WorkbenchError as exc:
         _fail(exc)
     except OSError as exc:
@@ -474,23 +489,20 @@ def gate_cmd(
         command += [x for sp in split for x in ("--split", sp)]
         saved = gate.save_report(results, home, command)
         typer.echo(f"[workbench] gate report saved: {saved} (the dashboard's gate page shows the latest)", err=True)
-    except OSError as exc:
-        typer.secho(f"warning: cannot save the gate report under {home / 'gates'}: {exc.strerror or exc}",
-                    fg=typer.colors.YELLOW, err=True)
+    except WorkbenchError as exc:  # a full disk, a read-only home: the report is part of the command's work
+        _fail(WorkbenchError(f"the gate report was not saved: {exc}; the gate's result is above"))
+    from workbench import durable
+
     try:
-        for out in (markdown_out, junit_out):
-            if out is not None:
-                out.parent.mkdir(parents=True, exist_ok=True)
         if markdown_out:
-            markdown_out.write_text(text, encoding="utf-8")
+            durable.atomic_write_text(markdown_out, text)
         if junit_out:
             xml = [gate.junit(r) for r in results]
-            junit_out.write_text(xml[0] if len(xml) == 1 else
-                                 '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>\n' + "".join(
-                                     x.split("\n", 1)[1] for x in xml) + "</testsuites>\n", encoding="utf-8")
-    except OSError as exc:
-        _fail(WorkbenchError(f"cannot write the report {exc.filename or markdown_out or junit_out}: "
-                             f"{exc.strerror or exc}; the gate's result is above"))
+            durable.atomic_write_text(junit_out, xml[0] if len(xml) == 1 else
+                                      '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>\n' + "".join(
+                                          x.split("\n", 1)[1] for x in xml) + "</testsuites>\n")
+    except WorkbenchError as exc:
+        _fail(WorkbenchError(f"the report was not written: {exc}; the gate's result is above"))
     raise typer.Exit(max((r.exit_code for r in results), default=0))
 
 
@@ -499,19 +511,34 @@ def dashboard_app() -> Path:
     return Path(__file__).resolve().parent.parent / "dashboards" / "app.py"
 
 
-@app.command("dashboard")
+dashboard_typer = typer.Typer(help="Start the Streamlit dashboard on the results in MLflow, the studies and the gate "
+                              "reports; `dashboard token` manages the access tokens it asks for.")
+app.add_typer(dashboard_typer, name="dashboard")
+dashboard_token_app = typer.Typer(help="Access tokens of the dashboard (needed to serve it beyond 127.0.0.1).",
+                                  no_args_is_help=True)
+dashboard_typer.add_typer(dashboard_token_app, name="token")
+
+
+@dashboard_typer.callback(invoke_without_command=True)
 def dashboard_cmd(
+    ctx: typer.Context,
     port: int = typer.Option(8501, "--port", min=1, max=65535, help="Port to serve on."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (0.0.0.0 to reach it from other machines)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind. Another than 127.0.0.1 (0.0.0.0: every "
+                             "interface) needs access tokens: `workbench dashboard token add NAME`."),
     open_browser: bool = typer.Option(True, "--open/--no-open", help="Open a browser tab (when one is available)."),
 ) -> None:
     """Start the Streamlit dashboard on the results in MLflow, the studies and the gate reports.
 
     Reads only what the main job wrote (MLflow store, Optuna storage, artifacts, built
-    datasets under WORKBENCH_HOME); it never queries Postgres or OpenSearch.
+    datasets under WORKBENCH_HOME); it never queries Postgres or OpenSearch. It binds
+    127.0.0.1; on any other address it starts only when the home has access tokens
+    (`workbench dashboard token add NAME`), and every page then asks for one.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     import socket
 
+    from workbench.dashboard import auth, serving
     from workbench.settings import home_dir
     from workbench.tracking import tracking_uri
 
@@ -521,6 +548,11 @@ def dashboard_cmd(
             raise WorkbenchError(f"the dashboard app {app_path} is missing; run `workbench dashboard` from a source "
                                  "checkout of the workbench (git clone), where dashboards/ sits beside workbench/")
         home = home_dir()
+        tokens = auth.required(auth.sources(home))
+        if not tokens and not auth.is_loopback(host):
+            raise WorkbenchError(f"--host {host} would serve every result to the network without authentication; "
+                                 f"create an access token first with `{auth.ADD_COMMAND}` (or keep the default "
+                                 "127.0.0.1 behind an authenticating reverse proxy, see README)")
         with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
             try:
                 probe.bind((host, port))
@@ -529,9 +561,9 @@ def dashboard_cmd(
                                      "free port, or --host with an address of this machine") from None
     except WorkbenchError as exc:
         _fail(exc)
-    shown = "localhost" if host in ("127.0.0.1", "0.0.0.0", "::") else host
-    typer.echo(f"[workbench] dashboard on http://{shown}:{port} — home {home}, MLflow {tracking_uri(home)} "
-               "(Ctrl-C stops it)", err=True)
+    access = "access token required" if tokens else "this machine only"
+    typer.echo(f"[workbench] dashboard on {serving.describe(host, port)} ({access}) — home {home}, "
+               f"MLflow {tracking_uri(home)} (Ctrl-C stops it)", err=True)
     sys.stdout.flush()
     args = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.port", str(port),
             "--server.address", host, "--server.headless", "false" if open_browser else "true",
@@ -539,6 +571,56 @@ def dashboard_cmd(
             "--global.developmentMode", "false", "--client.toolbarMode", "viewer"]
     os.environ["WORKBENCH_HOME"] = str(home)  # the server resolves the same home, whatever its cwd
     os.execv(sys.executable, args)
+
+
+@dashboard_token_app.command("add")
+def dashboard_token_add(name: str = typer.Argument(..., help="Who or what the token is for (letters, digits, _ . -).")) -> None:
+    """Create an access token and print it once (only its sha256 is stored, in <home>/dashboard/tokens.json, mode 0600)."""
+    from workbench.dashboard import auth
+    from workbench.settings import home_dir
+
+    try:
+        store = auth.FileTokens(home_dir())
+        token = store.add(name)
+    except WorkbenchError as exc:
+        _fail(exc)
+    typer.echo(token)
+    _log(f"token {name!r} created; it is shown only this once (only its hash is kept in {store.path}). "
+         "Sign in with it on the dashboard, or open the dashboard's URL with ?token=TOKEN once")
+
+
+@dashboard_token_app.command("list")
+def dashboard_token_list() -> None:
+    """List the access tokens: name and creation time (the tokens themselves are not stored)."""
+    from workbench.dashboard import auth
+    from workbench.settings import home_dir
+
+    try:
+        store = auth.FileTokens(home_dir())
+        records = store.records()
+    except WorkbenchError as exc:
+        _fail(exc)
+    if not records:
+        _log(f"no dashboard tokens in {store.path}: the dashboard serves 127.0.0.1 only, without sign-in")
+        return
+    for r in records:
+        typer.echo(f"{r.name}\tcreated {r.created}")
+
+
+@dashboard_token_app.command("revoke")
+def dashboard_token_revoke(name: str = typer.Argument(..., help="The token's name (see `workbench dashboard token list`).")) -> None:
+    """Delete an access token; sessions signed in with it are refused from their next click."""
+    from workbench.dashboard import auth
+    from workbench.settings import home_dir
+
+    try:
+        store = auth.FileTokens(home_dir())
+        store.revoke(name)
+        left = len(store.records())
+    except WorkbenchError as exc:
+        _fail(exc)
+    _log(f"token {name!r} revoked; {left} token(s) left"
+         + ("" if left else " (without tokens the dashboard serves 127.0.0.1 only)"))
 
 
 def _read_queries(queries: list[str], file: Optional[Path]) -> list[str]:
@@ -631,9 +713,31 @@ def search_cmd(
             typer.echo(f"     {h['snippet']}")
 
 
-def main() -> None:  # pragma: no cover - console entry
-    app()
+def _terminate(signum, _frame) -> None:
+    """SIGTERM / SIGHUP end a command the way Ctrl-C does: ``finally`` blocks and exit handlers
+    run, so the embedded server this process started is stopped and temporary files are removed."""
+    import signal
+
+    signal.signal(signum, signal.SIG_DFL)  # a second signal ends the process at once
+    raise SystemExit(128 + signum)
+
+
+def main() -> None:  # pragma: no cover - console entry (tests run it as ``python -m workbench.cli``)
+    """The ``workbench`` console entry: signal handling, then the command; a file-system error no
+    command translated ends as one line naming the path and the fix (exit 2), never a traceback."""
+    import signal
+
+    from workbench.durable import storage_error
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _terminate)
+    try:
+        app()
+    except OSError as exc:
+        msg = str(storage_error(exc, exc.filename))
+        typer.secho(f"error: {msg}", fg=typer.colors.RED, err=True)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    main()

@@ -19,3 +19,21 @@ class DataError(WorkbenchError):
 
 class StaleError(WorkbenchError):
     """A built artifact no longer matches its inputs (names what changed and how to rebuild)."""
+
+
+class StorageError(WorkbenchError):
+    """A file or folder of the workbench cannot be written or read back: a full disk, a
+    read-only or foreign folder, a damaged file (names the path, the space needed and the fix).
+
+    Raised by :mod:`workbench.durable`; nothing half-written is left behind when it is raised.
+    """
+
+
+class BusyError(WorkbenchError):
+    """Another process holds what this one needs (a home lock, a server) and did not let go in time
+    (names the holder and what to do)."""
+
+
+class ServiceError(WorkbenchError):
+    """A local service (the embedded PostgreSQL, the local OpenSearch node) cannot be fetched, installed,
+    started or stopped (names the step, the log and the fix)."""

@@ -1,8 +1,12 @@
 """Reading and writing the interchange files: queries TSV, TREC qrels, documents JSONL.
 
 All writers are deterministic (sorted rows, ``\\n`` line ends, UTF-8, no BOM), so two
-builds from the same inputs give byte-identical files. All readers raise
-:class:`~workbench.errors.DataError` naming the file and line on malformed input.
+builds from the same inputs give byte-identical files, and durable: each file is written
+to a temporary file beside it, ``fsync``-ed and renamed into place
+(:mod:`workbench.durable`), so a crash or a full disk never leaves half a file, and a
+write that fails raises :class:`~workbench.errors.StorageError` naming the path and the
+fix. All readers raise :class:`~workbench.errors.DataError` naming the file and line on
+malformed input.
 
 * Queries: TSV with the header ``query_id  text  query_type  language  split  group``
   (tabs and newlines inside a text are replaced by spaces).
@@ -18,6 +22,7 @@ import json
 from pathlib import Path
 from typing import Iterable
 
+from workbench import durable
 from workbench.errors import DataError
 from workbench.types import QUERY_TYPES, SPLITS, Document, Qrel, Query
 
@@ -32,10 +37,11 @@ def _one_line(s: str) -> str:
 
 
 def write_queries(path: Path, queries: Iterable[Query]) -> None:
-    """Write queries as TSV sorted by query_id.
+    """Write queries as TSV sorted by query_id (atomically, see the module docstring).
 
     Raises:
-        ValueError: a duplicate query_id or an empty text.
+        ValueError: a duplicate query_id or an empty text (nothing is written).
+        StorageError: the file cannot be written (a full disk, a read-only folder).
     """
     rows = sorted(queries, key=lambda q: q.query_id)
     seen: set[str] = set()
@@ -48,7 +54,7 @@ def write_queries(path: Path, queries: Iterable[Query]) -> None:
         if not text:
             raise ValueError(f"query {q.query_id!r} has an empty text")
         lines.append("\t".join((q.query_id, text, q.query_type, q.language, q.split, q.group)))
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    durable.atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 def read_queries(path: Path) -> list[Query]:
@@ -88,11 +94,12 @@ def read_queries(path: Path) -> list[Query]:
 
 
 def write_qrels(path: Path, qrels: Iterable[Qrel]) -> None:
-    """Write TREC qrels (``query_id 0 doc_id relevance``), sorted by query_id then doc_id.
+    """Write TREC qrels (``query_id 0 doc_id relevance``), sorted by query_id then doc_id (atomically).
 
     Raises:
         ValueError: a duplicate (query_id, doc_id) pair, whitespace inside an id, or a
-            negative relevance.
+            negative relevance (nothing is written).
+        StorageError: the file cannot be written (a full disk, a read-only folder).
     """
     rows = sorted(qrels, key=lambda r: (r.query_id, r.doc_id))
     lines, prev = [], None
@@ -105,7 +112,7 @@ def write_qrels(path: Path, qrels: Iterable[Qrel]) -> None:
         if r.relevance < 0:
             raise ValueError(f"negative relevance {r.relevance} for {r.query_id!r}/{r.doc_id!r}")
         lines.append(f"{r.query_id} 0 {r.doc_id} {r.relevance}")
-    path.write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
+    durable.atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
 
 
 def read_qrels(path: Path) -> list[Qrel]:
@@ -141,14 +148,15 @@ def read_qrels(path: Path) -> list[Qrel]:
 
 
 def write_documents(path: Path, docs: Iterable[Document]) -> int:
-    """Write documents as JSON lines in the given order; returns the count.
+    """Write documents as JSON lines in the given order (atomically); returns the count.
 
     Raises:
-        ValueError: a duplicate doc_id.
+        ValueError: a duplicate doc_id (nothing is written).
+        StorageError: the file cannot be written (a full disk, a read-only folder).
     """
     seen: set[str] = set()
     n = 0
-    with path.open("w", encoding="utf-8", newline="\n") as fh:
+    with durable.atomic_path(path) as tmp, tmp.open("w", encoding="utf-8", newline="\n") as fh:
         for d in docs:
             if d.doc_id in seen:
                 raise ValueError(f"duplicate doc_id {d.doc_id!r}")

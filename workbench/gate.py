@@ -383,23 +383,27 @@ def save_report(results: Sequence[GateResult], home: Path, command: Sequence[str
 
     The file holds ``created`` (ISO 8601, UTC), ``command`` (argv), ``exit_code`` and
     ``results`` (:func:`to_dict` of each); the newest is the dashboard's "latest gate".
+    It is written atomically (:func:`workbench.durable.atomic_write_json`: a temporary
+    file, ``fsync``, rename), so a reader never sees half a report and a failed write
+    leaves nothing behind.
 
     Raises:
-        OSError: the folder cannot be created or written.
+        StorageError: the folder cannot be created or written (a full disk, a read-only
+            home); the message names the path and the fix.
     """
     import datetime as _dt
     import os
 
+    from workbench import durable
+
     now = _dt.datetime.now(_dt.timezone.utc)
     folder = home / "gates"
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"gate-{now:%Y%m%dT%H%M%S%fZ}-{os.getpid()}.json"
     body = {"created": now.isoformat(timespec="seconds"), "command": list(command),
             "exit_code": max((r.exit_code for r in results), default=0), "results": [to_dict(r) for r in results]}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(body, indent=1, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    durable.mkdirs(folder)
+    durable.remove_temporaries(folder)
+    return durable.atomic_write_json(path, body, ensure_ascii=True)
 
 
 # ---------------------------------------------------------------- gate files

@@ -36,7 +36,7 @@ import numpy as np
 
 from workbench.doctext import index_text
 from workbench.errors import ConfigError
-from workbench.pg import READER_ROLE, PgError, check_server, connect, ensure_reader
+from workbench.pg import READER_ROLE, PgError, check_server, connect, ddl_lock, ensure_reader
 
 #: Bump when the table layout or what is indexed changes: every index gets a new key.
 SCHEMA_VERSION = 1
@@ -55,8 +55,6 @@ MAINTENANCE_WORK_MEM = "512MB"
 
 #: Documents embedded and copied per batch.
 BATCH_SIZE = 256
-
-_LOCK = "workbench.indexer"
 
 
 @dataclass(frozen=True)
@@ -236,7 +234,7 @@ def _build(conn, dataset, embedder, key, corpus, m, ef_construction, halfvec, pr
     vtype = "halfvec" if halfvec else "vector"
     docs = dataset.documents
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (_LOCK,))
+        ddl_lock(conn)
         _ensure_registry(conn, reader_role)
         found = _registered(conn, key)  # another process may have built it while we waited
         if found is not None:

@@ -64,6 +64,8 @@ class JobResult:
     datasets: dict[str, catalog.Dataset] = field(default_factory=dict)
     cache_hits: int = 0
     cache_misses: int = 0
+    #: Why the candidate cache could not be written (the results were kept in memory), or None.
+    cache_write_error: str | None = None
     model_ids: dict[str, str] = field(default_factory=dict)
 
 
@@ -112,7 +114,8 @@ class Engine:
             from retrievers.embedders import make_embedder
 
             self.log(f"loading embedder {name}")
-            self._embedders[name] = make_embedder(self.exp.embedders[name])
+            self._embedders[name] = make_embedder(self.exp.embedders[name], log=self.log,
+                                                  cache_path=self.home / "cache" / "embeddings.sqlite")
         return self._embedders[name]
 
     def model_id(self, name: str) -> str:
@@ -282,7 +285,15 @@ def _run_lane(lane, queries, depth: int, progress: bool, label: str) -> tuple[Ru
 
 def lane_result(spec: LaneSpec, ds: catalog.Dataset, engine: Engine, cache: CandidateCache, depth: int,
                 log: Callable[[str], None] = lambda _m: None) -> LaneResult:
-    """One lane's top-``depth`` candidates for all queries of ``ds``: from the cache, or run live and cached."""
+    """One lane's top-``depth`` candidates for all queries of ``ds``: from the cache, or run live and cached.
+
+    A cache that cannot be written (a full disk, a read-only home) does not cost the
+    lane's work: the run is returned from memory and the cache says so once
+    (:meth:`CandidateCache.put_best_effort`). A damaged entry is a miss.
+
+    Raises:
+        ConfigError, DataError, PgError: from the lane or its services (never from the cache).
+    """
     parts = engine.cache_parts(ds, spec)
     got = cache.get(parts)
     if got is not None:
@@ -290,7 +301,7 @@ def lane_result(spec: LaneSpec, ds: catalog.Dataset, engine: Engine, cache: Cand
     log(f"{ds.name}: running lane {spec.name} on {len(ds.queries)} queries")
     lane = engine.lane(ds, spec)
     run, lat = _run_lane(lane, ds.queries, depth, engine.progress, f"{ds.name}/{spec.name}")
-    cache.put(parts, run, lat)
+    cache.put_best_effort(parts, run, lat)
     return LaneResult(run, lat, cached=False)
 
 
@@ -334,16 +345,20 @@ def run_experiment(exp: Experiment, *, home: Path | None = None, progress: bool 
                    log: Callable[[str], None] = lambda _m: None) -> JobResult:
     """Run every config of ``exp`` on every dataset (see the module docstring).
 
+    A candidate cache that cannot be written is said once through ``log`` and recorded
+    in :attr:`JobResult.cache_write_error`; the results are complete all the same.
+
     Raises:
         ConfigError, DataError, StaleError, PgError: with messages naming the fix.
+        StorageError: a dataset that had to be built cannot be written (a full disk,
+            a read-only home); the message names the path and the fix.
     """
-    
     from workbench.evaluate import latency_or_nan
 
     home = home or home_dir()
     defs = catalog.load_definitions()
     engine = Engine(exp, home, progress, log)
-    cache = CandidateCache(home / "cache" / "candidates")
+    cache = CandidateCache(home / "cache" / "candidates", log=log)
     result = JobResult(exp)
     for name in exp.datasets:
         ds = catalog.ensure(name, defs, home=home, log=log)
@@ -355,6 +370,7 @@ def run_experiment(exp: Experiment, *, home: Path | None = None, progress: bool 
         for cfg in exp.configs.values():
             result.configs.append(evaluate_config(exp, ds, cfg, lanes))
     result.cache_hits, result.cache_misses = cache.hits, cache.misses
+    result.cache_write_error = str(cache.write_error) if cache.write_error else None
     result.model_ids = dict(engine.model_ids)
     return result
 

@@ -1,11 +1,18 @@
 """Which OpenSearch cluster, connecting to it, checking it.
 
 **Which cluster.** ``WORKBENCH_OS_URL`` when set (any OpenSearch 2.x with the k-NN plugin
-and ICU analysis, e.g. ``https://search.example.org:9200``; credentials in
-``WORKBENCH_OS_USER`` / ``WORKBENCH_OS_PASSWORD``; ``WORKBENCH_OS_VERIFY_CERTS=0`` for a
-self-signed certificate), else the workbench's local node
-(:mod:`workbench.services.opensearch`), which :func:`cluster_url` starts when
+and ICU analysis, e.g. ``https://search.example.org:9200``), else the workbench's local
+node (:mod:`workbench.services.opensearch`), which :func:`cluster_url` starts when
 ``start=True`` and it is not running.
+
+**Credentials.** For the local node of the current home (or of a home whose node this
+process started or checked) the client reads them itself: the user and password from
+``<home>/services/opensearch-credentials.json`` and the home's CA certificate to verify
+the node's HTTPS, also when ``WORKBENCH_OS_URL`` names that node's URL (as ``.ci/run``
+does). For any other cluster: ``WORKBENCH_OS_USER`` / ``WORKBENCH_OS_PASSWORD`` (HTTP
+basic authentication; when set they win), ``WORKBENCH_OS_CA_CERTS`` (a CA file to verify
+its certificate with), or ``WORKBENCH_OS_VERIFY_CERTS=0`` (no verification, for a
+self-signed certificate).
 
 Errors are :class:`OpenSearchError` and name the URL (never the password) and the fix.
 """
@@ -22,6 +29,7 @@ URL_ENV = "WORKBENCH_OS_URL"
 USER_ENV = "WORKBENCH_OS_USER"
 PASSWORD_ENV = "WORKBENCH_OS_PASSWORD"
 VERIFY_ENV = "WORKBENCH_OS_VERIFY_CERTS"
+CA_ENV = "WORKBENCH_OS_CA_CERTS"
 
 #: Request timeout, seconds.
 TIMEOUT_S = 60
@@ -87,11 +95,18 @@ def check_url(url: str) -> str:
     return url.rstrip("/")
 
 
-def client(url: str):
-    """An ``opensearchpy.OpenSearch`` client for ``url`` with the credentials of the environment.
+def client(url: str, home: Path | None = None):
+    """An ``opensearchpy.OpenSearch`` client for ``url`` with its credentials (see the module docstring).
+
+    Args:
+        url: the cluster's root URL.
+        home: the home whose local node ``url`` may be (default: the current home, and the homes
+            whose node this process started or checked).
 
     Raises:
-        OpenSearchError: opensearch-py is not installed.
+        OpenSearchError: opensearch-py is not installed, only one of user and password is set,
+            the CA file of ``WORKBENCH_OS_CA_CERTS`` is missing, or the local node's credentials
+            file cannot be read.
     """
     try:
         from opensearchpy import OpenSearch
@@ -103,11 +118,26 @@ def client(url: str):
         have, lack = (USER_ENV, PASSWORD_ENV) if user else (PASSWORD_ENV, USER_ENV)
         raise OpenSearchError(f"{have} is set but {lack} is not; set both (basic authentication) or neither")
     verify = os.environ.get(VERIFY_ENV, "1").strip().lower() not in ("0", "false", "no")
+    ca_certs = os.environ.get(CA_ENV, "").strip() or None
+    if ca_certs and not Path(ca_certs).is_file():
+        raise OpenSearchError(f"{CA_ENV}={ca_certs!r} is not a file; give the PEM file of the CA that signed the "
+                              f"certificate of {url}, or unset it")
+    if not user:
+        from workbench.services import opensearch as service
+
+        try:
+            local = service.local_credentials(url, home)
+        except WorkbenchError as exc:
+            raise OpenSearchError(str(exc)) from None
+        if local is not None:  # the local node: its own CA, always verified
+            user, password, ca_certs, verify = local.user, local.password, local.ca_certs, True
     kwargs: dict[str, Any] = {"hosts": [url], "timeout": TIMEOUT_S, "max_retries": 1, "retry_on_timeout": False}
     if user:
         kwargs["http_auth"] = (user, password)
     if url.startswith("https://"):
         kwargs.update(use_ssl=True, verify_certs=verify, ssl_show_warn=verify)
+        if verify and ca_certs:
+            kwargs["ca_certs"] = ca_certs
     return OpenSearch(**kwargs)
 
 
@@ -129,7 +159,8 @@ def check_cluster(es, url: str) -> dict[str, Any]:
         ``{"version": "2.19.1", "plugins": [...], "status": "green"}``.
 
     Raises:
-        OpenSearchError: unreachable (names the URL), red, or a plugin is missing (names it).
+        OpenSearchError: unreachable (names the URL), the credentials refused or the certificate not
+            trusted (names what to set), red, or a plugin is missing (names it).
     """
     try:
         info = es.info()
@@ -137,6 +168,14 @@ def check_cluster(es, url: str) -> dict[str, Any]:
         if type(exc).__name__ == "SerializationError":
             raise OpenSearchError(f"the server at {url} answered, but not as OpenSearch ({describe(exc)}); "
                                   f"check {URL_ENV}") from None
+        if getattr(exc, "status_code", None) in (401, 403):
+            raise OpenSearchError(f"OpenSearch at {url} refused the credentials ({describe(exc)}); set {USER_ENV} "
+                                  f"and {PASSWORD_ENV} for it (the local node of another home: its "
+                                  "services/opensearch-credentials.json)") from None
+        if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+            raise OpenSearchError(f"the certificate of {url} is not trusted ({describe(exc)}); set {CA_ENV} to the CA "
+                                  "file that signed it (the local node of another home: its services/opensearch-ca.pem)"
+                                  f" or {VERIFY_ENV}=0") from None
         raise OpenSearchError(f"cannot reach OpenSearch at {url}: {describe(exc)}; start the local node with "
                               f"`workbench services up opensearch` or fix {URL_ENV}") from None
     version = info.get("version", {}) if isinstance(info, dict) else {}

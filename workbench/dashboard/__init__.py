@@ -6,4 +6,8 @@
   tables and figures the pages show (overview with CIs, comparison, drill-down).
 * :mod:`workbench.dashboard.studies` — Optuna studies from their storage and study folders.
 * :mod:`workbench.dashboard.gates` — the gate reports ``workbench gate`` saves.
+* :mod:`workbench.dashboard.auth` — who may see it: access tokens (stored as sha256 in the
+  home, checked in constant time) and the rule that a non-loopback bind needs them.
+* :mod:`workbench.dashboard.serving` — the addresses a bind is reached at (what
+  ``workbench dashboard`` prints).
 """

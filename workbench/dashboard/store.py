@@ -12,7 +12,6 @@ Everything returns plain pandas / dataclasses; the pages cache them
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,13 @@ RUN_COLUMNS = ("run_id", "parent_run_id", "experiment", "dataset", "config", "st
 
 
 def config_runs(uri: str) -> pd.DataFrame:
-    """Every config run ``workbench eval`` logged (tag ``workbench.kind = config``), newest first.
+    """Every complete config run ``workbench eval`` logged (tag ``workbench.kind = config``), newest first.
+
+    Complete: ended ``FINISHED`` with its artifacts in (:func:`workbench.tracking.is_complete`);
+    a run still RUNNING (its eval is under way, or was killed) or FAILED is not a result and
+    is left out, so "the newest run of a config" is its newest complete one. Before reading,
+    runs left RUNNING by processes that are gone are ended KILLED
+    (:func:`workbench.tracking.end_dead_runs`; skipped where the store cannot be written).
 
     Returns:
         one row per run: :data:`RUN_COLUMNS` (``started`` a UTC timestamp, ``lanes`` the
@@ -40,7 +45,7 @@ def config_runs(uri: str) -> pd.DataFrame:
     Raises:
         DataError: the store cannot be read (names the URI and the fix).
     """
-    from workbench.tracking import _quiet
+    from workbench.tracking import _quiet, end_dead_runs, is_complete
 
     _quiet()  # quiet logs; an unreachable server fails in seconds (one retry, 15 s timeout)
     if uri.startswith("sqlite:///"):
@@ -55,11 +60,21 @@ def config_runs(uri: str) -> pd.DataFrame:
         exps = {e.experiment_id: e.name for e in client.search_experiments()}
         if not exps:
             return pd.DataFrame(columns=list(RUN_COLUMNS))
-        df = mlflow.search_runs(experiment_ids=list(exps), filter_string="tags.`workbench.kind` = 'config'",
+        try:
+            end_dead_runs(client, list(exps))
+        except Exception:  # a read-only copy of the store: those runs stay RUNNING and are left out below
+            pass
+        df = mlflow.search_runs(experiment_ids=list(exps),
+                                filter_string="tags.`workbench.kind` = 'config' and attributes.status = 'FINISHED'",
                                 output_format="pandas", max_results=50_000)
     except Exception as exc:  # MLflow raises many types for an unreadable store
         raise DataError(f"cannot read the MLflow store {uri}: {exc}; check MLFLOW_TRACKING_URI "
                         "(or WORKBENCH_HOME) points at the store `workbench eval` writes") from None
+    if not df.empty:
+        tag_cols = [c for c in df.columns if c.startswith("tags.")]
+        complete = [is_complete(str(status), {c[5:]: v for c, v in zip(tag_cols, tags) if isinstance(v, str)})
+                    for status, tags in zip(df["status"], df[tag_cols].itertuples(index=False, name=None))]
+        df = df[complete].reset_index(drop=True)
     if df.empty:
         return pd.DataFrame(columns=list(RUN_COLUMNS))
 
@@ -108,7 +123,11 @@ def rebase(artifact_uri: str, base: Path) -> str:
 
 
 def latest_per_config(runs: pd.DataFrame) -> pd.DataFrame:
-    """The newest run of each (experiment, dataset, config) — what the overview shows by default."""
+    """The newest run of each (experiment, dataset, config) — what the overview shows by default.
+
+    ``runs`` comes from :func:`config_runs`, which holds complete runs only, so this is the
+    newest *complete* run: an eval killed before a config's artifacts were in leaves that
+    config's previous run in place."""
     if runs.empty:
         return runs
     return (runs.sort_values("started", ascending=False, kind="stable")
@@ -206,33 +225,90 @@ def lane_hits(parent_artifact_uri: str, dataset: str) -> pd.DataFrame | None:
 
 @dataclass
 class DatasetFiles:
-    """A built dataset as the dashboard needs it: queries (``query_id``-indexed), qrels, documents."""
+    """A built dataset as the dashboard needs it: queries (``query_id``-indexed), qrels, documents.
+
+    ``modified`` names the files that no longer match the build's manifest (edited or
+    replaced after ``workbench data build``; ``manifest.json`` itself when it is unreadable);
+    the pages warn with :func:`modified_message` whenever it is not empty.
+    """
 
     name: str
     queries: pd.DataFrame
     qrels: dict[str, dict[str, int]]
     documents: dict[str, Any] = field(repr=False)
     hashes: dict[str, str] = field(default_factory=dict)
+    folder: Path | None = None
+    modified: tuple[str, ...] = ()
+
+
+def modified_outputs(home: str | Path, name: str) -> tuple[str, ...]:
+    """The files of ``<home>/datasets/<name>/`` that no longer match the build's manifest
+    (:func:`workbench.catalog.modified_outputs`; corpus inputs are not hashed: the dashboard
+    may run on a copy of the home without the corpora)."""
+    from workbench import catalog
+
+    return catalog.modified_outputs(name, Path(home))
+
+
+def modified_message(ds: DatasetFiles) -> str:
+    """The warning for a dataset whose files no longer match its build: names them and the command to rebuild."""
+    files = ", ".join(ds.modified)
+    where = f" in {ds.folder}" if ds.folder else ""
+    verb = "does" if len(ds.modified) == 1 else "do"
+    return (f"Dataset {ds.name}: {files}{where} {verb} not match the build's manifest (edited or replaced after "
+            f"`workbench data build`), so the texts and queries shown here may not be the ones evaluated. "
+            f"Rebuild it: `workbench data build --only {ds.name}`")
+
+
+def dataset_signature(home: str, name: str) -> tuple:
+    """``(size, mtime_ns, inode)`` of the dataset's manifest and files: a cache key that changes
+    when any of them is edited or replaced, so a cached dataset is read (and checked) again."""
+    from workbench import catalog
+
+    folder = Path(home) / "datasets" / name
+    sig = []
+    for f in ("manifest.json", *catalog.OUTPUTS):
+        try:
+            st = (folder / f).stat()
+            sig.append((f, st.st_size, st.st_mtime_ns, st.st_ino))
+        except OSError:
+            sig.append((f, None))
+    return tuple(sig)
 
 
 def dataset_files(home: str, name: str) -> DatasetFiles:
-    """Read ``<home>/datasets/<name>/`` (no staleness check against the corpora: the
-    dashboard compares the manifest's hashes with the run's instead).
+    """Read ``<home>/datasets/<name>/`` and check its files against the build's manifest
+    (:func:`modified_outputs`; a mismatch is reported in ``modified``, not raised). The
+    corpora are not consulted: the drill-down compares the manifest's hashes with the run's.
 
     Raises:
-        DataError: the dataset is not built in this home (names the command to build it).
+        DataError: the dataset is not built in this home (names the command to build it),
+            or a file is missing or cannot be parsed (names it and the rebuild command).
     """
+    from workbench import catalog
     from workbench.formats import read_documents, read_qrels, read_queries
 
     folder = Path(home) / "datasets" / name
     if not (folder / "manifest.json").is_file():
         raise DataError(f"dataset {name} is not built in {home}; run `workbench data build --only {name}` "
                         "(or point WORKBENCH_HOME at the home the runs were made in)")
-    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    queries = pd.DataFrame([dataclasses.asdict(q) for q in read_queries(folder / "queries.tsv")]).set_index("query_id")
-    qrels: dict[str, dict[str, int]] = {}
-    for r in read_qrels(folder / "qrels.txt"):
-        qrels.setdefault(r.query_id, {})[r.doc_id] = r.relevance
-    docs = {d.doc_id: d for d in read_documents(folder / "documents.jsonl")}
-    return DatasetFiles(name, queries, qrels, docs, dict(manifest.get("outputs", {})))
-
+    modified = modified_outputs(home, name)
+    manifest = catalog.read_manifest(name, Path(home)) or {}
+    outputs = manifest.get("outputs")
+    try:
+        queries = pd.DataFrame([dataclasses.asdict(q) for q in read_queries(folder / "queries.tsv")])
+        queries = queries.set_index("query_id") if not queries.empty else queries
+        qrels: dict[str, dict[str, int]] = {}
+        for r in read_qrels(folder / "qrels.txt"):
+            qrels.setdefault(r.query_id, {})[r.doc_id] = r.relevance
+        docs = {d.doc_id: d for d in read_documents(folder / "documents.jsonl")}
+    except DataError:
+        raise
+    except OSError as exc:
+        raise DataError(f"dataset {name}: cannot read {exc.filename or folder} ({exc.strerror or exc}); "
+                        f"run `workbench data build --only {name}`") from None
+    except ValueError as exc:  # not UTF-8, or a record the readers reject
+        raise DataError(f"dataset {name} in {folder} cannot be read ({exc}); "
+                        f"run `workbench data build --only {name}`") from None
+    return DatasetFiles(name, queries, qrels, docs, dict(outputs) if isinstance(outputs, dict) else {}, folder,
+                        modified)

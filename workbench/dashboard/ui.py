@@ -31,6 +31,84 @@ def home() -> Path:
         stop_with_error(exc)
 
 
+#: Session key of the token a viewer signed in with (re-checked on every run, so a revoked token stops working).
+_TOKEN_KEY = "_wb_access_token"
+
+
+def access() -> tuple[str, str]:
+    """Whether this viewer may see the pages: ``(state, message)``, drawing nothing.
+
+    ``open``: no tokens exist and the server listens on a loopback address only;
+    ``granted``: the session holds (or the URL's ``?token=`` brings, once) a valid token;
+    ``login``: tokens exist and none valid was given (``message`` says why, or is empty);
+    ``refused``: the token file cannot be trusted, or the server listens beyond this
+    machine without any token (``message`` names the fix). A ``?token=`` is removed from the
+    URL once read, and kept in the session instead (:mod:`workbench.dashboard.auth`).
+    """
+    from workbench.dashboard import auth
+    from workbench.settings import home_dir
+
+    try:
+        sources = auth.sources(home_dir())
+        on = auth.required(sources)
+    except WorkbenchError as exc:
+        return "refused", str(exc)
+    if not on:
+        bind = st.get_option("server.address")
+        if auth.is_loopback(bind):
+            return "open", ""
+        where = f"on {bind}" if bind else "on every interface (server.address is not set)"
+        return "refused", (f"This dashboard is served {where} without access tokens, so it shows nothing. Create one "
+                           f"on the server with `{auth.ADD_COMMAND}` and reload, or serve it on this machine only "
+                           "with `workbench dashboard` (127.0.0.1).")
+    message = ""
+    if "token" in st.query_params:
+        st.session_state[_TOKEN_KEY] = st.query_params["token"]
+        del st.query_params["token"]
+        message = "The token in the link is not valid (or was revoked)."
+    token = st.session_state.get(_TOKEN_KEY)
+    try:
+        if token and auth.check_token(token, sources):
+            return "granted", ""
+    except WorkbenchError as exc:
+        return "refused", str(exc)
+    if token and not message:
+        message = "Your token is no longer valid (it was revoked); sign in with another."
+    st.session_state.pop(_TOKEN_KEY, None)
+    return "login", message
+
+
+def sign_in_form(message: str = "") -> None:
+    """The only thing a viewer without a valid token sees: a password field for the access token."""
+    from workbench.dashboard import auth
+    from workbench.settings import home_dir
+
+    st.title("Workbench dashboard")
+    st.markdown("This dashboard needs an access token. Its owner creates one on the server with "
+                f"`{auth.ADD_COMMAND}`.")
+    with st.form("wb_sign_in"):
+        token = st.text_input("Access token", type="password", key="wb_token_input")
+        submitted = st.form_submit_button("Sign in")
+    if submitted:
+        try:
+            name = auth.check_token(token, auth.sources(home_dir()))
+        except WorkbenchError as exc:
+            stop_with_error(exc)
+        if name:
+            st.session_state[_TOKEN_KEY] = token.strip()
+            st.rerun()
+        message = "That token is not valid (or was revoked)."
+    if message:
+        st.error(message)
+
+
+def sign_out_button() -> None:
+    """A sidebar button that forgets this session's token."""
+    if st.sidebar.button("Sign out", key="wb_sign_out"):
+        st.session_state.pop(_TOKEN_KEY, None)
+        st.rerun()
+
+
 def stop_with_error(exc: Exception) -> None:
     """Show a workbench error as a message (not a traceback) and stop the page."""
     st.error(str(exc))
@@ -90,9 +168,23 @@ def lane_hits_for(parent_uri: str, dataset: str, query_id: str) -> pd.DataFrame 
 
 
 @st.cache_resource(show_spinner="Reading the dataset…", max_entries=8)
-def dataset_files(home_path: str, name: str):
-    """A built dataset's queries, qrels and documents (:class:`~workbench.dashboard.store.DatasetFiles`)."""
+def _dataset_files(home_path: str, name: str, signature: tuple):
     return store.dataset_files(home_path, name)
+
+
+def dataset_files(home_path: str, name: str):
+    """A built dataset's queries, qrels and documents (:class:`~workbench.dashboard.store.DatasetFiles`),
+    read once per version of its files (the cache key is their size, mtime and inode), and a
+    warning on the page naming any file that no longer matches the build's manifest and the
+    command to rebuild it. Every page that shows a dataset's texts or queries reads it here.
+
+    Raises:
+        DataError: as :func:`workbench.dashboard.store.dataset_files`.
+    """
+    ds = _dataset_files(home_path, name, store.dataset_signature(home_path, name))
+    if ds.modified:
+        st.warning(store.modified_message(ds), icon=":material/warning:")
+    return ds
 
 
 def pick(label: str, options: Sequence[Any], state: str, *, key: str, fmt=str, default: Any = None,

@@ -1,0 +1,166 @@
+"""Inter-process locks on the workbench home: two commands on one home queue, they never collide.
+
+A :class:`FileLock` is an exclusive ``flock(2)`` on a lock file. The kernel releases it
+when its holder exits for any reason (SIGKILL included), so a lock is never left behind
+by a dead process. While it holds the lock, the holder writes who it is (pid, command
+line, start time) into the lock file, so a second process that has to wait says for whom
+and since when, and waits its turn (the queue is the kernel's: waiters get the lock one
+after another).
+
+The locks the workbench takes (one rule each, declared here and read everywhere):
+
+* :func:`dataset_lock` — ``<home>/datasets/.<name>.lock``, held while a dataset is
+  built: a second ``workbench data build`` of that dataset waits, then finds it current
+  (or, with ``--force``, builds it again after the first has finished);
+* :func:`server_lock` — ``<home>/services/<name>.lock``, held while the embedded
+  PostgreSQL or the local OpenSearch node of that home is started, checked or stopped.
+
+Database objects (index tables, the read-only role) are serialised inside PostgreSQL by
+an advisory lock (:mod:`workbench.indexer`); study journals by Optuna's own file lock.
+
+A lock is reentrant within a process (the same path taken twice nests).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from workbench.durable import mkdirs, storage_error
+from workbench.errors import BusyError
+
+_held: dict[Path, list] = {}  # path -> [file object, depth]
+_guard = threading.Lock()
+
+
+def _holder_text(fh) -> str:
+    try:
+        fh.seek(0)
+        info = json.loads(fh.read() or "{}")
+    except (ValueError, OSError):
+        return "another process"
+    if not isinstance(info, dict) or "pid" not in info:
+        return "another process"
+    since = time.strftime("%H:%M:%S", time.localtime(info.get("since", 0)))
+    return f"pid {info['pid']} ({info.get('command', '?')}, since {since})"
+
+
+class FileLock:
+    """An exclusive inter-process lock on ``path`` (see the module docstring).
+
+    Args:
+        path: the lock file (created with its folder when missing).
+        what: what the lock protects, for messages (``dataset gita``).
+        log: where to say that this process waits, and for whom (default: stderr).
+        timeout: seconds to wait at most (None: as long as it takes).
+
+    Raises (on entering):
+        BusyError: ``timeout`` passed while another process held the lock.
+        StorageError: the lock file cannot be created (a read-only home).
+    """
+
+    def __init__(self, path: Path, what: str, *, log: Callable[[str], None] | None = None,
+                 timeout: float | None = None):
+        self.path = Path(path).absolute()
+        self.what = what
+        self.log = log or (lambda m: print(f"[workbench] {m}", file=sys.stderr, flush=True))
+        self.timeout = timeout
+
+    def __enter__(self) -> "FileLock":
+        with _guard:
+            held = _held.get(self.path)
+            if held is not None:
+                held[1] += 1
+                return self
+        mkdirs(self.path.parent)
+        try:
+            fh = open(self.path, "a+b", buffering=0)  # unbuffered: a failed write leaves nothing to flush later
+        except OSError as exc:
+            raise storage_error(exc, self.path, action="create the lock file") from None
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.log(f"waiting for {_holder_text(fh)} to finish with {self.what} ({self.path}); Ctrl-C stops waiting")
+            self._wait(fh)
+        except BaseException:
+            fh.close()
+            raise
+        try:
+            fh.seek(0)
+            fh.truncate()
+            fh.write(json.dumps({"pid": os.getpid(), "command": " ".join(_short_argv()),
+                                 "since": time.time()}).encode("utf-8"))
+        except OSError:
+            pass  # who holds it is a courtesy; the lock itself is held
+        with _guard:
+            _held[self.path] = [fh, 1]
+        return self
+
+    def _wait(self, fh) -> None:
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        try:
+            while True:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return
+                except BlockingIOError:
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise BusyError(f"{self.what} is still held by {_holder_text(fh)} after {self.timeout:.0f} s "
+                                        f"({self.path}); wait for it to finish, or stop it") from None
+                    time.sleep(0.2)
+        except BaseException:
+            fh.close()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        with _guard:
+            held = _held.get(self.path)
+            if held is None:
+                return
+            held[1] -= 1
+            if held[1] > 0:
+                return
+            del _held[self.path]
+        fh = held[0]
+        try:
+            fh.seek(0)
+            fh.truncate()
+        except OSError:
+            pass
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        except OSError:
+            pass
+        finally:
+            try:
+                fh.close()
+            except OSError:
+                pass
+
+    @property
+    def held(self) -> bool:
+        """Whether this process holds the lock now."""
+        return self.path in _held
+
+
+def _short_argv() -> list[str]:
+    argv = [Path(sys.argv[0]).name if sys.argv else "python", *sys.argv[1:]]
+    return [a if len(a) <= 60 else a[:59] + "…" for a in argv][:8]
+
+
+def dataset_lock(home: Path, name: str, log: Callable[[str], None] | None = None) -> FileLock:
+    """The lock held while dataset ``name`` of ``home`` is built (see the module docstring)."""
+    return FileLock(Path(home) / "datasets" / f".{name}.lock", f"dataset {name}", log=log)
+
+
+def server_lock(home: Path, name: str, log: Callable[[str], None] | None = None,
+                timeout: float | None = None) -> FileLock:
+    """The lock held while the ``name`` service of ``home`` is started, checked or stopped."""
+    return FileLock(Path(home) / "services" / f"{name}.lock", f"the {name} service of {home}", log=log,
+                    timeout=timeout)
