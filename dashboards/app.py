@@ -1,13 +1,18 @@
 """The workbench dashboard: ``workbench dashboard`` (or ``streamlit run dashboards/app.py --server.address 127.0.0.1``).
 
-Reads only the MLflow store, the Optuna storage and the artifacts and files the main job
-wrote under the workbench home; it never queries a retrieval service. Pages:
-overview, compare two configs, query drill-down, study, gate.
+The engineer pages read only the MLflow store, the Optuna storage and the artifacts and
+files the main job wrote under the workbench home; they never query a retrieval service:
+overview, compare two configs, query drill-down, study, gate. The judging pages read and
+write the judgment store (:mod:`workbench.judging.store`): Judge (a rater grades one pair at a
+time), Adjudicate (adjudicators only) and Agreement (adjudicators and engineers).
 
 Access (:mod:`workbench.dashboard.auth`): when the home has dashboard tokens, every page
 shows only the sign-in form until a valid token is given (password field, or ``?token=``
 in the URL once); without tokens the app shows its pages only when it listens on a
-loopback address.
+loopback address. A rater token (``workbench judge rater add NAME``) makes the session a
+judging session: it shows the Judge page (an adjudicator's also Adjudicate and Agreement)
+and nothing else until the rater signs out; rater tokens also let the app serve beyond
+this machine, where then only raters get in until an access token exists.
 """
 
 from pathlib import Path
@@ -15,25 +20,65 @@ from pathlib import Path
 import streamlit as st
 
 from workbench.dashboard import ui
+from workbench.errors import WorkbenchError
 
 HERE = Path(__file__).resolve().parent / "views"  # not "pages/": that name would turn on Streamlit's older page discovery
 
 st.set_page_config(page_title="Workbench", page_icon=":material/search:", layout="wide")
-pages = [
-    st.Page(HERE / "overview.py", title="Overview", icon=":material/leaderboard:", default=True),  # served at /
-    st.Page(HERE / "compare.py", title="Compare two configs", icon=":material/compare_arrows:", url_path="compare"),
-    st.Page(HERE / "query.py", title="Query drill-down", icon=":material/manage_search:", url_path="query"),
-    st.Page(HERE / "study.py", title="Study", icon=":material/tune:", url_path="study"),
-    st.Page(HERE / "gate.py", title="Gate", icon=":material/traffic:", url_path="gate"),
-]
+
+
+def _engineer_pages() -> list:
+    return [
+        st.Page(HERE / "overview.py", title="Overview", icon=":material/leaderboard:", default=True),  # served at /
+        st.Page(HERE / "compare.py", title="Compare two configs", icon=":material/compare_arrows:", url_path="compare"),
+        st.Page(HERE / "query.py", title="Query drill-down", icon=":material/manage_search:", url_path="query"),
+        st.Page(HERE / "study.py", title="Study", icon=":material/tune:", url_path="study"),
+        st.Page(HERE / "gate.py", title="Gate", icon=":material/traffic:", url_path="gate"),
+    ]
+
+
+def _judging_pages(adjudicator: bool, engineer: bool) -> list:
+    pages = [st.Page(HERE / "judge.py", title="Judge", icon=":material/rate_review:", url_path="judge")]
+    if adjudicator:
+        pages.append(st.Page(HERE / "adjudicate.py", title="Adjudicate", icon=":material/balance:",
+                             url_path="adjudicate"))
+    if adjudicator or engineer:
+        pages.append(st.Page(HERE / "agreement.py", title="Agreement", icon=":material/handshake:",
+                             url_path="agreement"))
+    return pages
+
+
 state, message = ui.access()  # decided before anything is drawn
-page = st.navigation(pages, position="sidebar" if state in ("open", "granted") else "hidden")
-if state == "open":
+rater, rater_message = None, ""
+if state != "refused":
+    try:
+        rater, rater_message = ui.session_rater()  # a judging session: its token re-checked on every run
+    except WorkbenchError as exc:
+        state, message = "refused", str(exc)
+if rater is not None:  # judging pages only, whatever else this session may see (the rater stays blind)
+    judging = _judging_pages(rater.is_adjudicator, False)
+
+    def _start_judging() -> None:
+        st.switch_page(judging[0])
+
+    # The default page is served at "/" only, so /judge (a link, a sign-in from the Judge page) would be
+    # "not found" if Judge were the default: "/" forwards to it instead, and the sidebar lists the real pages.
+    page = st.navigation([st.Page(_start_judging, title="Judging", url_path="start", default=True), *judging],
+                         position="hidden")
+    for p in judging:
+        st.sidebar.page_link(p)
+    ui.rater_sidebar(rater)
     page.run()
-elif state == "granted":
-    ui.sign_out_button()
+elif state in ("open", "granted"):
+    page = st.navigation(_engineer_pages() + _judging_pages(False, True), position="sidebar")
+    if state == "granted":
+        ui.sign_out_button()
+    if rater_message:
+        st.warning(rater_message)
     page.run()
-elif state == "login":
-    ui.sign_in_form(message)
-else:
-    st.error(message)
+else:  # every page registered but hidden, so that a link to one survives the sign-in
+    st.navigation(_engineer_pages() + _judging_pages(True, True), position="hidden")
+    if state == "login":
+        ui.sign_in_form(message or rater_message)
+    else:
+        st.error(message)

@@ -91,3 +91,17 @@ def os_cluster():
             es.indices.delete(index=name, ignore_unavailable=True)
         if started:
             node.down(home_dir())
+
+
+@pytest.fixture
+def judge_store(pg_dsn):
+    """A judgment store with an empty ``wb_judge`` schema on the session's server (closed after the test)."""
+    import psycopg
+
+    from workbench.judging.store import JudgmentStore
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS wb_judge CASCADE")
+    st = JudgmentStore(pg_dsn)
+    yield st
+    st.close()

@@ -1,4 +1,4 @@
-"""Tuning studies survive faults (issue 12): a cut journal record, a journal damaged in the
+"""Tuning studies survive faults (issue #8): a cut journal record, a journal damaged in the
 middle, a full disk, a read-only home, a SIGKILL during the baseline trial, two processes on
 one study.
 

@@ -12,7 +12,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -26,6 +26,11 @@ app.add_typer(data_app, name="data")
 app.add_typer(refs_app, name="ref")
 services_app = typer.Typer(help="Start, stop and inspect the local OpenSearch node.", no_args_is_help=True)
 app.add_typer(services_app, name="services")
+judge_app = typer.Typer(help="Human relevance judgments: raters, pools, agreement, adjudication, qrels export and "
+                        "import (the store lives in the workbench's PostgreSQL).", no_args_is_help=True)
+app.add_typer(judge_app, name="judge")
+rater_app = typer.Typer(help="Raters and their tokens.", no_args_is_help=True)
+judge_app.add_typer(rater_app, name="rater")
 SERVICES = ("opensearch",)
 
 
@@ -260,22 +265,30 @@ def eval_cmd(
     experiment: Path = typer.Argument(..., help="Experiment TOML, e.g. experiments/seeds.toml."),
     track: bool = typer.Option(True, "--track/--no-track", help="Log params, metrics and artifacts to MLflow."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON records."),
+    qrels: Optional[str] = typer.Option(None, "--qrels", help="Qrels layer: built (corpus-derived labels), human "
+                                        "(scholars' final grades) or merged (human over built); "
+                                        "default: the experiment file's."),
 ) -> None:
     """Index what is missing, evaluate every config on every dataset, print the comparison, track it in MLflow."""
     from workbench.experiment import load_experiment
     from workbench.job import run_experiment
+    from workbench.judging.layers import check_layer
     from workbench.settings import data_dir, home_dir
 
     try:
+        layer = check_layer(qrels, "--qrels") if qrels is not None else None
         exp = load_experiment(experiment)
+        layer = layer or exp.qrels
         data_dir()
         home = home_dir()
         if track:
             from workbench.tracking import check_tracking
 
             check_tracking(home)
+        _log(f"qrels layer: {layer}" + (" (--qrels)" if qrels is not None else f" ({experiment}"
+                                        + (": qrels)" if "qrels" in exp.raw else ": the default)")))
         t0 = time.perf_counter()
-        result = run_experiment(exp, home=home, progress=sys.stderr.isatty(), log=_log)
+        result = run_experiment(exp, home=home, progress=sys.stderr.isatty(), log=_log, qrels=layer)
         elapsed = time.perf_counter() - t0
     except WorkbenchError as exc:
         _fail(exc)
@@ -312,15 +325,25 @@ def tune_cmd(
                                 "postgresql (the workbench's server) or a postgresql:// URL."),
     workers: int = typer.Option(1, "--workers", min=1, help="Processes sharing the study (needs PostgreSQL storage)."),
     track: bool = typer.Option(True, "--track/--no-track", help="Log the study to MLflow."),
+    qrels: Optional[str] = typer.Option(None, "--qrels", help="Qrels layer: built (corpus-derived labels), human "
+                                        "(scholars' final grades) or merged (human over built); "
+                                        "default: the study file (else its experiment)'s."),
 ) -> None:
     """Tune fusion and engine parameters with Optuna over cached candidates; report on dev and test."""
+    from dataclasses import replace
+
     from workbench import tune
     from workbench.errors import StorageError
+    from workbench.judging.layers import check_layer
     from workbench.settings import data_dir, home_dir
     from workbench.space import load_study
 
     try:
+        layer = check_layer(qrels, "--qrels") if qrels is not None else None
         st = load_study(study_file)
+        if layer is not None:
+            st = replace(st, qrels=layer)
+        _log(f"qrels layer: {st.qrels}" + (" (--qrels)" if layer is not None else ""))
         data_dir()
         home = home_dir()
         if track:
@@ -411,13 +434,32 @@ def gate_cmd(
     markdown_out: Optional[Path] = typer.Option(None, "--markdown", help="Also write the Markdown summary here."),
     junit_out: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
     seed: int = typer.Option(20261129, "--seed", min=0, max=2**32 - 1, help="Bootstrap seed."),
+    qrels: Optional[str] = typer.Option(None, "--qrels", help="Qrels layer: built (corpus-derived labels), human "
+                                        "(scholars' final grades) or merged (human over built); "
+                                        "default: the gate file's, else the experiment's."),
 ) -> None:
     """Gate a candidate against a baseline or expected values: exit 0 pass, 1 regression, 2 usage or data error."""
     from workbench import catalog, gate
+    from workbench.judging import layers
     from workbench.settings import data_dir, home_dir
     from workbench.types import SPLITS
 
+    store = None
+    loaded: dict[str, Any] = {}
+
+    def layer_of(ds) -> Any:
+        nonlocal store
+        if ds.name not in loaded:
+            if layer != "built" and store is None:
+                from workbench.judging.store import JudgmentStore
+
+                store = JudgmentStore.open(home)
+            loaded[ds.name] = layers.load_layer(layer, ds, store=store)
+            _log(loaded[ds.name].describe())
+        return loaded[ds.name]
+
     try:
+        layer = layers.check_layer(qrels, "--qrels") if qrels is not None else None
         data_dir()
         home = home_dir()
         defs = catalog.load_definitions()
@@ -442,6 +484,9 @@ def gate_cmd(
             raw = gate.load_gate_file(gate_file)
             exp_path = (gate_file.parent / raw["experiment"]) if not Path(raw["experiment"]).is_absolute() \
                 else Path(raw["experiment"])
+            if layer is None:
+                layer = raw.get("qrels") or gate.experiment_layer(exp_path) or "built"
+            _log(f"qrels layer: {layer}")
             opts = dict(margin=margin if margin is not None else float(raw.get("margin", 0.01)),
                         min_queries=min_queries or int(raw.get("min_queries", 30)),
                         splits=split or list(raw.get("splits", SPLITS)),
@@ -455,7 +500,7 @@ def gate_cmd(
                 for cfg_name, values in configs.items():
                     try:
                         cand = gate.load_source(f"{exp_path}:{cfg_name}", ds, home=home, log=_log)
-                        results.append(gate.gate_expected(cand, values, ds, **opts))
+                        results.append(gate.gate_expected(cand, values, ds, layer=layer_of(ds), **opts))
                     except WorkbenchError as exc:
                         raise WorkbenchError(f"{gate_file}: [expected.{ds_name}.{cfg_name}]: {exc}") from None
         else:
@@ -463,6 +508,15 @@ def gate_cmd(
                 raise WorkbenchError("give a gate file, or --candidate, --baseline and --dataset")
             if dataset not in defs.datasets:
                 raise WorkbenchError(f"--dataset {dataset!r} is unknown; known: {', '.join(defs.datasets)}")
+            if layer is None:
+                named = {opt: gate.source_layer(spec) for opt, spec in (("--candidate", candidate),
+                                                                         ("--baseline", baseline))}
+                found = {v for v in named.values() if v is not None}
+                if len(found) > 1:
+                    raise WorkbenchError(f"the candidate's experiment uses qrels {named['--candidate']!r} and the "
+                                         f"baseline's {named['--baseline']!r}; pass --qrels to judge both by one layer")
+                layer = found.pop() if found else "built"
+            _log(f"qrels layer: {layer}")
             ds = catalog.ensure(dataset, defs, home=home, log=_log)
             sources = {}
             for opt, spec in (("--candidate", candidate), ("--baseline", baseline)):
@@ -474,16 +528,19 @@ def gate_cmd(
             results.append(gate.gate_pair(cand, base, ds, measures=measure, margin=0.01 if margin is None else margin,
                                           min_queries=min_queries or 30, splits=split or list(SPLITS),
                                           judged_floor=0.1 if judged_floor is None else judged_floor,
-                                          judged_action=judged_action or "warn", seed=seed))
+                                          judged_action=judged_action or "warn", seed=seed, layer=layer_of(ds)))
     except WorkbenchError as exc:
         _fail(exc)
+    finally:
+        if store is not None:
+            store.close()
     text = "\n".join(gate.markdown(r) for r in results)
     typer.echo(text)
     try:
         command = ["workbench", "gate"] + ([str(gate_file)] if gate_file is not None else [])
         for opt, val in (("--candidate", candidate), ("--baseline", baseline), ("--dataset", dataset),
                          ("--margin", margin), ("--min-queries", min_queries), ("--judged-floor", judged_floor),
-                         ("--judged-action", judged_action)):
+                         ("--judged-action", judged_action), ("--qrels", qrels)):
             command += [opt, str(val)] if val is not None else []
         command += [x for m in (measure if gate_file is None else []) for x in ("-m", m)]
         command += [x for sp in split for x in ("--split", sp)]
@@ -548,11 +605,11 @@ def dashboard_cmd(
             raise WorkbenchError(f"the dashboard app {app_path} is missing; run `workbench dashboard` from a source "
                                  "checkout of the workbench (git clone), where dashboards/ sits beside workbench/")
         home = home_dir()
-        tokens = auth.required(auth.sources(home))
-        if not tokens and not auth.is_loopback(host):
-            raise WorkbenchError(f"--host {host} would serve every result to the network without authentication; "
-                                 f"create an access token first with `{auth.ADD_COMMAND}` (or keep the default "
-                                 "127.0.0.1 behind an authenticating reverse proxy, see README)")
+        kinds = {"access"} if auth.required(auth.sources(home)) else set()
+        if not kinds and not auth.is_loopback(host):  # rater tokens count too (they open the judging pages only)
+            kinds = auth.token_kinds(home, release=True)
+            if not kinds:
+                raise WorkbenchError(auth.off_loopback_refusal(host))
         with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
             try:
                 probe.bind((host, port))
@@ -561,7 +618,7 @@ def dashboard_cmd(
                                      "free port, or --host with an address of this machine") from None
     except WorkbenchError as exc:
         _fail(exc)
-    access = "access token required" if tokens else "this machine only"
+    access = auth.describe_tokens(kinds)
     typer.echo(f"[workbench] dashboard on {serving.describe(host, port)} ({access}) — home {home}, "
                f"MLflow {tracking_uri(home)} (Ctrl-C stops it)", err=True)
     sys.stdout.flush()
@@ -621,6 +678,246 @@ def dashboard_token_revoke(name: str = typer.Argument(..., help="The token's nam
         _fail(exc)
     _log(f"token {name!r} revoked; {left} token(s) left"
          + ("" if left else " (without tokens the dashboard serves 127.0.0.1 only)"))
+
+
+# ---------------------------------------------------------------- judge
+
+def _judge_store():
+    """The judgment store of the workbench's server (the home's embedded PostgreSQL unless WORKBENCH_PG_DSN)."""
+    from workbench.judging.store import JudgmentStore
+    from workbench.settings import home_dir
+
+    return JudgmentStore.open(home_dir())
+
+
+@rater_app.command("add")
+def judge_rater_add(
+    name: str = typer.Argument(..., help="The rater's name (letters, digits, _ . @ -)."),
+    adjudicator: bool = typer.Option(False, "--adjudicator", help="May also resolve disagreements (sees both grades)."),
+) -> None:
+    """Create a rater and print their token once (only its sha256 is stored); they sign in to the Judge page with it."""
+    try:
+        rater, token = _judge_store().add_rater(name, "adjudicator" if adjudicator else "rater")
+    except WorkbenchError as exc:
+        _fail(exc)
+    typer.echo(token)
+    _log(f"{rater.role} {rater.name!r} created; the token above is shown only this once (only its hash is stored). "
+         "Give it to them: they open the dashboard's Judge page and paste it")
+
+
+@rater_app.command("list")
+def judge_rater_list(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """List the active raters and their roles (tokens are not stored, so never shown)."""
+    try:
+        raters = _judge_store().raters()
+    except WorkbenchError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps([{"name": r.name, "role": r.role} for r in raters], indent=1))
+        return
+    if not raters:
+        _log("no raters yet: `workbench judge rater add NAME` (add --adjudicator for one who resolves disagreements)")
+    for r in raters:
+        typer.echo(f"{r.name}\t{r.role}")
+
+
+@rater_app.command("revoke")
+def judge_rater_revoke(name: str = typer.Argument(..., help="The rater's name.")) -> None:
+    """Revoke a rater's token (their judgments stay in the history)."""
+    try:
+        _judge_store().revoke_rater(name)
+    except WorkbenchError as exc:
+        _fail(exc)
+    _log(f"the token of {name!r} no longer signs in; their judgments are kept")
+
+
+@judge_app.command("pool")
+def judge_pool(
+    experiment: Path = typer.Option(..., "--experiment", "-e", help="Experiment TOML whose configs are pooled."),
+    config: list[str] = typer.Option([], "--config", "-c", help="A config to pool over (repeatable; default: all)."),
+    dataset: str = typer.Option(..., "--dataset", "-d", help="The dataset to pool (one of the experiment's)."),
+    depth: int = typer.Option(10, "--depth", help="Pool each config's and lane's top DEPTH (TREC depth-k pooling)."),
+    split: list[str] = typer.Option([], "--split", help="Pool queries of this split (repeatable; default: the "
+                                    "experiment's splits)."),
+    max_pairs: Optional[int] = typer.Option(None, "--max-pairs", help="Keep the N pairs of highest priority "
+                                            "(audit included); default: every pair."),
+    raters_per_pair: int = typer.Option(2, "--raters-per-pair", help="Different raters who judge each pair (1-10)."),
+    audit: Optional[int] = typer.Option(None, "--audit", help="Built labels sampled for the scholars to audit "
+                                        "(default: 5% of the pool; 0: none)."),
+    seed: int = typer.Option(20261129, "--seed", help="Breaks priority ties and draws the audit sample."),
+    as_json: bool = typer.Option(False, "--json", help="Print the pool's summary as JSON."),
+) -> None:
+    """Pool unjudged (query, document) pairs from the candidate cache for scholars to judge, most useful first.
+
+    Depth-k pooling over the configs' fused top DEPTH and their lanes' top DEPTH, minus pairs already judged,
+    pooled or labelled by the built qrels (but for an audit sample of those); ordered by priority tiers. Prints
+    the pool's size and each config's Judged@10 now and once the pool is judged.
+    """
+    from workbench.experiment import load_experiment
+    from workbench.judging import pooling
+    from workbench.settings import data_dir, home_dir
+
+    try:
+        exp = load_experiment(experiment)
+        request = dict(configs=config or None, depth=depth, splits=split or None, max_pairs=max_pairs,
+                       raters_per_pair=raters_per_pair, audit=audit, seed=seed)
+        pooling.check_request(exp, dataset, **request)  # every option, before anything is read or written
+        data_dir()
+        home = home_dir()
+        store = _judge_store()
+        try:
+            plan = pooling.plan_pool(exp, dataset, **request, home=home, store=store, log=_log)
+            pool_id, stored = pooling.store_pool(plan, store) if plan.pairs else (None, 0)
+        finally:
+            store.close()
+    except WorkbenchError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps({"pool_id": pool_id, "dataset": plan.dataset, "pairs": stored,
+                               "pool_pairs": plan.pool_pairs, "audit_pairs": plan.audit_pairs,
+                               "slots": stored * plan.raters_per_pair, "raters_per_pair": plan.raters_per_pair,
+                               "queries": plan.queries, "candidates": plan.candidates, "excluded": plan.excluded,
+                               "capped": plan.capped, "tiers": plan.tiers, "open_elsewhere": plan.open_elsewhere,
+                               "stale": plan.stale, "judged_at_10_now": plan.params["judged_at_10_now"],
+                               "judged_at_10_after": plan.params["judged_at_10_after"],
+                               "elapsed_s": round(plan.elapsed_s, 3)}, indent=1))
+    else:
+        typer.echo(pooling.summary(plan))
+    if pool_id is None:
+        _log(f"nothing to pool: every pair in the top {depth} of these configs on {dataset} is judged, pooled or "
+             "labelled (raise --depth, or add --audit N to audit built labels)")
+        return
+    if stored < len(plan.pairs):
+        _log(f"{len(plan.pairs) - stored} of the planned pairs were pooled meanwhile by another command; "
+             f"pool {pool_id} holds {stored}")
+    _log(f"pool {pool_id} stored: {stored} pairs, {stored * plan.raters_per_pair} judging slots, in "
+         f"{plan.elapsed_s:.1f} s of planning; raters judge them on the dashboard's Judge page "
+         "(`workbench judge rater add NAME` makes a token)")
+
+
+# ---------------------------------------------------------------- judge: agreement, adjudication settings, export, import
+# (workbench.judging.agreement and workbench.judging.trecio)
+
+def _judge_dataset(name: str, *, build: bool = True):
+    """The built dataset ``name`` (built first when missing or stale), or only its checked name (``build=False``)."""
+    from workbench import catalog
+    from workbench.settings import home_dir
+
+    defs = catalog.load_definitions()
+    defs.definition(name)  # ConfigError naming the defined datasets
+    if not build:
+        return name
+    return catalog.ensure(name, defs, home=home_dir(), log=_log)
+
+
+@judge_app.command("agreement")
+def judge_agreement(
+    dataset: str = typer.Option(..., "--dataset", "-d", help="The dataset whose judgments to compare."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    seed: int = typer.Option(20261129, "--seed", min=0, max=2**32 - 1, help="Bootstrap seed."),
+    resamples: int = typer.Option(2000, "--resamples", min=0, max=100_000, help="Bootstrap resamples (0: no CIs)."),
+) -> None:
+    """Inter-rater agreement: Krippendorff's alpha (ordinal) overall, per query type and per rater, Cohen's kappa
+    (linear) per rater pair, with 95% bootstrap CIs over (query, document) pairs, and the pooled confusion table."""
+    from workbench.judging import agreement as ag
+
+    try:
+        ds = _judge_dataset(dataset)
+        with _judge_store() as store, store.snapshot():
+            rows, adjudications = store.current(dataset), store.adjudications(dataset)
+            at = store.adjudicate_at(dataset)
+        hashes = ag.doc_hashes_of(ds, (r["doc_id"] for r in (*rows, *adjudications)))
+        report = ag.agreement(rows, query_types={q.query_id: q.query_type for q in ds.queries}, doc_hashes=hashes,
+                              seed=seed, resamples=resamples)
+        report["adjudicate_at"] = at
+        report["awaiting_adjudication"] = len(ag.disagreements(rows, adjudications, at, doc_hashes=hashes))
+    except WorkbenchError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps({"dataset": dataset, **report}, indent=1, default=str))
+        return
+    if not rows:
+        _log(f"no judgments on {dataset} yet: pool pairs (`workbench judge pool`) and judge them on the dashboard's "
+             "Judge page, or `workbench judge import`")
+    typer.echo(ag.render(report, dataset))
+    typer.echo(f"\n{report['awaiting_adjudication']:,d} pair(s) await adjudication (grades {report['adjudicate_at']} or "
+               f"more apart; `workbench judge settings -d {dataset} --adjudicate-at 1|2`)")
+
+
+@judge_app.command("settings")
+def judge_settings(
+    dataset: str = typer.Option(..., "--dataset", "-d", help="The dataset."),
+    adjudicate_at: Optional[int] = typer.Option(None, "--adjudicate-at",
+                                                help="Send pairs whose grades differ by this much (1 or 2) to adjudication."),
+) -> None:
+    """Show or change a dataset's judging settings (when a disagreement goes to the adjudicators)."""
+    try:
+        _judge_dataset(dataset, build=False)
+        with _judge_store() as store:
+            if adjudicate_at is not None:
+                store.set_adjudicate_at(dataset, adjudicate_at)
+            now = store.adjudicate_at(dataset)
+    except WorkbenchError as exc:
+        _fail(exc)
+    typer.echo(f"{dataset}: pairs whose grades differ by {now} or more go to adjudication"
+               + (" (0 vs 2 only; `--adjudicate-at 1` sends 0 vs 1 and 1 vs 2 too)" if now == 2 else ""))
+
+
+@judge_app.command("export")
+def judge_export(
+    dataset: str = typer.Option(..., "--dataset", "-d", help="The dataset whose judgments to export."),
+    out: Path = typer.Option(..., "--output", "-o", help="The qrels file to write (a provenance JSON goes beside it)."),
+    layer: str = typer.Option("human", "--layer", help="human (human grades only) or merged (human over the built labels)."),
+    fmt: str = typer.Option("trec", "--format", help="trec (the layer's qrels) or csv (each rater's own grades, "
+                                                       "the import format: a backup of the current judgments)."),
+) -> None:
+    """Write the human judgments as TREC qrels (or CSV), with FILE.provenance.json: raters, counts, agreement,
+    stale judgments left out, the qrels' sha256, the store's schema version and the dataset's manifest hash."""
+    from workbench.judging import trecio
+
+    try:
+        if out.is_dir():
+            raise WorkbenchError(f"--output {out} is a folder; give a file path, e.g. {out / 'qrels.txt'}")
+        trecio.check_export(layer, fmt)
+        ds = _judge_dataset(dataset)
+        with _judge_store() as store:
+            prov = trecio.export(store, ds, out, layer=layer, fmt=fmt)
+    except WorkbenchError as exc:
+        _fail(exc)
+    what = f"{prov['lines']:,d} qrels ({prov['layer']})" if fmt == "trec" else f"{prov['lines']:,d} judgments"
+    stale = prov["stale"]["judgments"] + prov["stale"]["adjudications"]
+    typer.echo(f"wrote {what} to {out}" + (f" (sha256 {prov['qrels_sha256'][:12]})" if prov["qrels_sha256"] else ""))
+    typer.echo(f"provenance: {trecio.provenance_path(out)}")
+    if stale:
+        _log(f"{stale} stale judgment(s) left out: the document changed after they were made; re-judge them")
+    if prov["awaiting_adjudication"]:
+        _log(f"{prov['awaiting_adjudication']} pair(s) await adjudication; until then they carry the mean grade "
+             "rounded down")
+
+
+@judge_app.command("import")
+def judge_import(
+    file: Path = typer.Argument(..., help="TREC qrels (needs --rater) or CSV with the header "
+                                          "query_id,doc_id,relevance,rater."),
+    dataset: str = typer.Option(..., "--dataset", "-d", help="The dataset the judgments are for."),
+    rater: Optional[str] = typer.Option(None, "--rater", help="Who judged a TREC qrels file."),
+) -> None:
+    """Import judgments from another tool; every line is checked first (ids in the built dataset, grades 0-2),
+    and a file with any bad line writes nothing."""
+    from workbench.judging import trecio
+
+    try:
+        ds = _judge_dataset(dataset)
+        with _judge_store() as store:
+            got = trecio.import_file(store, ds, file, rater=rater)
+    except WorkbenchError as exc:
+        _fail(exc)
+    who = ", ".join(f"{n} {c:,d}" for n, c in got["raters"].items())
+    typer.echo(f"imported {got['rows']:,d} judgments ({got['format']}) into {dataset}: {who}")
+    if got["replaced"]:
+        _log(f"{got['replaced']} of them replace an earlier grade by the same rater (the history keeps both)")
+    if got["new_raters"]:
+        _log(f"new rater(s) {', '.join(got['new_raters'])} recorded without a token (imported raters do not sign in)")
 
 
 def _read_queries(queries: list[str], file: Optional[Path]) -> list[str]:

@@ -14,6 +14,7 @@ Layout::
     measures = ["R@10", "nDCG@10"]        # optional; default workbench.evaluate.DEFAULT_MEASURES
     depth = 100                           # candidates per lane kept in the cache
     splits = ["train", "dev", "test"]     # optional; queries of these splits are evaluated
+    qrels = "built"                       # optional; built | human | merged (workbench.judging.layers)
 
     [index]                               # optional HNSW build parameters
     m = 16
@@ -170,6 +171,9 @@ class Experiment:
     lanes: dict[str, LaneSpec]
     configs: dict[str, FusedConfig]
     raw: dict[str, Any] = field(repr=False)
+    #: The qrels layer evaluations use unless a command's ``--qrels`` says otherwise
+    #: (:data:`workbench.judging.layers.LAYERS`).
+    qrels: str = "built"
 
     def lanes_used(self) -> list[str]:
         """Lanes that at least one config uses, in declaration order."""
@@ -196,7 +200,7 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
     path = Path(path)
     raw = read_toml(path, "experiment", "see experiments/ for examples")
     allowed_top = {"name", "description", "datasets", "measures", "depth", "splits", "index", "embedders", "lanes",
-                   "configs"}
+                   "configs", "qrels"}
     extra = set(raw) - allowed_top
     if extra:
         raise _err(path, "top level", f"has unknown key(s) {sorted(extra)}; allowed: {sorted(allowed_top)}")
@@ -231,6 +235,9 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
     splits = raw.get("splits", list(SPLITS))
     if not isinstance(splits, list) or not splits or any(s not in SPLITS for s in splits):
         raise _err(path, "splits", f"must be a non-empty list of {', '.join(SPLITS)}")
+    from workbench.judging.layers import DEFAULT_LAYER, check_layer
+
+    qrels = check_layer(raw.get("qrels", DEFAULT_LAYER), f"{path}: qrels")
     index = raw.get("index", {})
     for key, val in index.items():
         check = {"m": _int_at_least(2), "ef_construction": _int_at_least(4), "halfvec": _bool}.get(key)
@@ -276,7 +283,7 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
     if not configs:
         raise _err(path, "configs", "defines no [configs.NAME] table; add at least one")
     return Experiment(path, name, tuple(datasets), tuple(measures), depth, tuple(splits), index, embedders, lanes,
-                      configs, raw)
+                      configs, raw, qrels)
 
 
 def _check_table(path: Path, where: str, spec: Any, kinds: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:

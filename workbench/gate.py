@@ -24,6 +24,12 @@ of both: **paired** decision) or a file of expected values kept in ``experiments
   fails with ``judged_action = "fail"``) and lists the unjudged documents of its top k,
   best-ranked first, to judge next.
 
+**Qrels layer.** Both rankings are judged by one qrels layer (:mod:`workbench.judging.layers`):
+``--qrels``, else the gate file's ``qrels``, else the experiment's (a gate file's experiment,
+or the experiments the candidate and baseline name, which must then agree), else ``built``.
+Under ``human`` only queries with a human grade are gated. The result and its report name
+the layer and the hash of its qrels.
+
 Exit codes (CLI): 0 pass, 1 regression, 2 usage or data error.
 """
 
@@ -82,6 +88,9 @@ class GateResult:
     judged: dict[str, Any]
     losses: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
+    #: The qrels layer both rankings were judged by, and :func:`workbench.judging.layers.qrels_sha256` of it.
+    qrels: str = "built"
+    qrels_sha256: str = ""
 
     @property
     def failed(self) -> list[Check]:
@@ -151,6 +160,37 @@ def _config_ranking(exp, cfg, dataset, home: Path, log, label: str) -> Ranking:
     lanes = lane_candidates(sub, dataset, engine, cache, log)
     runs = {n: lanes[n].run for n in cfg.lanes}
     return Ranking(label, fused_run(cfg, runs), runs)
+
+
+def source_layer(spec: str) -> str | None:
+    """The ``qrels`` layer of the experiment a source names (``EXPERIMENT.toml:CONFIG``, or the experiment an
+    exported config came from); None for a TREC run file or a source that does not load (its own error
+    comes when it is read)."""
+    try:
+        path_part, _, config = spec.rpartition(":") if spec.count(":") and not Path(spec).exists() else (spec, "", "")
+        if config and path_part.endswith(".toml"):
+            return experiment_layer(Path(path_part))
+        path = Path(spec)
+        if path.suffix == ".json" and path.is_file():
+            exp_file = Path(json.loads(path.read_text(encoding="utf-8"))["provenance"]["experiment"])
+            if not exp_file.is_absolute() and not exp_file.exists():
+                exp_file = Path(__file__).resolve().parent.parent / exp_file
+            return experiment_layer(exp_file)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return None
+
+
+def experiment_layer(path: Path) -> str | None:
+    """The ``qrels`` layer an experiment file declares (``built`` when it declares none); None when the
+    file does not load (its own error comes when it is read)."""
+    from workbench.experiment import load_experiment
+    from workbench.errors import WorkbenchError
+
+    try:
+        return load_experiment(Path(path)).qrels
+    except WorkbenchError:
+        return None
 
 
 def _from_experiment(path: Path, config: str, dataset, home: Path, log) -> Ranking:
@@ -319,8 +359,10 @@ def losses(cand: Ranking, base: Ranking | None, cand_pq, base_pq, qrels, measure
 def markdown(res: GateResult) -> str:
     """A summary fit for a pull-request comment."""
     verdict = "❌ regression" if res.exit_code else "✅ pass"
+    sha = f", sha256 `{res.qrels_sha256[:12]}`" if res.qrels_sha256 else ""
     lines = [f"### Retrieval gate: {verdict}", "",
-             f"**{res.candidate}** vs **{res.baseline}** on `{res.dataset}` (margin δ = {res.margin:g})", "",
+             f"**{res.candidate}** vs **{res.baseline}** on `{res.dataset}` (margin δ = {res.margin:g}; "
+             f"qrels **{res.qrels}**{sha})", "",
              "| measure | stratum | n | candidate | baseline | Δ | 95% CI of Δ | result |",
              "|---|---|---:|---:|---:|---:|---|---|"]
     for c in res.checks:
@@ -427,7 +469,7 @@ def load_gate_file(path: Path) -> dict[str, Any]:
 
     raw = read_toml(path, "gate")
     extra = set(raw) - {"experiment", "margin", "min_queries", "judged_floor", "judged_action", "splits", "expected",
-                        "description"}
+                        "description", "qrels"}
     if extra:
         raise ConfigError(f"{path}: unknown key(s) {sorted(extra)}")
     if not isinstance(raw.get("experiment"), str):
@@ -447,6 +489,10 @@ def load_gate_file(path: Path) -> dict[str, Any]:
         raise bad("judged_floor", "must be a number in [0, 1]")
     if raw.get("judged_action", "warn") not in ("warn", "fail"):
         raise bad("judged_action", "must be \"warn\" or \"fail\"")
+    if "qrels" in raw:
+        from workbench.judging.layers import check_layer
+
+        check_layer(raw["qrels"], f"{path}: qrels")
     from workbench.types import SPLITS
 
     splits = raw.get("splits", list(SPLITS))
@@ -485,26 +531,60 @@ def _evaluate(ranking: Ranking, dataset, splits: Sequence[str], measures: Sequen
     return ev.per_query, queries
 
 
+def _judged_by(dataset, layer, splits: Sequence[str]):
+    """``dataset`` as ``layer`` judges it (None: the built qrels as they are)."""
+    if layer is None:
+        return dataset
+    from workbench.judging.layers import evaluation_view
+
+    return evaluation_view(dataset, layer, splits)
+
+
+def _stamp(res: GateResult, layer) -> GateResult:
+    if layer is not None:
+        res.qrels, res.qrels_sha256 = layer.layer, layer.sha256
+        if layer.stale:
+            res.warnings.append(f"{layer.stale} stale human judgment(s) of {res.dataset} were left out (the document "
+                                "changed since); re-judge them")
+    return res
+
+
 def gate_pair(candidate: Ranking, baseline: Ranking, dataset, *, measures: Sequence[str], margin: float,
               min_queries: int, splits: Sequence[str], judged_floor: float, judged_action: str, seed: int,
-              judged_k: int = 10) -> GateResult:
-    """Candidate vs a baseline ranking: paired decisions per measure and stratum, judged coverage, losses."""
+              judged_k: int = 10, layer: Any = None) -> GateResult:
+    """Candidate vs a baseline ranking: paired decisions per measure and stratum, judged coverage, losses.
+
+    Args:
+        layer: the qrels to judge by (:class:`workbench.judging.layers.LayerQrels` of ``dataset``);
+            None: ``dataset.qrels`` as they are.
+
+    Raises:
+        JudgeError: ``human`` and no query of ``splits`` has a human grade.
+    """
+    dataset = _judged_by(dataset, layer, splits)
     cand_pq, queries = _evaluate(candidate, dataset, splits, measures)
     base_pq, _ = _evaluate(baseline, dataset, splits, measures)
     checks = paired_checks(cand_pq, base_pq, measures, margin=margin, min_queries=min_queries, seed=seed)
     judged = judged_check(candidate.run, dataset.qrels, queries, k=judged_k, floor=judged_floor, action=judged_action)
     k = int(str(measures[0]).rsplit("@", 1)[1]) if "@" in str(measures[0]) else 10
     lost = losses(candidate, baseline, cand_pq, base_pq, dataset.qrels, measures[0], k)
-    return GateResult(dataset.name, candidate.label, baseline.label, margin, checks, judged, lost,
-                      list(dict.fromkeys(candidate.warnings + baseline.warnings)))
+    return _stamp(GateResult(dataset.name, candidate.label, baseline.label, margin, checks, judged, lost,
+                             list(dict.fromkeys(candidate.warnings + baseline.warnings))), layer)
 
 
 def gate_expected(candidate: Ranking, expected: dict[str, float], dataset, *, margin: float, min_queries: int,
-                  splits: Sequence[str], judged_floor: float, judged_action: str, judged_k: int = 10) -> GateResult:
-    """Candidate vs expected values kept as data."""
+                  splits: Sequence[str], judged_floor: float, judged_action: str, judged_k: int = 10,
+                  layer: Any = None) -> GateResult:
+    """Candidate vs expected values kept as data (``layer`` as for :func:`gate_pair`).
+
+    Raises:
+        ConfigError: an expected value names a measure or stratum that was not evaluated.
+        JudgeError: ``human`` and no query of ``splits`` has a human grade.
+    """
+    dataset = _judged_by(dataset, layer, splits)
     measures = list(dict.fromkeys(k.partition("/")[0] for k in expected))
     cand_pq, queries = _evaluate(candidate, dataset, splits, measures)
     checks = expected_checks(cand_pq, expected, margin=margin, min_queries=min_queries)
     judged = judged_check(candidate.run, dataset.qrels, queries, k=judged_k, floor=judged_floor, action=judged_action)
-    return GateResult(dataset.name, candidate.label, "expected values", margin, checks, judged, [],
-                      list(dict.fromkeys(candidate.warnings)))
+    return _stamp(GateResult(dataset.name, candidate.label, "expected values", margin, checks, judged, [],
+                             list(dict.fromkeys(candidate.warnings))), layer)

@@ -7,7 +7,10 @@
    of the dataset from the candidate cache, or run the lane (starting Postgres and
    indexing the dataset with the lane's embedder only then) and store them;
 3. for each config: fuse the lanes' candidates in memory (:mod:`workbench.fusion`),
-   evaluate on the experiment's splits (:mod:`workbench.evaluate`), and record latency.
+   evaluate on the experiment's splits (:mod:`workbench.evaluate`) against the qrels
+   layer (the experiment's ``qrels``, or ``--qrels``: :mod:`workbench.judging.layers`;
+   ``built`` reads no database, ``human`` and ``merged`` read the judgment store), and
+   record latency.
 
 The database and the models are touched only on a cache miss. Latency of a fused
 config for one query is the sum of its lanes' latencies for that query (the lanes run
@@ -67,6 +70,10 @@ class JobResult:
     #: Why the candidate cache could not be written (the results were kept in memory), or None.
     cache_write_error: str | None = None
     model_ids: dict[str, str] = field(default_factory=dict)
+    #: The qrels layer used for every dataset (``built``, ``human`` or ``merged``).
+    qrels_layer: str = "built"
+    #: dataset → its qrels of that layer (:class:`workbench.judging.layers.LayerQrels`).
+    qrels: dict[str, Any] = field(default_factory=dict)
 
 
 class Engine:
@@ -324,16 +331,26 @@ def fused_run(cfg: FusedConfig, runs: dict[str, Run]) -> Run:
     return fuse({n: runs[n] for n in cfg.lanes}, cfg.fusion, **cfg.fusion_params())
 
 
-def evaluate_config(exp: Experiment, ds: catalog.Dataset, cfg: FusedConfig, lanes: dict[str, LaneResult]) -> ConfigResult:
-    """Fuse the lanes of ``cfg`` in memory and evaluate on the experiment's splits."""
+def evaluate_config(exp: Experiment, ds: catalog.Dataset, cfg: FusedConfig, lanes: dict[str, LaneResult],
+                    layer: Any = None) -> ConfigResult:
+    """Fuse the lanes of ``cfg`` in memory and evaluate on the experiment's splits.
+
+    Args:
+        layer: the qrels to judge by (:class:`workbench.judging.layers.LayerQrels` of ``ds``);
+            None: the built qrels. Under ``human`` only queries with a human grade are evaluated.
+    """
     from workbench.evaluate import evaluate
 
     t0 = time.perf_counter()
     run = fused_run(cfg, {n: lanes[n].run for n in cfg.lanes})
     fusion_ms = (time.perf_counter() - t0) * 1000
     queries = [q for q in ds.queries if q.split in exp.splits]
+    judged_by = ds.qrels
+    if layer is not None:
+        queries = layer.evaluated(queries)
+        judged_by = layer.qrels
     wanted = {q.query_id for q in queries}
-    qrels = [r for r in ds.qrels if r.query_id in wanted]
+    qrels = [r for r in judged_by if r.query_id in wanted]
     evaluation = evaluate(run, qrels, queries, list(exp.measures))
     per_q = fusion_ms / max(len(ds.queries), 1)
     latency = {q.query_id: sum(lanes[n].latencies_ms.get(q.query_id, 0.0) for n in cfg.lanes) + per_q
@@ -342,33 +359,55 @@ def evaluate_config(exp: Experiment, ds: catalog.Dataset, cfg: FusedConfig, lane
 
 
 def run_experiment(exp: Experiment, *, home: Path | None = None, progress: bool = False,
-                   log: Callable[[str], None] = lambda _m: None) -> JobResult:
+                   log: Callable[[str], None] = lambda _m: None, qrels: str | None = None,
+                   store: Any = None) -> JobResult:
     """Run every config of ``exp`` on every dataset (see the module docstring).
 
     A candidate cache that cannot be written is said once through ``log`` and recorded
     in :attr:`JobResult.cache_write_error`; the results are complete all the same.
 
+    Args:
+        qrels: the qrels layer (overrides the experiment's ``qrels``); None: the experiment's.
+        store: the judgment store for ``human`` / ``merged`` (default: the home's, opened
+            only for those layers).
+
     Raises:
         ConfigError, DataError, StaleError, PgError: with messages naming the fix.
+        JudgeError: ``human`` and no query of the experiment's splits has a human grade.
         StorageError: a dataset that had to be built cannot be written (a full disk,
             a read-only home); the message names the path and the fix.
     """
     from workbench.evaluate import latency_or_nan
+    from workbench.judging import layers
 
     home = home or home_dir()
+    layer = layers.check_layer(qrels, "--qrels") if qrels is not None else exp.qrels
     defs = catalog.load_definitions()
     engine = Engine(exp, home, progress, log)
     cache = CandidateCache(home / "cache" / "candidates", log=log)
-    result = JobResult(exp)
-    for name in exp.datasets:
-        ds = catalog.ensure(name, defs, home=home, log=log)
-        result.datasets[name] = ds
-        lanes = lane_candidates(exp, ds, engine, cache, log)
-        for lane_name, lr in lanes.items():
-            result.lanes[(name, lane_name)] = lr
-            result.lane_latency[(name, lane_name)] = latency_or_nan(list(lr.latencies_ms.values()))
-        for cfg in exp.configs.values():
-            result.configs.append(evaluate_config(exp, ds, cfg, lanes))
+    result = JobResult(exp, qrels_layer=layer)
+    own_store = None
+    try:
+        for name in exp.datasets:
+            ds = catalog.ensure(name, defs, home=home, log=log)
+            result.datasets[name] = ds
+            if layer != "built" and store is None and own_store is None:
+                from workbench.judging.store import JudgmentStore
+
+                own_store = JudgmentStore.open(home)
+            lq = layers.load_layer(layer, ds, store=store or own_store)
+            layers.evaluation_view(ds, lq, exp.splits)  # human: refuse a layer with nothing to evaluate
+            result.qrels[name] = lq
+            log(lq.describe([q for q in ds.queries if q.split in exp.splits]))
+            lanes = lane_candidates(exp, ds, engine, cache, log)
+            for lane_name, lr in lanes.items():
+                result.lanes[(name, lane_name)] = lr
+                result.lane_latency[(name, lane_name)] = latency_or_nan(list(lr.latencies_ms.values()))
+            for cfg in exp.configs.values():
+                result.configs.append(evaluate_config(exp, ds, cfg, lanes, lq))
+    finally:
+        if own_store is not None:
+            own_store.close()
     result.cache_hits, result.cache_misses = cache.hits, cache.misses
     result.cache_write_error = str(cache.write_error) if cache.write_error else None
     result.model_ids = dict(engine.model_ids)

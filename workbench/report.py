@@ -8,12 +8,19 @@ from workbench.evaluate import latency_or_nan
 
 
 
+def qrels_layer(result) -> str:
+    """The qrels layer a :class:`~workbench.job.JobResult` was evaluated with (``built`` for results
+    made before layers existed)."""
+    return getattr(result, "qrels_layer", "built") or "built"
+
+
 def comparison_frame(result) -> pd.DataFrame:
-    """One row per (dataset, config): every measure's mean, query count, latency p50/p95 (ms)."""
+    """One row per (dataset, config): the qrels layer, every measure's mean, query count, latency p50/p95 (ms)."""
     rows = []
+    layer = qrels_layer(result)
     for cr in result.configs:
         lat = latency_or_nan(list(cr.latency_ms.values()))
-        row = {"dataset": cr.dataset, "config": cr.config.name, "n": len(cr.evaluation.per_query)}
+        row = {"dataset": cr.dataset, "config": cr.config.name, "qrels": layer, "n": len(cr.evaluation.per_query)}
         row.update({m: v for m, v in cr.evaluation.overall.items()})
         row.update({"p50 ms": lat["p50"], "p95 ms": lat["p95"]})
         rows.append(row)
@@ -33,15 +40,21 @@ def by_type_frame(result, measures: list[str]) -> pd.DataFrame:
 
 
 def render(result, type_measures: tuple[str, ...] = ("R@10", "nDCG@10", "RR@10")) -> str:
-    """The comparison as text: per dataset, configs × measures, then per query type."""
+    """The comparison as text: per dataset (with the qrels layer it was judged by), configs × measures,
+    then per query type."""
     out = []
     comp = comparison_frame(result)
-    fmt = {c: "{:.3f}".format for c in comp.columns if c not in ("dataset", "config", "n", "p50 ms", "p95 ms")}
+    fmt = {c: "{:.3f}".format for c in comp.columns if c not in ("dataset", "config", "qrels", "n", "p50 ms", "p95 ms")}
     fmt.update({"p50 ms": "{:.1f}".format, "p95 ms": "{:.1f}".format})
     splits = ",".join(result.experiment.splits)
+    layers = getattr(result, "qrels", {}) or {}
     for ds, part in comp.groupby("dataset", sort=False):
-        out.append(f"\n== {ds} (splits: {splits}) ==")
-        out.append(part.drop(columns=["dataset"]).to_string(index=False, formatters=fmt))
+        lq = layers.get(ds)
+        shown = f"{lq.layer} {lq.sha256[:12]}" if lq is not None else qrels_layer(result)
+        out.append(f"\n== {ds} (splits: {splits}; qrels: {shown}) ==")
+        if lq is not None and lq.layer != "built" and ds in result.datasets:
+            out.append(lq.describe([q for q in result.datasets[ds].queries if q.split in result.experiment.splits]))
+        out.append(part.drop(columns=["dataset", "qrels"]).to_string(index=False, formatters=fmt))
     canonical = list(result.configs[0].evaluation.measures) if result.configs else []
     measures = [m for m in type_measures if m in canonical] or canonical[:3]
     bt = by_type_frame(result, measures)

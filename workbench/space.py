@@ -11,6 +11,7 @@ lanes a fused config may use, the baseline config, the objective and the search 
     trials = 300
     seed = 20261129
     split = "train"                   # the split trials are scored on (dev and test stay held out)
+    qrels = "merged"                  # optional: built | human | merged; default the experiment's qrels
 
     [objective]
     measure = "R@10"                  # R@k, P@k, RR@k, nDCG@k or Judged@k
@@ -52,7 +53,7 @@ from workbench.tomlfile import read_toml
 
 FUSION_CHOICES = ("rrf", "weighted", "combsum", "combmnz")
 TOP_LEVEL = {"name", "description", "experiment", "dataset", "lanes", "baseline", "trials", "seed", "split",
-             "objective", "space", "tolerance"}
+             "objective", "space", "tolerance", "qrels"}
 SPACE_KEYS = {"fusion", "k", "norm", "min_score", "top_k", "weights", "depth", "lanes", "engine"}
 
 
@@ -85,6 +86,9 @@ class Study:
     space: dict[str, Any]
     tolerance: float = 0.005
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: The qrels layer trials and the honest report are scored on (:mod:`workbench.judging.layers`):
+    #: the study file's ``qrels``, else its experiment's; ``workbench tune --qrels`` overrides both.
+    qrels: str = "built"
 
 
 def _err(path: Path, where: str, msg: str) -> ConfigError:
@@ -198,6 +202,9 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     latency = obj.get("latency", False)
     if not isinstance(latency, bool):
         raise _err(path, "objective.latency", "must be true or false")
+    from workbench.judging.layers import check_layer
+
+    qrels = check_layer(raw["qrels"], f"{path}: qrels") if "qrels" in raw else exp.qrels
     space = _space(path, raw.get("space", {}), lanes, exp, LANE_KINDS)
     base_lanes = set(exp.configs[baseline].lanes)
     switch = space.get("lanes", {})
@@ -208,7 +215,7 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     if all(ln in switch and switch[ln] == (False,) for ln in lanes):
         raise _err(path, "space.lanes", "switches every lane off; keep at least one")
     return Study(path, name, exp, dataset, tuple(lanes), baseline, trials, seed, split, measure,
-                 {k: float(v) for k, v in tw.items()} if tw else None, latency, space, float(tolerance), raw)
+                 {k: float(v) for k, v in tw.items()} if tw else None, latency, space, float(tolerance), raw, qrels)
 
 
 def _space(path: Path, raw: Any, lanes: list[str], exp: Any, lane_kinds: Mapping[str, Any]) -> dict[str, Any]:

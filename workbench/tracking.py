@@ -5,6 +5,12 @@
 * Params: the config flattened (``fusion``, ``k``, ``weights.vector``…), every lane's
   engine parameters (``lane.vector.ef_search``), embedding model ids, splits, depth, and
   the input hashes (documents, queries, qrels, corpus inputs, builder code).
+* The qrels layer (:mod:`workbench.judging.layers`): every config run has the param
+  ``qrels.layer`` (``built`` | ``human`` | ``merged``) and the tag ``qrels`` (the same, for
+  filtering), ``qrels.sha256`` (:func:`workbench.judging.layers.qrels_sha256` of the layer's
+  qrels, which changes with every new human grade), ``qrels.human_pairs``, ``qrels.stale``
+  and ``qrels.queries_left_out`` (``human``: queries without a human grade); the parent run
+  has ``qrels.layer``. A study run has ``qrels.layer`` and ``qrels.sha256``.
 * Metrics: names sanitised in exactly one place, :func:`metric_key` (MLflow rejects
   ``@``): ``R@10`` → ``recall_at_10``, ``nDCG@10`` → ``ndcg_at_10``, ``RR@10`` →
   ``mrr_at_10``; per query type ``recall_at_10/paraphrase``, per split
@@ -270,7 +276,22 @@ def config_params(result, cr) -> dict[str, Any]:
     params.update({"hash.documents": outputs["documents.jsonl"], "hash.queries": outputs["queries.tsv"],
                    "hash.qrels": outputs["qrels.txt"], "hash.inputs": ds.manifest.get("inputs_sha256", ""),
                    "hash.code": ds.manifest.get("code_sha256", "")})
+    params.update(qrels_params(result, cr.dataset))
     return {k: str(v)[:500] for k, v in params.items()}
+
+
+def qrels_params(result, dataset: str) -> dict[str, Any]:
+    """The qrels-layer params of one dataset of a job (see the module docstring); ``built`` with the
+    built qrels' hash for a result made without layers."""
+    from workbench.judging.layers import built_layer
+
+    lq = (getattr(result, "qrels", None) or {}).get(dataset)
+    if lq is None:
+        lq = built_layer(result.datasets[dataset])
+    exp = result.experiment
+    queries = [q for q in result.datasets[dataset].queries if q.split in exp.splits]
+    return {"qrels.layer": lq.layer, "qrels.sha256": lq.sha256, "qrels.human_pairs": lq.human_pairs,
+            "qrels.stale": lq.stale, "qrels.queries_left_out": lq.left_out(queries)}
 
 
 def config_metrics(cr) -> dict[str, float]:
@@ -348,7 +369,7 @@ def log_job(result, home: Path) -> str:
         pid = parent.info.run_id
         client.log_batch(pid, params=[Param(k, str(v)[:500]) for k, v in {
             "experiment_file": str(exp.path), "datasets": ",".join(exp.datasets),
-            "configs": ",".join(exp.configs)}.items()])
+            "configs": ",".join(exp.configs), "qrels.layer": getattr(result, "qrels_layer", "built")}.items()])
         with tempfile.TemporaryDirectory() as tmp:
             t = Path(tmp)
             shutil.copyfile(exp.path, t / Path(exp.path).name)
@@ -361,7 +382,8 @@ def log_job(result, home: Path) -> str:
                     lane_frame(runs).to_parquet(t / "lanes" / f"{ds}.parquet", index=False)
             parent_artifacts = _upload(client, pid, t)
         for cr in result.configs:
-            tags = {"dataset": cr.dataset, "config": cr.config.name, "workbench.kind": "config"}
+            tags = {"dataset": cr.dataset, "config": cr.config.name, "workbench.kind": "config",
+                    "qrels": getattr(result, "qrels_layer", "built")}
             with tracked_run(mlflow, exp_id, f"{cr.dataset}/{cr.config.name}", tags, nested=True) as child:
                 cid = child.info.run_id
                 now = int(time.time() * 1000)
@@ -399,7 +421,8 @@ def log_study(result, home: Path, folder: Path) -> str:
     exp_id = _experiment_id(mlflow, f"{st.experiment.name}", home)
     client = mlflow.MlflowClient()
     _end_dead_runs_quietly(client)
-    with tracked_run(mlflow, exp_id, f"study {st.name}", {"workbench.kind": "study", "dataset": st.dataset}) as run:
+    with tracked_run(mlflow, exp_id, f"study {st.name}", {"workbench.kind": "study", "dataset": st.dataset,
+                                                          "qrels": getattr(st, "qrels", "built")}) as run:
         rid = run.info.run_id
         now = int(time.time() * 1000)
         metrics = []
@@ -412,7 +435,8 @@ def log_study(result, home: Path, folder: Path) -> str:
             client.log_batch(rid, metrics=metrics[i:i + 1000])
         params = {"study": st.name, "dataset": st.dataset, "baseline": st.baseline, "objective": st.measure,
                   "split": st.split, "seed": st.seed, "trials": len(result.optuna_study.trials),
-                  "chosen_trial": result.chosen.number}
+                  "chosen_trial": result.chosen.number, "qrels.layer": getattr(st, "qrels", "built"),
+                  "qrels.sha256": result.report.get("qrels", {}).get("sha256", "")}
         params.update({f"chosen.{k}": v for k, v in result.chosen_params.items()})
         client.log_batch(rid, params=[Param(k, str(v)[:500]) for k, v in params.items()])
         final = {"train_objective_chosen": result.chosen.values[0], "train_objective_baseline": result.baseline_value}

@@ -11,8 +11,10 @@
    variant: its candidates are fetched once per distinct setting (cache, or the engine
    on a miss) and every later trial with that setting reuses them;
 3. the objective is the measure's mean on the split, or a weighted mean of per-query-type
-   means; with ``latency = true`` also the p95 latency (ms, sum of the lanes' cached
-   per-query latencies), minimised, so the study returns a Pareto front;
+   means, judged by the study's qrels layer (``built``, ``human`` or ``merged``:
+   :mod:`workbench.judging.layers`; under ``human`` only queries with a human grade count);
+   with ``latency = true`` also the p95 latency (ms, sum of the lanes' cached per-query
+   latencies), minimised, so the study returns a Pareto front;
 4. the baseline config is enqueued as trial 0; the sampler (TPE, or NSGA-II for two
    objectives) is seeded, so a study is reproducible, and a process that does not get
    consecutive trial numbers reseeds from (seed, trial number), so processes sharing a
@@ -65,26 +67,55 @@ def study_dir(home: Path, name: str) -> Path:
 class Candidates:
     """Lane candidates of the study's dataset, per engine setting, as runs and candidate matrices.
 
+    Lanes run on every query of the dataset (``ds``: the candidate cache is keyed by the whole
+    query set); matrices and reports judge by the study's qrels layer (``view``: the layer's qrels
+    and the queries it evaluates, :func:`workbench.judging.layers.evaluation_view`).
+
     Args:
         study: the validated study.
         home: the workbench home (datasets, caches).
         log: progress messages.
+        store: the judgment store for ``human`` / ``merged`` (default: the home's).
+
+    Raises:
+        PgError: ``human`` / ``merged`` and the store's server cannot be reached.
     """
 
     def __init__(self, study: Study, home: Path, log: Callable[[str], None] = lambda _m: None,
-                 progress: bool = False):
+                 progress: bool = False, store: Any = None):
         from workbench import catalog
         from workbench.cache import CandidateCache
         from workbench.job import Engine
+        from workbench.judging import layers
 
         self.study, self.home, self.log = study, Path(home), log
         self.ds = catalog.ensure(study.dataset, catalog.load_definitions(), home=self.home, log=log)
+        self._layer = layers.load_layer(getattr(study, "qrels", "built"), self.ds, store=store, home=self.home)
+        self._view = layers.evaluation_view(self.ds, self._layer)
         self.engine = Engine(study.experiment, self.home, progress, log)
         self.cache = CandidateCache(self.home / "cache" / "candidates")
         self._runs: dict[tuple, Any] = {}
         self._lat: dict[tuple, dict[str, float]] = {}
         self._matrices: dict[tuple, dict[str, CandidateMatrix]] = {}
         self.queries = {q.query_id: q for q in self.ds.queries}
+
+    @property
+    def layer(self):
+        """The study's qrels (:class:`workbench.judging.layers.LayerQrels`; ``built`` when none was loaded)."""
+        if getattr(self, "_layer", None) is None:
+            from workbench.judging.layers import built_layer
+
+            self._layer = built_layer(self.ds)
+        return self._layer
+
+    @property
+    def view(self):
+        """The dataset as the study's layer judges it: the layer's qrels, the queries it evaluates."""
+        if getattr(self, "_view", None) is None:
+            from workbench.judging.layers import evaluation_view
+
+            self._view = evaluation_view(self.ds, self.layer)
+        return self._view
 
     def lane_run(self, lane: str, overrides: dict[str, Any]):
         """(run, latencies) of ``lane`` with engine parameter ``overrides`` (cache first)."""
@@ -115,8 +146,8 @@ class Candidates:
             self._matrices[engine_key] = {}
         if split not in self._matrices[engine_key]:
             runs = {lane: self.lane_run(lane, dict(ov))[0] for lane, ov in engine_key}
-            qids = [q.query_id for q in self.ds.queries if q.split == split]
-            self._matrices[engine_key][split] = CandidateMatrix(runs, self.ds.qrels, qids)
+            qids = [q.query_id for q in self.view.queries if q.split == split]
+            self._matrices[engine_key][split] = CandidateMatrix(runs, self.view.qrels, qids)
         return self._matrices[engine_key][split]
 
     def latencies(self, engine_key: tuple, lanes: tuple[str, ...], query_ids: list[str]) -> np.ndarray:
@@ -626,10 +657,13 @@ def _space_needed(journal: Path, ost, n_target: int, outputs: Path) -> int | Non
 def definition(study: Study) -> dict[str, Any]:
     """What a stored study was made for: dataset, lanes, baseline, split, objective and space
     (a stored study is only resumed or exported for the same definition)."""
-    return json.loads(json.dumps({"dataset": study.dataset, "lanes": list(study.lanes), "baseline": study.baseline,
-                                  "split": study.split, "measure": study.measure, "weights": study.type_weights,
-                                  "latency": study.latency, "space": study.space,
-                                  "experiment": str(study.experiment.path.name)}, default=repr, sort_keys=True))
+    d = {"dataset": study.dataset, "lanes": list(study.lanes), "baseline": study.baseline,
+         "split": study.split, "measure": study.measure, "weights": study.type_weights,
+         "latency": study.latency, "space": study.space, "experiment": str(study.experiment.path.name)}
+    layer = getattr(study, "qrels", "built")
+    if layer != "built":  # studies stored before qrels layers (all built) keep their definition
+        d["qrels"] = layer
+    return json.loads(json.dumps(d, default=repr, sort_keys=True))
 
 
 def make_study(study: Study, storage) -> Any:
@@ -658,6 +692,11 @@ def make_study(study: Study, storage) -> Any:
         ost.set_user_attr("workbench_definition", want)
     elif have != want:
         diff = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
+        if diff == ["qrels"]:
+            stored, asked = have.get("qrels", "built"), want.get("qrels", "built")
+            raise ConfigError(f"study {study.name} in this storage was tuned on the {stored} qrels, not {asked}; "
+                              f"pass --qrels {stored} to `workbench tune`, or set qrels = \"{stored}\" in {study.path} "
+                              "(what `workbench export` reads), or give the study a new name")
         raise ConfigError(f"study {study.name} in this storage was made for another definition (differs: "
                           f"{', '.join(diff)}); give the study a new name or use another --storage")
     return ost
@@ -694,6 +733,7 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
         ost = make_study(study, store)
         cands = candidates or Candidates(study, home, log, progress)
         check_split(study, cands)
+        notes_qrels = _qrels_changed(ost, cands, log)
         fail_dead_trials(ost, log)
         notes = ensure_baseline(study, ost, log)
         done = [t for t in ost.trials if t.state == optuna.trial.TrialState.COMPLETE]
@@ -720,8 +760,25 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
     result = choose_and_report(study, ost, cands, log)
     result.elapsed_s = time.perf_counter() - t0
     result.trials_run = remaining
-    result.notes = notes + result.notes
+    result.notes = notes_qrels + notes + result.notes
     return result
+
+
+def _qrels_changed(ost, cands: Candidates, log: Callable[[str], None]) -> list[str]:
+    """Record the hash of the study's qrels on the stored study; when a resumed study's earlier trials
+    were scored on other qrels (new human grades since), say so (their values are not comparable)."""
+    sha = cands.layer.sha256
+    have = ost.user_attrs.get("workbench_qrels_sha256")
+    if have == sha:
+        return []
+    ost.set_user_attr("workbench_qrels_sha256", sha)
+    if have is None:
+        return []
+    note = (f"the {cands.layer.layer} qrels changed since earlier trials of this study (sha256 {have[:12]} -> "
+            f"{sha[:12]}: new judgments); earlier trial values were scored on the old qrels — start a new study "
+            "(another name) for values scored on one set")
+    log(note)
+    return [note]
 
 
 def check_split(study: Study, cands: Candidates) -> None:
@@ -730,8 +787,14 @@ def check_split(study: Study, cands: Candidates) -> None:
     Raises:
         ConfigError: naming the split, the dataset and the types it has.
     """
-    qs = [q for q in cands.ds.queries if q.split == study.split]
+    qs = [q for q in cands.view.queries if q.split == study.split]
     types = sorted({q.query_type for q in qs})
+    if not qs and cands.layer.layer == "human" and any(q.split == study.split for q in cands.ds.queries):
+        from workbench.judging.store import JudgeError
+
+        raise JudgeError(f"{study.path}: no {study.split} query of {study.dataset} has a human grade yet, so the human "
+                         "layer has nothing to tune on; judge a pool first (`workbench judge pool`) or use "
+                         "--qrels merged")
     if not qs:
         raise ConfigError(f"{study.path}: dataset {study.dataset} has no {study.split} queries; choose another split")
     missing = [t for t, w in (study.type_weights or {}).items() if w > 0 and t not in types]
@@ -862,9 +925,19 @@ def choose_and_report(study: Study, ost, cands: Candidates, log: Callable[[str],
     base_val = objective_value(study, base_m, baseline_setting(study), cands.queries)
     report["train"] = {"objective": study.measure, "chosen": chosen.values[0], "baseline": base_val,
                        "trial": chosen.number}
+    report["qrels"] = qrels_report(cands)
     manifest = {k: cands.ds.manifest.get(k) for k in ("inputs", "outputs")}
     return StudyResult(study, ost, chosen, dict(chosen.params), setting, base_val, sens, report, 0.0, 0, notes,
                        manifest)
+
+
+def qrels_report(cands: Candidates) -> dict[str, Any]:
+    """The study's qrels layer for the report and the export: ``layer``, ``sha256`` (of the layer's qrels,
+    :func:`workbench.judging.layers.qrels_sha256`), ``human_pairs``, ``stale`` and ``queries_left_out``
+    (``human``: queries of the dataset without a human grade)."""
+    lq = cands.layer
+    return {"layer": lq.layer, "sha256": lq.sha256, "human_pairs": lq.human_pairs, "stale": lq.stale,
+            "queries_left_out": lq.left_out(cands.ds.queries)}
 
 
 def honest_report(study: Study, cands: Candidates, params: dict[str, Any], setting: FusionSetting) -> dict:
@@ -881,14 +954,15 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any], setti
     key = cands.engine_key(params)
     base_lanes_key = cands.engine_key({})  # the baseline as written: no engine overrides
     for split in ("dev", "test"):
-        qs = [q for q in cands.ds.queries if q.split == split]
+        qs = [q for q in cands.view.queries if q.split == split]
         if not qs:
-            out[split] = {"queries": 0, "note": f"no {split} queries in {cands.ds.name}"}
+            why = " with a human grade" if cands.layer.layer == "human" else ""
+            out[split] = {"queries": 0, "note": f"no {split} queries{why} in {cands.ds.name}"}
             continue
         m = cands.matrix(key, split)
         mb = cands.matrix(base_lanes_key, split)
-        ev = evaluate(m.run(setting), cands.ds.qrels, qs, measures).per_query.set_index("query_id")
-        evb = evaluate(mb.run(baseline_setting(study)), cands.ds.qrels, qs, measures).per_query.set_index("query_id")
+        ev = evaluate(m.run(setting), cands.view.qrels, qs, measures).per_query.set_index("query_id")
+        evb = evaluate(mb.run(baseline_setting(study)), cands.view.qrels, qs, measures).per_query.set_index("query_id")
         qids = [q for q in ev.index if q in evb.index]
         rows = {}
         for meas in measures:
@@ -957,6 +1031,7 @@ def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
             "objective": {"measure": st.measure, "split": st.split, "type_weights": st.type_weights,
                           "value": result.chosen.values[0], "baseline": result.baseline_value},
             "baseline_config": st.baseline, "experiment": str(st.experiment.path), "dataset": st.dataset,
+            "qrels": result.report.get("qrels", {"layer": "built"}),
             "inputs": manifest.get("inputs"), "outputs": manifest.get("outputs"), "code_commit": commit,
             "dev": result.report.get("dev"), "test": result.report.get("test"),
             "sensitivity": result.sensitivity, "seed": st.seed,
@@ -1047,8 +1122,14 @@ def write_outputs(result: StudyResult, home: Path, storage: str | None = None) -
 def summary(result: StudyResult) -> str:
     """A plain-text summary: train objective, dev/test measures with CIs and p-values, sensitivity."""
     st = result.study
+    q = result.report.get("qrels") or {"layer": getattr(st, "qrels", "built")}
     lines = [f"study {st.name}: {len(result.optuna_study.trials)} trials on {st.dataset} ({st.split}), "
              f"objective {st.measure}" + (" weighted by query type" if st.type_weights else ""),
+             f"  qrels: {q['layer']}" + (f" (sha256 {q['sha256'][:12]}, {q.get('human_pairs', 0)} human grades"
+                                         + (f", {q['stale']} stale judgments left out" if q.get("stale") else "")
+                                         + (f", {q['queries_left_out']} queries without a human grade left out"
+                                            if q.get("queries_left_out") and q["layer"] == "human" else "") + ")"
+                                         if q.get("sha256") else ""),
              f"  {st.split}: chosen trial {result.chosen.number} = {result.chosen.values[0]:.4f}   "
              f"baseline {st.baseline} = {result.baseline_value:.4f}"]
     for note in result.notes:

@@ -39,6 +39,14 @@ if not measures:
     st.error(f"{baseline} and {candidate} share no measure; evaluate them with the same measures.")
     st.stop()
 measure = ui.pick("Measure", measures, "measure", key="cmp_measure", default="R@10" if "R@10" in measures else measures[0])
+layer_a, layer_b = a_row.get("qrels", "built"), b_row.get("qrels", "built")
+st.caption(f"qrels layer: **{baseline}** {layer_a}, **{candidate}** {layer_b}")
+if layer_a != layer_b:
+    st.warning(f"The two runs were judged by different qrels layers ({layer_a} and {layer_b}): the deltas below mix "
+               "a change of config with a change of judgments. Evaluate both with one `--qrels` layer.")
+elif layer_a != "built" and a_row.get("qrels_sha256", "") != b_row.get("qrels_sha256", ""):
+    st.warning(f"Both runs use the {layer_a} layer, but judged at different times (new judgments since); "
+               "evaluate both again to compare on the same qrels.")
 if a_row["hash_queries"] != b_row["hash_queries"]:
     st.warning("The two runs were evaluated on different builds of the query set; only shared query ids are compared.")
 

@@ -41,6 +41,14 @@ measures = st.sidebar.multiselect("Measures", all_measures, default=default, key
 if not measures:
     st.info("Choose at least one measure in the sidebar.")
     st.stop()
+layers_shown = sorted(chosen["qrels"].unique()) if "qrels" in chosen else ["built"]
+if len(layers_shown) > 1:
+    st.warning(f"These runs were judged by different qrels layers ({', '.join(layers_shown)}): their measures are "
+               "not comparable. Keep one layer (filter the experiments in the sidebar), or evaluate them again with "
+               "one `--qrels` layer.")
+elif "qrels" in chosen and chosen["qrels_sha256"].nunique() > 1 and layers_shown != ["built"]:
+    st.warning(f"These runs were judged by the {layers_shown[0]} layer at different times (new judgments "
+               "since): their measures rest on different qrels; evaluate them again to compare on the same ones.")
 if chosen["hash_queries"].nunique() > 1:
     st.warning("These runs were evaluated on different builds of the query set; the table compares them on "
                "the queries they share.")
@@ -56,8 +64,9 @@ if long.empty:
     st.info("No queries of the chosen splits are shared by these runs.")
     st.stop()
 n_all = int(long[long["stratum"] == views.ALL]["n"].iloc[0])
-st.caption(f"{len(tables)} configs on **{dataset}**, {n_all} queries ({', '.join(splits)}); mean [95% percentile-"
-           f"bootstrap CI, 2,000 resamples shared by all configs]. MLflow store: `{uri}`.")
+st.caption(f"{len(tables)} configs on **{dataset}**, {n_all} queries ({', '.join(splits)}); qrels layer: "
+           f"**{', '.join(layers_shown)}**; mean [95% percentile-bootstrap CI, 2,000 resamples shared by all configs]. "
+           f"MLflow store: `{uri}`.")
 
 strata = list(dict.fromkeys(long["stratum"]))
 tabs = st.tabs([f"{s} (n={int(long[long['stratum'] == s]['n'].iloc[0])})" for s in strata])
@@ -68,7 +77,7 @@ for tab, stratum in zip(tabs, strata):
 measure = st.selectbox("Plot", measures, key="ov_plot_measure")
 st.plotly_chart(views.overview_figure(long, measure))
 with st.expander("Runs shown"):
-    st.dataframe(chosen[["experiment", "config", "lanes", "started", "run_id"]],
+    st.dataframe(chosen[[c for c in ("experiment", "config", "qrels", "lanes", "started", "run_id") if c in chosen]],
                  hide_index=True)
 st.download_button("Download the table (CSV)", long.to_csv(index=False), file_name=f"overview-{dataset}.csv",
                    mime="text/csv")

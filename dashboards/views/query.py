@@ -3,7 +3,7 @@ document's texts, judged marks, and the lanes that found each document (rank and
 
 import streamlit as st
 
-from workbench.dashboard import ui, views
+from workbench.dashboard import judging, ui, views
 from workbench.errors import WorkbenchError
 
 st.title("Query drill-down")
@@ -95,12 +95,14 @@ with st.expander(f"Qrels: {len(qrels)} judged documents", expanded=len(qrels) <=
     st.dataframe(views.qrels_table(qrels, fused, query_id, ds.documents), hide_index=True)
 
 cols = st.columns(len(rows))
+shown: dict[str, list[str]] = {}  # each config's documents on the page, for the judging pool
 for col, (lab, row) in zip(cols, rows.items()):
     with col:
         cfg_lanes = [x for x in str(row["lanes"]).split(",") if x]
         hits = ui.lane_hits_for(ui.parent_uri(row), dataset, query_id)
         found = views.lanes_for(hits, query_id, cfg_lanes)
         table = views.ranked_list(fused[lab], query_id, qrels, found, cfg_lanes, ds.documents, k=k)
+        shown[lab] = list(table["doc_id"])
         st.subheader(lab)
         st.caption(f"lanes: {', '.join(cfg_lanes) or '?'}" + ("" if hits is not None else
                    " — lane ranks were not logged by this eval (re-run `workbench eval` to log them)"))
@@ -126,3 +128,28 @@ for col, (lab, row) in zip(cols, rows.items()):
                         st.text(texts[part][:4000])
                 if r.lanes:
                     st.caption(f"found by {r.lanes}")
+
+unjudged = judging.unjudged_docs(shown.values(), qrels)
+with st.container(border=True):
+    st.markdown(f"**Human judging** — {len(unjudged)} of the documents listed above have no label for this query. "
+                "Sending them puts each (query, document) pair in the judging pool (reason *sent*; pairs already "
+                "pooled or judged are skipped); raters then see them, blind, on the Judge page.")
+    c1, c2, c3 = st.columns([1, 1, 1], vertical_alignment="bottom")
+    per_pair = c1.number_input("Raters per pair", min_value=1, max_value=10, value=2, key="q_pool_raters")
+    send = c2.button(f"Send {len(unjudged)} unjudged to the judging pool", key="q_send_pool", disabled=not unjudged,
+                     icon=":material/send:")
+    if c3.button("Open the Judge page", key="q_open_judge", icon=":material/rate_review:"):
+        st.switch_page("views/judge.py")
+    if send:
+        try:
+            pool_id, added = judging.send_to_pool(ui.judge_store(create=True), dataset, query_id, unjudged,
+                                                  raters_per_pair=int(per_pair),
+                                                  params={"configs": list(shown), "k": k})
+        except WorkbenchError as exc:
+            st.error(str(exc))
+        else:
+            if pool_id is None:
+                st.info("Every one of these pairs is already in a judging pool or judged; nothing was added.")
+            else:
+                st.success(f"Pool {pool_id}: {added} pair(s) of {query_id} sent, {int(per_pair)} rater(s) each "
+                           f"({len(unjudged) - added} already pooled or judged).")

@@ -8,6 +8,9 @@
 * :mod:`workbench.dashboard.gates` — the gate reports ``workbench gate`` saves.
 * :mod:`workbench.dashboard.auth` — who may see it: access tokens (stored as sha256 in the
   home, checked in constant time) and the rule that a non-loopback bind needs them.
+* :mod:`workbench.dashboard.judging` — what the judging pages show and do (the rater's blind
+  view of a pair with the query's words marked, the drill-down's send-to-pool); rater tokens
+  and the judgment store's sessions are in :mod:`~workbench.dashboard.auth` and ``ui``.
 * :mod:`workbench.dashboard.serving` — the addresses a bind is reached at (what
   ``workbench dashboard`` prints).
 """

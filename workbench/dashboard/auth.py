@@ -14,8 +14,22 @@
   app asks for one on every page and shows nothing else until it matches.
 * **The check** (:func:`check_token`) compares the presented token's digest with every
   stored digest in constant time (:func:`hmac.compare_digest`). It reads from a list of
-  :class:`TokenSource` objects (:func:`sources`: today the token file), so another source
-  — rater tokens kept in PostgreSQL — can be added without touching the pages.
+  :class:`TokenSource` objects: :func:`sources` (the token file) for the engineer pages,
+  :class:`RaterTokens` (the judgment store) for the judging pages.
+* **Rater tokens** (:class:`RaterTokens`): ``workbench judge rater add NAME [--adjudicator]``
+  prints one; the judgment store keeps its sha256 (:mod:`workbench.judging.store`). A rater
+  token opens the judging pages only — Judge; for an adjudicator also Adjudicate and
+  Agreement — and never the engineer pages (runs, configs, ranks and scores would unblind
+  the rater): it is checked against :class:`RaterTokens` alone, and an access token never
+  is, so an access token cannot judge either. A session signed in as a rater shows only the
+  judging pages until the rater signs out.
+* **Bind rule with raters** (:func:`token_kinds`): rater tokens count as tokens for the
+  bind rule. Served beyond this machine with rater tokens but no access token, the
+  dashboard starts and asks every visitor for a token: raters get the judging pages, and
+  nobody gets the engineer pages until an access token exists. On loopback without access
+  tokens the engineer pages stay open as before, whatever raters exist. The judgment store
+  is looked at only where one exists (``WORKBENCH_PG_DSN``, or the embedded server's data
+  in the home: :func:`judgment_store_exists`); looking never creates a server or a schema.
 """
 
 from __future__ import annotations
@@ -40,6 +54,8 @@ from workbench.errors import ConfigError
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 #: How the command that creates a token is spelled in messages.
 ADD_COMMAND = "workbench dashboard token add NAME"
+#: How the command that creates a rater token is spelled in messages.
+RATER_ADD_COMMAND = "workbench judge rater add NAME"
 
 
 @dataclass(frozen=True)
@@ -176,8 +192,116 @@ class FileTokens:
 
 
 def sources(home: Path) -> list[TokenSource]:
-    """The token sources of a home (today: its token file)."""
+    """The access-token sources of a home (its token file): what opens the engineer pages."""
     return [FileTokens(home)]
+
+
+class RaterTokens:
+    """The rater tokens of a judgment store (:meth:`~workbench.judging.store.JudgmentStore.rater_tokens`:
+    active raters only, so a revoked rater is refused from their next interaction).
+
+    After :meth:`records`, :attr:`raters` maps each name to its
+    :class:`~workbench.judging.store.Rater` (role and shuffle seed), read in the same query.
+    """
+
+    def __init__(self, store):
+        self.store = store
+        self.raters: dict = {}
+
+    def records(self) -> list[TokenRecord]:
+        """Every active rater's token record.
+
+        Raises:
+            PgError: the store's server cannot be reached (names it and the fix).
+        """
+        rows = self.store.rater_tokens()
+        self.raters = {r.name: r for r, _h, _c in rows}
+        return [TokenRecord(r.name, h, created) for r, h, created in rows]
+
+
+def check_rater(presented: str | None, source: RaterTokens):
+    """The :class:`~workbench.judging.store.Rater` whose token ``presented`` is, or None
+    (:func:`check_token` against ``source`` alone: constant time, every digest compared).
+
+    Raises:
+        PgError: the store's server cannot be reached.
+    """
+    name = check_token(presented, [source])
+    return source.raters.get(name) if name else None
+
+
+def judgment_store_exists(home: Path) -> bool:
+    """Whether a judgment store may hold raters, decided without creating anything:
+    ``WORKBENCH_PG_DSN`` is set, or the home's embedded PostgreSQL has a data folder."""
+    from workbench.pg import DSN_ENV
+    from workbench.services import postgres
+
+    if os.environ.get(DSN_ENV, "").strip():
+        return True
+    return (postgres.layout(Path(home)).pgdata / "PG_VERSION").is_file()
+
+
+def open_judgment_store(home: Path, *, migrate: bool = True, quiet: bool = False):
+    """The home's :class:`~workbench.judging.store.JudgmentStore` (``WORKBENCH_PG_DSN``, else the
+    embedded server, started when needed). ``migrate=False`` creates no schema; ``quiet`` keeps the
+    embedded server's start-up lines off stderr.
+
+    Raises:
+        PgError: the server cannot be started or reached (names its log and the fix).
+    """
+    from workbench.judging.store import JudgmentStore
+    from workbench.pg import DSN_ENV, server_dsn
+
+    if quiet and not os.environ.get(DSN_ENV, "").strip():
+        from workbench.services import postgres
+
+        return JudgmentStore(postgres.attach(Path(home)), migrate=migrate)  # attach logs nothing by default
+    return JudgmentStore(server_dsn(Path(home)), migrate=migrate)
+
+
+def token_kinds(home: Path, *, release: bool = False) -> set[str]:
+    """Which kinds of token the home has: ``"access"`` (the token file) and ``"rater"`` (active
+    raters in the judgment store, looked at only when :func:`judgment_store_exists`). With
+    ``release``, the embedded server is let go after looking (a command that then hands over to
+    another program; the dashboard's own process keeps it).
+
+    Raises:
+        ConfigError: the token file cannot be trusted.
+        PgError: a store exists but its server cannot be reached.
+    """
+    from workbench.pg import DSN_ENV
+
+    kinds = {"access"} if required(sources(home)) else set()
+    if judgment_store_exists(home):
+        store = open_judgment_store(home, migrate=False, quiet=True)
+        try:
+            if store.rater_tokens():
+                kinds.add("rater")
+        finally:
+            store.close()
+            if release and not os.environ.get(DSN_ENV, "").strip():
+                from workbench.services import postgres
+
+                postgres.release(Path(home), log=lambda _m: None)
+    return kinds
+
+
+def off_loopback_refusal(host: str) -> str:
+    """The one-line refusal of ``workbench dashboard --host HOST`` when the home has no token of either kind."""
+    return (f"--host {host} would serve every result to the network without authentication; create an access "
+            f"token first with `{ADD_COMMAND}` (raters' tokens from `{RATER_ADD_COMMAND}` count too, and open "
+            "the judging pages only), or keep the default 127.0.0.1 behind an authenticating reverse proxy, see README")
+
+
+def describe_tokens(kinds: set[str]) -> str:
+    """What a served dashboard asks for, for the start-up line (``access token required``…)."""
+    if "access" in kinds and "rater" in kinds:
+        return "access token required; rater tokens open the judging pages"
+    if "access" in kinds:
+        return "access token required"
+    if "rater" in kinds:
+        return "rater token required: the judging pages only, no access token exists"
+    return "this machine only"
 
 
 def required(token_sources: Sequence[TokenSource]) -> bool:

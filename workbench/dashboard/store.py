@@ -24,7 +24,7 @@ from workbench.run import Run, read_trec_run
 
 #: Columns of :func:`config_runs` besides the metrics (``metric.<mlflow name>``).
 RUN_COLUMNS = ("run_id", "parent_run_id", "experiment", "dataset", "config", "started", "artifact_uri",
-               "hash_queries", "hash_qrels", "hash_documents", "lanes")
+               "hash_queries", "hash_qrels", "hash_documents", "lanes", "qrels", "qrels_sha256")
 
 
 def config_runs(uri: str) -> pd.DataFrame:
@@ -38,7 +38,9 @@ def config_runs(uri: str) -> pd.DataFrame:
 
     Returns:
         one row per run: :data:`RUN_COLUMNS` (``started`` a UTC timestamp, ``lanes`` the
-        config's lanes, comma-separated) and one ``metric.<name>`` column per logged
+        config's lanes, comma-separated, ``qrels`` the qrels layer it was judged by — ``built``
+        for runs logged before layers existed — and ``qrels_sha256`` the hash of that layer's
+        qrels, empty for those) and one ``metric.<name>`` column per logged
         metric (``metric.recall_at_10``…). Empty (with those columns) when the store has
         no runs or does not exist yet.
 
@@ -93,6 +95,8 @@ def config_runs(uri: str) -> pd.DataFrame:
         "hash_qrels": col("params.hash.qrels").fillna(""),
         "hash_documents": col("params.hash.documents").fillna(""),
         "lanes": col("params.fusion.lanes").fillna(""),
+        "qrels": col("params.qrels.layer").fillna("").replace("", "built"),
+        "qrels_sha256": col("params.qrels.sha256").fillna(""),
     })
     if uri.startswith("sqlite:///"):
         base = Path(uri.split(":///", 1)[1]).parent

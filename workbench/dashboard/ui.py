@@ -8,6 +8,7 @@ finished run do not change). Large objects use ``st.cache_resource`` (shared, no
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -33,6 +34,10 @@ def home() -> Path:
 
 #: Session key of the token a viewer signed in with (re-checked on every run, so a revoked token stops working).
 _TOKEN_KEY = "_wb_access_token"
+#: Session key of the rater token a judging session signed in with (re-checked on every run too).
+_RATER_KEY = "_wb_rater_token"
+#: Session key of this session's judgment store (one connection per browser session).
+_STORE_KEY = "_wb_judge_store"
 
 
 def access() -> tuple[str, str]:
@@ -44,6 +49,11 @@ def access() -> tuple[str, str]:
     ``refused``: the token file cannot be trusted, or the server listens beyond this
     machine without any token (``message`` names the fix). A ``?token=`` is removed from the
     URL once read, and kept in the session instead (:mod:`workbench.dashboard.auth`).
+
+    These states are about the engineer pages and access tokens. Beyond this machine with
+    rater tokens but no access token, the state is ``login`` (raters may sign in; nobody gets
+    the engineer pages). A rater token, typed in or brought by ``?token=``, is kept apart
+    (:func:`session_rater` decides about it); it never grants this access.
     """
     from workbench.dashboard import auth
     from workbench.settings import home_dir
@@ -53,18 +63,33 @@ def access() -> tuple[str, str]:
         on = auth.required(sources)
     except WorkbenchError as exc:
         return "refused", str(exc)
+    linked = None
+    if "token" in st.query_params:  # taken out of the address bar at once, whatever it turns out to be
+        linked = str(st.query_params["token"])
+        del st.query_params["token"]
+        try:
+            if not (on and auth.check_token(linked, sources)) and _is_rater_token(linked):
+                st.session_state[_RATER_KEY] = linked.strip()  # a judging session (see session_rater)
+                linked = None
+        except WorkbenchError as exc:
+            return "refused", str(exc)
     if not on:
         bind = st.get_option("server.address")
         if auth.is_loopback(bind):
             return "open", ""
-        where = f"on {bind}" if bind else "on every interface (server.address is not set)"
-        return "refused", (f"This dashboard is served {where} without access tokens, so it shows nothing. Create one "
-                           f"on the server with `{auth.ADD_COMMAND}` and reload, or serve it on this machine only "
-                           "with `workbench dashboard` (127.0.0.1).")
+        try:
+            raters = _rater_tokens_exist(str(home_dir()))
+        except WorkbenchError as exc:
+            return "refused", str(exc)
+        if not raters:
+            where = f"on {bind}" if bind else "on every interface (server.address is not set)"
+            return "refused", (f"This dashboard is served {where} without access tokens, so it shows nothing. Create "
+                               f"one on the server with `{auth.ADD_COMMAND}` (raters' tokens from "
+                               f"`{auth.RATER_ADD_COMMAND}` open the judging pages) and reload, or serve it on this "
+                               "machine only with `workbench dashboard` (127.0.0.1).")
     message = ""
-    if "token" in st.query_params:
-        st.session_state[_TOKEN_KEY] = st.query_params["token"]
-        del st.query_params["token"]
+    if linked is not None:
+        st.session_state[_TOKEN_KEY] = linked
         message = "The token in the link is not valid (or was revoked)."
     token = st.session_state.get(_TOKEN_KEY)
     try:
@@ -79,23 +104,29 @@ def access() -> tuple[str, str]:
 
 
 def sign_in_form(message: str = "") -> None:
-    """The only thing a viewer without a valid token sees: a password field for the access token."""
+    """The only thing a viewer without a valid token sees: a password field for the token — an access
+    token (the engineer pages) or a rater token (the judging pages only)."""
     from workbench.dashboard import auth
     from workbench.settings import home_dir
 
     st.title("Workbench dashboard")
     st.markdown("This dashboard needs an access token. Its owner creates one on the server with "
-                f"`{auth.ADD_COMMAND}`.")
+                f"`{auth.ADD_COMMAND}`. Scholars who judge relevance sign in with the rater token they were given "
+                f"(`{auth.RATER_ADD_COMMAND}`).")
     with st.form("wb_sign_in"):
         token = st.text_input("Access token", type="password", key="wb_token_input")
         submitted = st.form_submit_button("Sign in")
     if submitted:
         try:
             name = auth.check_token(token, auth.sources(home_dir()))
+            rater = None if name else _is_rater_token(token)
         except WorkbenchError as exc:
             stop_with_error(exc)
         if name:
             st.session_state[_TOKEN_KEY] = token.strip()
+            st.rerun()
+        if rater:
+            st.session_state[_RATER_KEY] = token.strip()
             st.rerun()
         message = "That token is not valid (or was revoked)."
     if message:
@@ -106,6 +137,120 @@ def sign_out_button() -> None:
     """A sidebar button that forgets this session's token."""
     if st.sidebar.button("Sign out", key="wb_sign_out"):
         st.session_state.pop(_TOKEN_KEY, None)
+        st.rerun()
+
+
+# ---------------------------------------------------------------- judging sessions (rater tokens)
+
+
+@st.cache_data(ttl=10, show_spinner=False)
+def _rater_tokens_exist(home_path: str) -> bool:
+    """Whether the home's judgment store has active raters (False without a store; cached 10 s)."""
+    from workbench.dashboard import auth
+
+    return "rater" in auth.token_kinds(Path(home_path))
+
+
+def _is_rater_token(token: str | None) -> bool:
+    """Whether ``token`` is an active rater's (False without a judgment store; nothing is created by looking)."""
+    if not token or not isinstance(token, str):
+        return False
+    store = judge_store()
+    if store is None:
+        return False
+    from workbench.dashboard import auth
+
+    return auth.check_rater(token, auth.RaterTokens(store)) is not None
+
+
+def judge_store(create: bool = False):
+    """This browser session's judgment store (:class:`~workbench.judging.store.JudgmentStore`): one
+    connection per session, opened (and migrated) once, reopened when broken, so a click costs no
+    connect. None when the home has no store (:func:`workbench.dashboard.auth.judgment_store_exists`:
+    looking creates no server) unless ``create`` (an action that writes to it: the embedded
+    server and the schema are then made when missing).
+
+    Raises:
+        PgError: the store's server cannot be started or reached (names it and the fix).
+    """
+    from workbench.dashboard import auth
+
+    h = home()
+    if not create and not auth.judgment_store_exists(h):
+        return None
+    held = st.session_state.get(_STORE_KEY)
+    if held is not None and held[0] == (str(h), os.environ.get("WORKBENCH_PG_DSN", "")):
+        return held[1]
+    store = auth.open_judgment_store(h)
+    st.session_state[_STORE_KEY] = ((str(h), os.environ.get("WORKBENCH_PG_DSN", "")), store)
+    return store
+
+
+def judge_store_or_stop():
+    """:func:`judge_store`, or the page stopped with what to run (no store) or the error."""
+    from workbench.dashboard import auth
+
+    try:
+        store = judge_store()
+    except WorkbenchError as exc:
+        stop_with_error(exc)
+    if store is None:
+        st.info(f"This home has no judgment store yet. Add a rater on the server with `{auth.RATER_ADD_COMMAND}` "
+                "(it prints their token) and pool pairs to judge (`workbench judge pool`, or the query drill-down's "
+                "“Send to the judging pool”).")
+        st.stop()
+    return store
+
+
+def session_rater():
+    """``(rater, message)``: the :class:`~workbench.judging.store.Rater` this session signed in as, or
+    None. The token is checked against the store's active raters on every run, in constant time
+    (:func:`workbench.dashboard.auth.check_rater`), so a revoked rater is signed out at their next
+    click (``message`` then says so). Without a rater token in the session the store is not touched.
+
+    Raises:
+        PgError: the store's server cannot be reached.
+    """
+    from workbench.dashboard import auth
+
+    token = st.session_state.get(_RATER_KEY)
+    if not token:
+        return None, ""
+    store = judge_store()
+    rater = auth.check_rater(token, auth.RaterTokens(store)) if store is not None else None
+    if rater is None:
+        st.session_state.pop(_RATER_KEY, None)
+        return None, "Your rater token is no longer valid (it was revoked); sign in with another."
+    return rater, ""
+
+
+def rater_sign_in_form(message: str = "") -> None:
+    """The Judge page's sign-in: a rater token only (an access token does not let anyone judge)."""
+    from workbench.dashboard import auth
+
+    st.markdown("Sign in with your **rater token** to judge. The workbench's owner creates one for you with "
+                f"`{auth.RATER_ADD_COMMAND}` (a dashboard access token does not let anyone judge).")
+    with st.form("wb_rater_sign_in"):
+        token = st.text_input("Rater token", type="password", key="wb_rater_token_input")
+        submitted = st.form_submit_button("Sign in to judge")
+    if submitted:
+        try:
+            ok = _is_rater_token(token)
+        except WorkbenchError as exc:
+            stop_with_error(exc)
+        if ok:
+            st.session_state[_RATER_KEY] = token.strip()
+            st.rerun()
+        message = "That is not a valid rater token (or it was revoked)."
+    if message:
+        st.error(message)
+
+
+def rater_sidebar(rater) -> None:
+    """Who is judging, and a button that signs the rater out (an engineer session goes back to its pages)."""
+    st.sidebar.markdown(f"Judging as **{rater.name}** ({rater.role})")
+    if st.sidebar.button("Sign out", key="wb_rater_sign_out"):
+        st.session_state.pop(_RATER_KEY, None)
         st.rerun()
 
 
@@ -185,6 +330,24 @@ def dataset_files(home_path: str, name: str):
     if ds.modified:
         st.warning(store.modified_message(ds), icon=":material/warning:")
     return ds
+
+
+@st.cache_resource(show_spinner="Hashing the dataset's documents…", max_entries=8)
+def _doc_hashes(home_path: str, name: str, signature: tuple) -> dict[str, str]:
+    from workbench.judging.store import document_hash
+
+    ds = _dataset_files(home_path, name, signature)
+    return {doc_id: document_hash(doc) for doc_id, doc in ds.documents.items()}
+
+
+def doc_hashes(home_path: str, name: str) -> dict[str, str]:
+    """doc_id → :func:`~workbench.judging.store.document_hash` of every document of a built dataset, computed
+    once per version of its files (what tells a stale judgment: one made on another text).
+
+    Raises:
+        DataError: as :func:`dataset_files`.
+    """
+    return _doc_hashes(home_path, name, store.dataset_signature(home_path, name))
 
 
 def pick(label: str, options: Sequence[Any], state: str, *, key: str, fmt=str, default: Any = None,

@@ -1,0 +1,304 @@
+"""Qrels layers: ``built`` (the labels the query-set builders derive from the corpora), ``human``
+(the final grades of human judges) and ``merged`` (human over built, pair by pair).
+
+**The human grade of a pair** (:func:`final_grades`), from each rater's current judgment
+(``wb_judge.current_judgments``) and the latest adjudication:
+
+1. an adjudicated grade is final;
+2. else, when every rater who graded it gave the same grade, that grade (*agreed*);
+3. else the mean of their grades rounded down (*mean*: two raters saying 1 and 2 give 1;
+   0 and 2 give 1 — such pairs also wait in the adjudication queue).
+
+"Cannot judge" is no grade: a pair only judged that way has no human grade. A judgment or
+adjudication made on a document whose text has changed since (its stored
+:func:`~workbench.judging.store.document_hash` differs from the built document's) is
+*stale*: it is left out until re-judged, and counted in :attr:`FinalGrade.stale`.
+
+**merged** takes the built qrels and, for every pair with a human grade, the human grade
+instead — including 0 for a built label a human found not relevant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from workbench.types import Qrel
+
+#: The qrels layers an experiment, ``eval``, ``tune`` and ``gate`` may use.
+LAYERS = ("built", "human", "merged")
+
+#: The layer used when none is named.
+DEFAULT_LAYER = "built"
+
+
+@dataclass(frozen=True)
+class FinalGrade:
+    """The human grade of one (query, document) pair.
+
+    Attributes:
+        grade: 0, 1 or 2.
+        basis: ``adjudicated``, ``agreed`` or ``mean`` (see the module docstring).
+        raters: how many raters' current, non-stale grades went into it.
+        stale: how many judgments of the pair were left out because the document changed.
+    """
+
+    grade: int
+    basis: str
+    raters: int
+    stale: int = 0
+
+
+def final_grades(judgments: Iterable[Mapping], adjudications: Iterable[Mapping] = (),
+                 doc_hashes: Mapping[str, str] | None = None) -> dict[tuple[str, str], FinalGrade]:
+    """The human grade of every pair (see the module docstring).
+
+    Args:
+        judgments: each rater's current judgment: mappings with ``query_id``, ``doc_id``,
+            ``grade`` (None for cannot judge), ``cannot_judge`` and ``doc_sha256`` (as
+            :meth:`~workbench.judging.store.JudgmentStore.current` returns them).
+        adjudications: the latest adjudication per pair (``query_id``, ``doc_id``, ``grade``,
+            ``doc_sha256``).
+        doc_hashes: doc_id → the built document's current hash; None: nothing is stale.
+
+    Returns:
+        ``{(query_id, doc_id): FinalGrade}`` for every pair with at least one usable grade.
+    """
+
+    def fresh(row: Mapping) -> bool:
+        if doc_hashes is None or row.get("doc_sha256") is None:
+            return True
+        return doc_hashes.get(row["doc_id"]) == row["doc_sha256"]
+
+    grades: dict[tuple[str, str], list[int]] = defaultdict(list)
+    stale: dict[tuple[str, str], int] = defaultdict(int)
+    for j in judgments:
+        key = (j["query_id"], j["doc_id"])
+        if j.get("cannot_judge") or j.get("grade") is None:
+            continue
+        if not fresh(j):
+            stale[key] += 1
+            continue
+        grades[key].append(int(j["grade"]))
+    out: dict[tuple[str, str], FinalGrade] = {}
+    for key, gs in grades.items():
+        if len(set(gs)) == 1:
+            out[key] = FinalGrade(gs[0], "agreed", len(gs), stale.get(key, 0))
+        else:
+            out[key] = FinalGrade(sum(gs) // len(gs), "mean", len(gs), stale.get(key, 0))
+    for a in adjudications:
+        key = (a["query_id"], a["doc_id"])
+        if not fresh(a):
+            stale[key] += 1
+            continue
+        n = out[key].raters if key in out else 0
+        out[key] = FinalGrade(int(a["grade"]), "adjudicated", n, stale.get(key, 0))
+    return out
+
+
+def human_qrels(final: Mapping[tuple[str, str], FinalGrade]) -> list[Qrel]:
+    """The ``human`` layer: one qrel per pair with a human grade (grade 0 included), sorted."""
+    return sorted(Qrel(q, d, g.grade) for (q, d), g in final.items())
+
+
+def merged_qrels(built: Iterable[Qrel], final: Mapping[tuple[str, str], FinalGrade]) -> list[Qrel]:
+    """The ``merged`` layer: the built qrels with every humanly graded pair replaced (or added) by its human grade."""
+    out = {(r.query_id, r.doc_id): r.relevance for r in built}
+    out.update({key: g.grade for key, g in final.items()})
+    return sorted(Qrel(q, d, rel) for (q, d), rel in out.items())
+
+
+def qrels_sha256(qrels: Iterable[Qrel]) -> str:
+    """sha256 hex of qrels as sorted TREC lines (what MLflow logs beside the layer's name)."""
+    h = hashlib.sha256()
+    for r in sorted(qrels):
+        h.update(f"{r.query_id} 0 {r.doc_id} {r.relevance}\n".encode("utf-8"))
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------- choosing and loading a layer
+
+def check_layer(value, where: str) -> str:
+    """``value`` if it names a layer, else :class:`~workbench.errors.ConfigError` naming ``where`` (a file and
+    key, or a command-line option) and the layers.
+
+    Raises:
+        ConfigError: ``value`` is not one of :data:`LAYERS`.
+    """
+    from workbench.errors import ConfigError
+
+    if isinstance(value, str) and value in LAYERS:
+        return value
+    raise ConfigError(f"{where} must be one of {', '.join(LAYERS)} (built: the corpus-derived labels; human: the "
+                      f"scholars' final grades; merged: human over built), got {value!r}")
+
+
+@dataclass(frozen=True)
+class LayerQrels:
+    """The qrels of one layer for one dataset, with what an evaluation should say about them.
+
+    Attributes:
+        layer: ``built``, ``human`` or ``merged``.
+        dataset: the dataset's name.
+        qrels: the layer's qrels, sorted (``human``: grade-0 pairs included).
+        sha256: :func:`qrels_sha256` of ``qrels`` (what MLflow logs beside the layer).
+        human_pairs: pairs with a usable human grade (0 for ``built``).
+        overridden: built pairs whose grade a human changed (``merged``; 0 otherwise).
+        added: pairs a human graded that the built qrels lack (``merged``; 0 otherwise).
+        stale: judgments and adjudications left out because the document's text changed since
+            (see :func:`stale_count`).
+        human_queries: the query ids with at least one human grade (empty for ``built``).
+    """
+
+    layer: str
+    dataset: str
+    qrels: tuple[Qrel, ...]
+    sha256: str
+    human_pairs: int = 0
+    overridden: int = 0
+    added: int = 0
+    stale: int = 0
+    human_queries: frozenset = frozenset()
+
+    def evaluated(self, queries: Iterable) -> list:
+        """The queries this layer evaluates, of ``queries`` (:class:`~workbench.types.Query` rows): every one
+        for ``built`` and ``merged``; for ``human`` only those with a human grade (grade 0 included), since a
+        query nobody judged has no human answer to score against."""
+        queries = list(queries)
+        if self.layer != "human":
+            return queries
+        return [q for q in queries if q.query_id in self.human_queries]
+
+    def left_out(self, queries: Iterable) -> int:
+        """How many of ``queries`` this layer does not evaluate (only ``human`` leaves any out)."""
+        queries = list(queries)
+        return len(queries) - len(self.evaluated(queries))
+
+    def describe(self, queries: Iterable | None = None) -> str:
+        """One line for the console: the layer, its hash and counts, and (given the evaluated ``queries``)
+        how many queries ``human`` left out."""
+        parts = [f"qrels {self.layer} on {self.dataset} (sha256 {self.sha256[:12]}, {len(self.qrels)} pairs"]
+        if self.layer == "merged":
+            parts.append(f"; {self.human_pairs} human grades: {self.overridden} override a built label, "
+                         f"{self.added} added")
+        elif self.layer == "human":
+            parts.append(f"; {self.human_pairs} human grades on {len(self.human_queries)} queries")
+        parts.append(")")
+        if self.stale:
+            parts.append(f"; {self.stale} stale judgment(s) left out (the document changed since; re-judge them)")
+        if queries is not None and self.layer == "human":
+            queries = list(queries)
+            n = self.left_out(queries)
+            parts.append(f"; {n} of {len(queries)} queries have no human grade and are not evaluated")
+        return "".join(parts)
+
+
+def stale_count(judgments: Iterable[Mapping], adjudications: Iterable[Mapping] = (),
+                doc_hashes: Mapping[str, str] | None = None) -> int:
+    """How many current judgments (with a grade or cannot-judge) and latest adjudications were made on a
+    document text that has changed since: their ``doc_sha256`` is set and differs from ``doc_hashes``
+    (a document no longer in the dataset counts as changed). The same test as :func:`final_grades`'s."""
+    if doc_hashes is None:
+        return 0
+    n = 0
+    for row in (*judgments, *adjudications):
+        sha = row.get("doc_sha256")
+        if sha is not None and doc_hashes.get(row["doc_id"]) != sha:
+            n += 1
+    return n
+
+
+def built_layer(ds) -> LayerQrels:
+    """The ``built`` layer of a loaded dataset (:class:`~workbench.catalog.Dataset`); touches no database."""
+    qrels = tuple(sorted(ds.qrels))
+    return LayerQrels("built", ds.name, qrels, qrels_sha256(qrels))
+
+
+def human_layers(ds, store) -> tuple[LayerQrels, LayerQrels]:
+    """The ``human`` and ``merged`` layers of a loaded dataset from the judgment store, read as of one
+    moment (:meth:`~workbench.judging.store.JudgmentStore.snapshot`).
+
+    Document hashes are those of the built dataset's documents
+    (:func:`~workbench.judging.store.document_hash`, computed for the judged documents only); a
+    judgment made on another text is stale (:func:`final_grades`, :func:`stale_count`).
+
+    Args:
+        ds: the built dataset (:class:`~workbench.catalog.Dataset`).
+        store: a :class:`~workbench.judging.store.JudgmentStore`.
+
+    Raises:
+        PgError: the store's server cannot be reached.
+    """
+    from workbench.judging.store import document_hash
+
+    with store.snapshot():  # one moment: an adjudication never without the judgments it resolved
+        judgments = store.current(ds.name)
+        adjudications = store.adjudications(ds.name)
+    wanted = {r["doc_id"] for r in (*judgments, *adjudications)}
+    hashes = {d.doc_id: document_hash(d) for d in ds.documents if d.doc_id in wanted}
+    final = final_grades(judgments, adjudications, hashes)
+    stale = stale_count(judgments, adjudications, hashes)
+    built = {(r.query_id, r.doc_id): r.relevance for r in ds.qrels}
+    human = tuple(human_qrels(final))
+    merged = tuple(merged_qrels(ds.qrels, final))
+    overridden = sum(1 for key, g in final.items() if key in built and built[key] != g.grade)
+    added = sum(1 for key in final if key not in built)
+    queries = frozenset(q for q, _d in final)
+    common = dict(human_pairs=len(final), stale=stale, human_queries=queries)
+    return (LayerQrels("human", ds.name, human, qrels_sha256(human), **common),
+            LayerQrels("merged", ds.name, merged, qrels_sha256(merged), overridden=overridden, added=added, **common))
+
+
+def load_layer(layer: str, ds, *, store=None, home=None) -> LayerQrels:
+    """The qrels of ``layer`` for a loaded dataset.
+
+    ``built`` reads nothing else; ``human`` and ``merged`` read the judgment store (``store``, else
+    the home's: :meth:`~workbench.judging.store.JudgmentStore.open`, closed again).
+
+    Raises:
+        ConfigError: ``layer`` is not one of :data:`LAYERS`.
+        PgError: the store's server cannot be reached.
+    """
+    check_layer(layer, "the qrels layer")
+    if layer == "built":
+        return built_layer(ds)
+    own = store is None
+    if own:
+        from workbench.judging.store import JudgmentStore
+
+        store = JudgmentStore.open(home)
+    try:
+        human, merged = human_layers(ds, store)
+    finally:
+        if own:
+            store.close()
+    return human if layer == "human" else merged
+
+
+def evaluation_view(ds, lq: LayerQrels, splits: Iterable[str] | None = None):
+    """The dataset as an evaluation under ``lq`` sees it: the layer's qrels, and the queries it evaluates
+    (:meth:`LayerQrels.evaluated`). Lanes must still run on ``ds`` itself (every query: the candidate
+    cache is keyed by the full query set).
+
+    Args:
+        ds: the built dataset.
+        lq: a layer of the same dataset.
+        splits: when given, the view must have at least one query of these splits.
+
+    Raises:
+        JudgeError: ``human`` and no query of ``splits`` has a human grade (names the dataset and the fix).
+    """
+    from dataclasses import replace
+
+    queries = lq.evaluated(ds.queries)
+    if splits is not None and lq.layer == "human":
+        wanted = set(splits)
+        if not any(q.split in wanted for q in queries):
+            from workbench.judging.store import JudgeError
+
+            raise JudgeError(f"no {'/'.join(sorted(wanted))} query of dataset {ds.name} has a human grade yet, so the "
+                             "human layer has nothing to evaluate; judge a pool first (`workbench judge pool -e "
+                             f"EXPERIMENT -d {ds.name}`, then the dashboard's Judge page) or use --qrels merged")
+    return replace(ds, qrels=list(lq.qrels), queries=queries)

@@ -1,0 +1,767 @@
+"""The judgment store: raters, pools, assignments, judgments and adjudications in PostgreSQL.
+
+The store lives in its own schema, ``wb_judge``, of the workbench's server (the embedded
+one of the home by default, any server by ``WORKBENCH_PG_DSN``); retrieval's read-only role
+has no access to it. The schema is created and upgraded by numbered migrations
+(:data:`MIGRATIONS`, recorded in ``wb_judge.schema_version``); a store newer than this code
+is refused rather than guessed at.
+
+**Tables.** ``raters`` (name, role ``rater`` | ``adjudicator``, the sha256 of the token — the
+token itself is shown once and never stored — and a per-rater shuffle seed); ``pools`` (a
+dataset, how many raters judge each pair, the parameters that built it); ``pairs`` (query,
+document, priority tier, why it was pooled); ``assignments`` (one row per pair and
+judging slot: who claimed it, when, when it was judged); ``judgments`` and
+``adjudications``, **append-only** (a trigger refuses UPDATE and DELETE): who, when, the
+grade (0 not relevant, 1 relevant, 2 highly relevant) or *cannot judge*, an optional note,
+and the sha256 of the document text the rater saw. Undo appends a ``retract`` row. The
+current grade of each rater on each pair is the view ``wb_judge.current_judgments``.
+
+**Handing out work.** Each rater has a queue (``wb_judge.queue``), made the first time they
+ask for work in a pool: the pool's pairs in priority-tier order, shuffled within a tier by a
+hash with the rater's own seed (blind: no rank or config order leaks, and each rater's order
+is their own). :meth:`JudgmentStore.next_assignment` walks it from the front and claims the
+first open slot with ``SELECT … FOR UPDATE SKIP LOCKED`` inside a transaction, removing the
+queue entries it passed (pairs whose slots others filled): concurrent raters never get the
+same slot, a rater never gets two slots of one pair (the entry is gone once claimed, and a
+unique index backs it), and a claim costs an index walk, not a sort of the pool. :meth:`JudgmentStore.judge` locks the slot, checks it is this rater's and still
+open (a stale page submitting twice gets :class:`JudgeError`, nothing written), appends the
+judgment and closes the slot in one transaction: a process killed mid-write leaves either
+both or neither.
+
+All SQL takes parameters (never string-built values); identifiers are constants.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Sequence
+
+from workbench.errors import WorkbenchError
+
+SCHEMA = "wb_judge"
+
+#: Grades a rater may give (TREC graded relevance), and the label of each.
+GRADES = {0: "not relevant", 1: "relevant", 2: "highly relevant"}
+
+#: Roles a rater may have.
+ROLES = ("rater", "adjudicator")
+
+#: Longest note kept with a judgment (characters).
+MAX_NOTE = 2000
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+
+#: A pool's queue entries take ``ord`` values ``pool_id * _QUEUE_BLOCK + position`` (a pool holds fewer pairs).
+_QUEUE_BLOCK = 10_000_000
+
+_APPEND_ONLY = """
+CREATE OR REPLACE FUNCTION wb_judge.append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'wb_judge.% is append-only: % is not allowed', TG_TABLE_NAME, TG_OP;
+END $$;
+"""
+
+#: (version, what it does, SQL). Append new versions; never edit an applied one.
+MIGRATIONS: tuple[tuple[int, str, str], ...] = (
+    (1, "raters, pools, pairs, assignments, per-rater queues, append-only judgments and adjudications, "
+        "current_judgments", """
+CREATE TABLE wb_judge.raters (
+  rater_id serial PRIMARY KEY,
+  name text NOT NULL UNIQUE,
+  role text NOT NULL CHECK (role IN ('rater', 'adjudicator')),
+  token_sha256 text NOT NULL UNIQUE,
+  seed bigint NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  revoked_at timestamptz
+);
+CREATE TABLE wb_judge.pools (
+  pool_id serial PRIMARY KEY,
+  dataset text NOT NULL,
+  raters_per_pair int NOT NULL CHECK (raters_per_pair BETWEEN 1 AND 10),
+  params jsonb NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE wb_judge.pairs (
+  pair_id bigserial PRIMARY KEY,
+  pool_id int NOT NULL REFERENCES wb_judge.pools ON DELETE CASCADE,
+  dataset text NOT NULL,
+  query_id text NOT NULL,
+  doc_id text NOT NULL,
+  tier int NOT NULL,
+  priority double precision NOT NULL,
+  reason text NOT NULL CHECK (reason IN ('pool', 'audit', 'sent', 'import')),
+  UNIQUE (pool_id, query_id, doc_id)
+);
+CREATE INDEX pairs_dataset ON wb_judge.pairs (dataset, query_id, doc_id);
+CREATE TABLE wb_judge.assignments (
+  assignment_id bigserial PRIMARY KEY,
+  pair_id bigint NOT NULL REFERENCES wb_judge.pairs ON DELETE CASCADE,
+  slot int NOT NULL,
+  rater_id int REFERENCES wb_judge.raters,
+  claimed_at timestamptz,
+  done_at timestamptz,
+  UNIQUE (pair_id, slot),
+  UNIQUE (pair_id, rater_id)
+);
+CREATE INDEX assignments_open ON wb_judge.assignments (pair_id) WHERE rater_id IS NULL;
+CREATE INDEX assignments_rater ON wb_judge.assignments (rater_id, done_at);
+CREATE TABLE wb_judge.judgments (
+  judgment_id bigserial PRIMARY KEY,
+  dataset text NOT NULL,
+  query_id text NOT NULL,
+  doc_id text NOT NULL,
+  rater_id int NOT NULL REFERENCES wb_judge.raters,
+  assignment_id bigint REFERENCES wb_judge.assignments ON DELETE SET NULL,
+  action text NOT NULL CHECK (action IN ('judge', 'retract')),
+  grade smallint CHECK (grade BETWEEN 0 AND 2),
+  cannot_judge boolean NOT NULL DEFAULT false,
+  note text CHECK (length(note) <= 2000),
+  doc_sha256 text,
+  source text NOT NULL DEFAULT 'ui',
+  created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  CHECK (action = 'retract' OR cannot_judge OR grade IS NOT NULL),
+  CHECK (NOT (cannot_judge AND grade IS NOT NULL))
+);
+CREATE INDEX judgments_pair ON wb_judge.judgments (dataset, query_id, doc_id, rater_id, judgment_id);
+CREATE INDEX judgments_rater ON wb_judge.judgments (rater_id, judgment_id);
+CREATE TABLE wb_judge.adjudications (
+  adjudication_id bigserial PRIMARY KEY,
+  dataset text NOT NULL,
+  query_id text NOT NULL,
+  doc_id text NOT NULL,
+  adjudicator_id int NOT NULL REFERENCES wb_judge.raters,
+  grade smallint NOT NULL CHECK (grade BETWEEN 0 AND 2),
+  note text CHECK (length(note) <= 2000),
+  doc_sha256 text,
+  created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX adjudications_pair ON wb_judge.adjudications (dataset, query_id, doc_id, adjudication_id);
+CREATE TABLE wb_judge.queue (
+  rater_id int NOT NULL REFERENCES wb_judge.raters,
+  pair_id bigint NOT NULL REFERENCES wb_judge.pairs ON DELETE CASCADE,
+  ord bigint NOT NULL,
+  PRIMARY KEY (rater_id, ord),
+  UNIQUE (rater_id, pair_id)
+);
+CREATE TABLE wb_judge.queue_pools (
+  rater_id int NOT NULL REFERENCES wb_judge.raters,
+  pool_id int NOT NULL REFERENCES wb_judge.pools ON DELETE CASCADE,
+  PRIMARY KEY (rater_id, pool_id)
+);
+CREATE TABLE wb_judge.settings (
+  dataset text PRIMARY KEY,
+  adjudicate_at int NOT NULL DEFAULT 2 CHECK (adjudicate_at IN (1, 2))
+);
+""" + _APPEND_ONLY + """
+CREATE TRIGGER judgments_append_only BEFORE UPDATE OR DELETE ON wb_judge.judgments
+  FOR EACH ROW EXECUTE FUNCTION wb_judge.append_only();
+CREATE TRIGGER adjudications_append_only BEFORE UPDATE OR DELETE ON wb_judge.adjudications
+  FOR EACH ROW EXECUTE FUNCTION wb_judge.append_only();
+CREATE VIEW wb_judge.current_judgments AS
+  SELECT * FROM (
+    SELECT DISTINCT ON (dataset, query_id, doc_id, rater_id) *
+    FROM wb_judge.judgments
+    ORDER BY dataset, query_id, doc_id, rater_id, judgment_id DESC
+  ) latest
+  WHERE action = 'judge';
+CREATE VIEW wb_judge.current_adjudications AS
+  SELECT DISTINCT ON (dataset, query_id, doc_id) *
+  FROM wb_judge.adjudications
+  ORDER BY dataset, query_id, doc_id, adjudication_id DESC;
+"""),
+)
+
+#: The schema version this code writes and reads.
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+class JudgeError(WorkbenchError):
+    """A judging action that cannot be done as asked (unknown token or rater, a slot already judged,
+    a grade out of range, an adjudication by a plain rater); names the thing and the fix; nothing written."""
+
+
+@dataclass(frozen=True)
+class Rater:
+    """A rater of the store (``role``: ``rater`` or ``adjudicator``; ``seed`` shuffles their queue)."""
+
+    rater_id: int
+    name: str
+    role: str
+    seed: int
+
+    @property
+    def is_adjudicator(self) -> bool:
+        return self.role == "adjudicator"
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One open judging slot handed to a rater: a (query, document) pair of a dataset."""
+
+    assignment_id: int
+    pair_id: int
+    dataset: str
+    query_id: str
+    doc_id: str
+
+
+@dataclass(frozen=True)
+class PoolPair:
+    """A pair to pool: ``tier`` orders the queue (0 first), ``priority`` explains it (higher first),
+    ``reason`` is ``pool`` (depth-k pooling), ``audit`` (a sample of built labels) or ``sent`` (by hand)."""
+
+    query_id: str
+    doc_id: str
+    tier: int = 0
+    priority: float = 0.0
+    reason: str = "pool"
+
+
+def token_hash(token: str) -> str:
+    """sha256 hex of a rater token (what the store keeps)."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def document_hash(doc) -> str:
+    """sha256 hex of what a rater sees of a document: its address and every text (field, language,
+    script, source, text), as canonical JSON. Stored with each judgment; when the built document
+    changes later, the hash differs and the judgment is *stale* (left out of the ``human`` layer
+    until re-judged)."""
+    import json
+
+    body = {"address": doc.address, "texts": [t.to_json() for t in doc.texts]}
+    return hashlib.sha256(json.dumps(body, ensure_ascii=False, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _check_grade(grade: Any, cannot_judge: bool) -> int | None:
+    if cannot_judge:
+        if grade is not None:
+            raise JudgeError("a judgment is either a grade or 'cannot judge', not both")
+        return None
+    if isinstance(grade, bool) or not isinstance(grade, int) or grade not in GRADES:
+        raise JudgeError(f"grade {grade!r} is not one of {sorted(GRADES)} "
+                         f"({', '.join(f'{g} {label}' for g, label in GRADES.items())}), or 'cannot judge'")
+    return grade
+
+
+def _check_note(note: str | None) -> str | None:
+    if note is None:
+        return None
+    if not isinstance(note, str):
+        raise JudgeError(f"a note is text, got {type(note).__name__}")
+    note = note.replace("\x00", "").strip()
+    if len(note) > MAX_NOTE:
+        raise JudgeError(f"the note has {len(note)} characters; keep it under {MAX_NOTE}")
+    return note or None
+
+
+class JudgmentStore:
+    """The judgment store on one PostgreSQL server (see the module docstring).
+
+    Args:
+        dsn: a DSN with the right to create the schema the first time (the embedded
+            server's superuser: :func:`workbench.pg.server_dsn`).
+
+    Every method opens its own short connection work on one kept connection (reopened
+    when broken); the object is not thread-safe: use one per thread or process.
+
+    Raises (from every method):
+        PgError: the server cannot be reached (names it and the fix).
+    """
+
+    def __init__(self, dsn: str, *, migrate: bool = True):
+        self.dsn = dsn
+        self._session = _WriteSession(dsn)
+        if migrate:
+            self.migrate()
+
+    @classmethod
+    def open(cls, home=None) -> "JudgmentStore":
+        """The store of the workbench's server (``WORKBENCH_PG_DSN``, else the home's embedded one)."""
+        from workbench.pg import server_dsn
+
+        return cls(server_dsn(home))
+
+    # ------------------------------------------------------------ connection and schema
+
+    def conn(self):
+        """The open connection (autocommit; writes use ``with conn.transaction()``)."""
+        return self._session.get()
+
+    def close(self) -> None:
+        """Close the connection (it reopens on the next call)."""
+        self._session.close()
+
+    def __enter__(self) -> "JudgmentStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextmanager
+    def snapshot(self) -> Iterator["JudgmentStore"]:
+        """Read the store as of one moment: the reads inside share one ``REPEATABLE READ, READ ONLY``
+        transaction, so an export's file, counts and agreement agree while raters keep judging.
+        Inside a transaction already, it adds nothing (that transaction's snapshot rules).
+
+        Raises:
+            psycopg.errors.ReadOnlySqlTransaction: a write inside it (nothing is written).
+        """
+        from psycopg.pq import TransactionStatus
+
+        conn = self.conn()
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            yield self
+            return
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield self
+
+    def version(self) -> int:
+        """The schema version of the store (0: no store yet)."""
+        conn = self.conn()
+        if conn.execute("SELECT to_regclass('wb_judge.schema_version')").fetchone()[0] is None:
+            return 0
+        row = conn.execute("SELECT max(version) FROM wb_judge.schema_version").fetchone()
+        return int(row[0] or 0)
+
+    def migrate(self) -> int:
+        """Create or upgrade the schema to :data:`SCHEMA_VERSION`; returns the version.
+
+        Serialised across processes by an advisory lock; each migration runs in its own
+        transaction with its version row, so a killed process leaves a whole version or none.
+
+        Raises:
+            JudgeError: the store was made by a newer workbench (names both versions).
+        """
+        conn = self.conn()
+        have = self.version()
+        if have == SCHEMA_VERSION:
+            return have
+        if have > SCHEMA_VERSION:
+            raise JudgeError(f"the judgment store at {self._session.where} has schema version {have}, newer than this "
+                             f"workbench's {SCHEMA_VERSION}: upgrade the workbench (git pull; make test)")
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('workbench.judge.migrate'))")
+            conn.execute("CREATE SCHEMA IF NOT EXISTS wb_judge")
+            conn.execute("CREATE TABLE IF NOT EXISTS wb_judge.schema_version (version int PRIMARY KEY, "
+                         "note text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
+        for version, note, sql in MIGRATIONS:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext('workbench.judge.migrate'))")
+                done = conn.execute("SELECT 1 FROM wb_judge.schema_version WHERE version = %s", (version,)).fetchone()
+                if done:
+                    continue
+                conn.execute(sql)
+                conn.execute("INSERT INTO wb_judge.schema_version (version, note) VALUES (%s, %s)", (version, note))
+        return self.version()
+
+    # ------------------------------------------------------------ raters
+
+    def add_rater(self, name: str, role: str = "rater") -> tuple[Rater, str]:
+        """Create a rater; return it and its token (shown once: only its sha256 is kept).
+
+        Raises:
+            JudgeError: a bad name or role, or the name is taken (names the fix).
+        """
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise JudgeError(f"rater name {name!r} must be 1-64 letters, digits, '_', '.', '@' or '-', "
+                             "starting with a letter or digit")
+        if role not in ROLES:
+            raise JudgeError(f"role {role!r} must be one of {', '.join(ROLES)}")
+        token = secrets.token_urlsafe(24)
+        seed = secrets.randbits(62)
+        import psycopg
+
+        conn = self.conn()
+        try:
+            with conn.transaction():
+                row = conn.execute("INSERT INTO wb_judge.raters (name, role, token_sha256, seed) VALUES (%s, %s, %s, %s) "
+                                   "RETURNING rater_id", (name, role, token_hash(token), seed)).fetchone()
+        except psycopg.errors.UniqueViolation:
+            raise JudgeError(f"a rater named {name!r} exists; choose another name, or `workbench judge rater revoke "
+                             f"{name}` first") from None
+        return Rater(row[0], name, role, seed), token
+
+    def rater_by_token(self, token: str) -> Rater | None:
+        """The active rater whose token this is, or None. Compared in constant time (:func:`hmac.compare_digest`)
+        against every active rater's hash, so timing tells nothing about which rater or how close."""
+        if not isinstance(token, str) or not token.strip():
+            return None
+        want = token_hash(token.strip())
+        found = None
+        for rid, name, role, seed, h in self.conn().execute(
+                "SELECT rater_id, name, role, seed, token_sha256 FROM wb_judge.raters WHERE revoked_at IS NULL"):
+            if hmac.compare_digest(want, h):
+                found = Rater(rid, name, role, seed)
+        return found
+
+    def rater_tokens(self) -> list[tuple[Rater, str, str]]:
+        """Every active rater with the sha256 (hex) of their token and when they were added (UTC, ISO 8601):
+        what the dashboard's sign-in compares a presented token with (:class:`workbench.dashboard.auth.RaterTokens`).
+        A store without the schema yet has none."""
+        if self.version() == 0:
+            return []
+        return [(Rater(rid, name, role, seed), h, created.strftime("%Y-%m-%dT%H:%M:%SZ"))
+                for rid, name, role, seed, h, created in self.conn().execute(
+                    "SELECT rater_id, name, role, seed, token_sha256, created_at AT TIME ZONE 'UTC' "
+                    "FROM wb_judge.raters WHERE revoked_at IS NULL ORDER BY rater_id")]
+
+    def rater(self, name: str) -> Rater:
+        """The active rater named ``name``.
+
+        Raises:
+            JudgeError: no such active rater (lists the known ones).
+        """
+        row = self.conn().execute("SELECT rater_id, name, role, seed FROM wb_judge.raters WHERE name = %s "
+                                  "AND revoked_at IS NULL", (name,)).fetchone()
+        if row is None:
+            known = [r.name for r in self.raters()]
+            raise JudgeError(f"no active rater named {name!r}; known: {', '.join(known) or 'none'} "
+                             "(add one with `workbench judge rater add NAME`)")
+        return Rater(*row)
+
+    def raters(self) -> list[Rater]:
+        """The active raters, by name."""
+        return [Rater(*r) for r in self.conn().execute(
+            "SELECT rater_id, name, role, seed FROM wb_judge.raters WHERE revoked_at IS NULL ORDER BY name")]
+
+    def revoke_rater(self, name: str) -> None:
+        """Revoke a rater's token (their judgments stay).
+
+        Raises:
+            JudgeError: no such active rater.
+        """
+        conn = self.conn()
+        with conn.transaction():
+            n = conn.execute("UPDATE wb_judge.raters SET revoked_at = now() WHERE name = %s AND revoked_at IS NULL",
+                             (name,)).rowcount
+        if n == 0:
+            self.rater(name)  # raises with the known names
+
+    # ------------------------------------------------------------ pools
+
+    def create_pool(self, dataset: str, pairs: Sequence[PoolPair], *, raters_per_pair: int = 2,
+                    params: dict | None = None, repool: Iterable[tuple[str, str]] = ()) -> int:
+        """Store a pool: its pairs and ``raters_per_pair`` open slots for each; returns the pool id.
+
+        Pairs already in an earlier pool of the dataset are skipped (a pool never repeats a pair),
+        except those named in ``repool``: pairs whose judgments are all stale (their document
+        changed), to be judged again — by the same raters too.
+
+        Raises:
+            JudgeError: ``raters_per_pair`` outside 1..10, a pair with an empty id or a bad reason.
+        """
+        from psycopg.types.json import Jsonb
+
+        if isinstance(raters_per_pair, bool) or not isinstance(raters_per_pair, int) or not 1 <= raters_per_pair <= 10:
+            raise JudgeError(f"raters per pair must be an integer from 1 to 10, got {raters_per_pair!r}")
+        if len(pairs) >= _QUEUE_BLOCK:
+            raise JudgeError(f"a pool holds fewer than {_QUEUE_BLOCK:,} pairs, got {len(pairs):,}; pool fewer "
+                             "(--max-pairs) or in several pools")
+        for p in pairs:
+            if not p.query_id or not p.doc_id:
+                raise JudgeError(f"a pooled pair needs a query_id and a doc_id, got {p!r}")
+            if p.reason not in ("pool", "audit", "sent", "import"):
+                raise JudgeError(f"pair reason {p.reason!r} must be pool, audit, sent or import")
+        conn = self.conn()
+        with conn.transaction():
+            have = {(q, d) for q, d in conn.execute(
+                "SELECT query_id, doc_id FROM wb_judge.pairs WHERE dataset = %s", (dataset,))} - set(repool)
+            pool_id = conn.execute("INSERT INTO wb_judge.pools (dataset, raters_per_pair, params) VALUES (%s, %s, %s) "
+                                   "RETURNING pool_id", (dataset, raters_per_pair, Jsonb(params or {}))).fetchone()[0]
+            fresh = [p for p in dict.fromkeys(pairs) if (p.query_id, p.doc_id) not in have]
+            seen: set[tuple[str, str]] = set()
+            rows = []
+            for p in fresh:
+                if (p.query_id, p.doc_id) in seen:
+                    continue
+                seen.add((p.query_id, p.doc_id))
+                rows.append((pool_id, dataset, p.query_id, p.doc_id, int(p.tier), float(p.priority), p.reason))
+            with conn.cursor() as cur:
+                with cur.copy("COPY wb_judge.pairs (pool_id, dataset, query_id, doc_id, tier, priority, reason) "
+                              "FROM STDIN") as copy:
+                    for r in rows:
+                        copy.write_row(r)
+            conn.execute("INSERT INTO wb_judge.assignments (pair_id, slot) "
+                         "SELECT p.pair_id, s FROM wb_judge.pairs p, generate_series(1, %s) s WHERE p.pool_id = %s",
+                         (raters_per_pair, pool_id))
+            conn.execute("ANALYZE wb_judge.pairs, wb_judge.assignments")  # plans for the new size at once
+        return pool_id
+
+    def pooled_pairs(self, dataset: str) -> set[tuple[str, str]]:
+        """Every (query_id, doc_id) of the dataset that is in some pool (judged or not)."""
+        return {(q, d) for q, d in self.conn().execute(
+            "SELECT query_id, doc_id FROM wb_judge.pairs WHERE dataset = %s", (dataset,))}
+
+    def judged_pairs(self, dataset: str) -> set[tuple[str, str]]:
+        """Every (query_id, doc_id) of the dataset that a human graded (a current judgment or an adjudication)."""
+        return {(q, d) for q, d in self.conn().execute(
+            "SELECT query_id, doc_id FROM wb_judge.current_judgments WHERE dataset = %s AND NOT cannot_judge "
+            "UNION SELECT query_id, doc_id FROM wb_judge.adjudications WHERE dataset = %s", (dataset, dataset))}
+
+    def datasets(self) -> list[str]:
+        """The datasets that have pools or judgments."""
+        return [r[0] for r in self.conn().execute(
+            "SELECT dataset FROM wb_judge.pairs UNION SELECT dataset FROM wb_judge.judgments ORDER BY 1")]
+
+    # ------------------------------------------------------------ judging
+
+    def next_assignment(self, rater: Rater, dataset: str | None = None) -> Assignment | None:
+        """The rater's next pair: an open slot they claimed before (a reloaded page), else a newly
+        claimed one from their queue (see the module docstring); None when their queue is empty."""
+        conn = self.conn()
+        ds_clause = "AND p.dataset = %(ds)s" if dataset else ""
+        args = {"r": rater.rater_id, "ds": dataset, "seed": rater.seed}
+        row = conn.execute(
+            "SELECT a.assignment_id, a.pair_id, p.dataset, p.query_id, p.doc_id FROM wb_judge.assignments a "
+            f"JOIN wb_judge.pairs p USING (pair_id) WHERE a.rater_id = %(r)s AND a.done_at IS NULL {ds_clause} "
+            "ORDER BY a.claimed_at, a.assignment_id LIMIT 1", args).fetchone()
+        if row is not None:
+            return Assignment(*row)
+        import psycopg
+
+        self._fill_queue(rater, dataset)
+        for _attempt in range(5):
+            try:
+                with conn.transaction():
+                    row = conn.execute(
+                        "WITH cand AS ("  # walk the queue in order (its primary key); lock the first open slot
+                        " SELECT a.assignment_id, q.ord FROM wb_judge.queue q"
+                        " JOIN wb_judge.pairs p ON p.pair_id = q.pair_id"
+                        " CROSS JOIN LATERAL (SELECT s.assignment_id FROM wb_judge.assignments s"
+                        "   WHERE s.pair_id = q.pair_id AND s.rater_id IS NULL"
+                        "   LIMIT 1 FOR UPDATE SKIP LOCKED) a"
+                        f" WHERE q.rater_id = %(r)s {ds_clause}"
+                        " ORDER BY q.ord LIMIT 1), "
+                        "claimed AS ("
+                        " UPDATE wb_judge.assignments a SET rater_id = %(r)s, claimed_at = clock_timestamp() "
+                        " FROM cand WHERE a.assignment_id = cand.assignment_id RETURNING a.assignment_id, a.pair_id,"
+                        " cand.ord), "
+                        "passed AS ("  # this entry and the ones before it in the same pool: claimed, or full
+                        " DELETE FROM wb_judge.queue q USING claimed WHERE q.rater_id = %(r)s"
+                        " AND q.ord BETWEEN claimed.ord / %(block)s * %(block)s AND claimed.ord) "
+                        "SELECT c.assignment_id, c.pair_id, p.dataset, p.query_id, p.doc_id FROM claimed c "
+                        "JOIN wb_judge.pairs p USING (pair_id)", {**args, "block": _QUEUE_BLOCK}).fetchone()
+                return Assignment(*row) if row else None
+            except psycopg.errors.UniqueViolation:
+                continue  # the same rater claimed this pair in a parallel session: try the next one
+        return None
+
+    def _fill_queue(self, rater: Rater, dataset: str | None) -> None:
+        """Make the rater's queue for every pool (of ``dataset``) they have no queue for yet."""
+        conn = self.conn()
+        ds = "AND dataset = %(ds)s" if dataset else ""
+        args = {"r": rater.rater_id, "ds": dataset, "seed": rater.seed, "block": _QUEUE_BLOCK}
+        missing = conn.execute(
+            f"SELECT 1 FROM wb_judge.pools WHERE true {ds} AND NOT EXISTS (SELECT 1 FROM wb_judge.queue_pools qp "
+            "WHERE qp.rater_id = %(r)s AND qp.pool_id = pools.pool_id) LIMIT 1", args).fetchone()
+        if missing is None:
+            return
+        with conn.transaction():
+            conn.execute(
+                "WITH fresh AS ("
+                " INSERT INTO wb_judge.queue_pools (rater_id, pool_id)"
+                f" SELECT %(r)s, pool_id FROM wb_judge.pools WHERE true {ds}"
+                " ON CONFLICT DO NOTHING RETURNING pool_id) "
+                "INSERT INTO wb_judge.queue (rater_id, pair_id, ord) "
+                "SELECT %(r)s, p.pair_id, p.pool_id::bigint * %(block)s + row_number() OVER ("
+                " PARTITION BY p.pool_id ORDER BY p.tier, hashtextextended(p.pair_id::text, %(seed)s), p.pair_id) "
+                "FROM wb_judge.pairs p JOIN fresh USING (pool_id)", args)
+
+    def judge(self, rater: Rater, assignment_id: int, grade: int | None, *, note: str | None = None,
+              doc_hash: str | None = None, cannot_judge: bool = False) -> int:
+        """Record the rater's grade for an assignment they hold; returns the judgment id.
+
+        Raises:
+            JudgeError: a grade out of range, an unknown assignment, one that is not this
+                rater's, or one already judged (a stale page submitting twice): nothing written.
+        """
+        grade = _check_grade(grade, cannot_judge)
+        note = _check_note(note)
+        conn = self.conn()
+        with conn.transaction():
+            row = conn.execute(
+                "SELECT a.rater_id, a.done_at, p.dataset, p.query_id, p.doc_id FROM wb_judge.assignments a "
+                "JOIN wb_judge.pairs p USING (pair_id) WHERE a.assignment_id = %s FOR UPDATE OF a",
+                (assignment_id,)).fetchone()
+            if row is None:
+                raise JudgeError(f"assignment {assignment_id} does not exist; reload the page for your next pair")
+            holder, done, dataset, qid, did = row
+            if holder != rater.rater_id:
+                raise JudgeError(f"assignment {assignment_id} is not yours; reload the page for your next pair")
+            if done is not None:
+                raise JudgeError(f"assignment {assignment_id} ({qid} / {did}) is already judged (a page submitted "
+                                 "twice?); nothing was written — reload the page, or undo to change it")
+            jid = conn.execute(
+                "INSERT INTO wb_judge.judgments (dataset, query_id, doc_id, rater_id, assignment_id, action, grade, "
+                "cannot_judge, note, doc_sha256) VALUES (%s, %s, %s, %s, %s, 'judge', %s, %s, %s, %s) "
+                "RETURNING judgment_id",
+                (dataset, qid, did, rater.rater_id, assignment_id, grade, cannot_judge, note, doc_hash)).fetchone()[0]
+            conn.execute("UPDATE wb_judge.assignments SET done_at = clock_timestamp() WHERE assignment_id = %s",
+                         (assignment_id,))
+        return jid
+
+    def undo_last(self, rater: Rater, dataset: str | None = None) -> Assignment | None:
+        """Retract the rater's latest judgment (append a ``retract`` row) and reopen its slot for them;
+        return that assignment (to show again), or None when there is nothing to undo."""
+        conn = self.conn()
+        ds_clause = "AND j.dataset = %(ds)s" if dataset else ""
+        with conn.transaction():
+            row = conn.execute(
+                "SELECT j.judgment_id, j.assignment_id, j.dataset, j.query_id, j.doc_id FROM wb_judge.current_judgments j "
+                f"WHERE j.rater_id = %(r)s AND j.assignment_id IS NOT NULL {ds_clause} "
+                "ORDER BY j.judgment_id DESC LIMIT 1", {"r": rater.rater_id, "ds": dataset}).fetchone()
+            if row is None:
+                return None
+            _jid, aid, ds, qid, did = row
+            a = conn.execute("SELECT pair_id FROM wb_judge.assignments WHERE assignment_id = %s AND rater_id = %s "
+                             "FOR UPDATE", (aid, rater.rater_id)).fetchone()
+            if a is None:
+                return None
+            conn.execute("INSERT INTO wb_judge.judgments (dataset, query_id, doc_id, rater_id, assignment_id, action) "
+                         "VALUES (%s, %s, %s, %s, %s, 'retract')", (ds, qid, did, rater.rater_id, aid))
+            conn.execute("UPDATE wb_judge.assignments SET done_at = NULL WHERE assignment_id = %s", (aid,))
+        return Assignment(aid, a[0], ds, qid, did)
+
+    def progress(self, rater: Rater, dataset: str | None = None) -> tuple[int, int]:
+        """``(judged, total)`` of the rater's queue: pairs judged through assignments, and that plus
+        the open ones they hold or may still claim."""
+        ds = "AND p.dataset = %(ds)s" if dataset else ""
+        args = {"r": rater.rater_id, "ds": dataset}
+        done, held = self.conn().execute(
+            "SELECT count(*) FILTER (WHERE a.done_at IS NOT NULL), count(*) FILTER (WHERE a.done_at IS NULL) "
+            f"FROM wb_judge.assignments a JOIN wb_judge.pairs p USING (pair_id) WHERE a.rater_id = %(r)s {ds}",
+            args).fetchone()
+        self._fill_queue(rater, dataset)
+        claimable = self.conn().execute(
+            "SELECT count(*) FROM wb_judge.queue q JOIN wb_judge.pairs p USING (pair_id) "
+            f"WHERE q.rater_id = %(r)s {ds} AND EXISTS (SELECT 1 FROM wb_judge.assignments a "
+            "WHERE a.pair_id = q.pair_id AND a.rater_id IS NULL)", args).fetchone()[0]
+        return int(done), int(done + held + claimable)
+
+    def my_judgments(self, rater: Rater, dataset: str | None = None) -> list[dict]:
+        """The rater's own current judgments, newest first (a rater never reads another's)."""
+        ds = "AND dataset = %(ds)s" if dataset else ""
+        cur = self.conn().execute(
+            "SELECT judgment_id, dataset, query_id, doc_id, grade, cannot_judge, note, created_at "
+            f"FROM wb_judge.current_judgments WHERE rater_id = %(r)s {ds} ORDER BY judgment_id DESC",
+            {"r": rater.rater_id, "ds": dataset})
+        cols = [c.name for c in cur.description]
+        return [dict(zip(cols, r)) for r in cur]
+
+    # ------------------------------------------------------------ reading everyone's (engineers, adjudicators)
+
+    def current(self, dataset: str) -> list[dict]:
+        """Every rater's current judgment on the dataset: dicts with ``query_id, doc_id, rater, rater_id,
+        grade, cannot_judge, note, doc_sha256, created_at, source`` (grade None when cannot judge)."""
+        cur = self.conn().execute(
+            "SELECT j.query_id, j.doc_id, r.name AS rater, j.rater_id, j.grade, j.cannot_judge, j.note, j.doc_sha256, "
+            "j.created_at, j.source FROM wb_judge.current_judgments j JOIN wb_judge.raters r USING (rater_id) "
+            "WHERE j.dataset = %s ORDER BY j.query_id, j.doc_id, r.name", (dataset,))
+        cols = [c.name for c in cur.description]
+        return [dict(zip(cols, r)) for r in cur]
+
+    def adjudications(self, dataset: str) -> list[dict]:
+        """The latest adjudication of each pair of the dataset (``query_id, doc_id, grade, adjudicator, note,
+        doc_sha256, created_at``)."""
+        cur = self.conn().execute(
+            "SELECT a.query_id, a.doc_id, a.grade, r.name AS adjudicator, a.note, a.doc_sha256, a.created_at "
+            "FROM wb_judge.current_adjudications a JOIN wb_judge.raters r ON r.rater_id = a.adjudicator_id "
+            "WHERE a.dataset = %s ORDER BY a.query_id, a.doc_id", (dataset,))
+        cols = [c.name for c in cur.description]
+        return [dict(zip(cols, r)) for r in cur]
+
+    def adjudicate_at(self, dataset: str) -> int:
+        """The grade difference at which a pair goes to adjudication for this dataset (2 unless set to 1)."""
+        row = self.conn().execute("SELECT adjudicate_at FROM wb_judge.settings WHERE dataset = %s",
+                                  (dataset,)).fetchone()
+        return int(row[0]) if row else 2
+
+    def set_adjudicate_at(self, dataset: str, diff: int) -> None:
+        """Send pairs whose grades differ by ``diff`` (1 or 2) or more to adjudication.
+
+        Raises:
+            JudgeError: ``diff`` is not 1 or 2.
+        """
+        if diff not in (1, 2) or isinstance(diff, bool):
+            raise JudgeError(f"adjudicate at a grade difference of 1 or 2, got {diff!r}")
+        conn = self.conn()
+        with conn.transaction():
+            conn.execute("INSERT INTO wb_judge.settings (dataset, adjudicate_at) VALUES (%s, %s) "
+                         "ON CONFLICT (dataset) DO UPDATE SET adjudicate_at = EXCLUDED.adjudicate_at", (dataset, diff))
+
+    def adjudicate(self, adjudicator: Rater, dataset: str, query_id: str, doc_id: str, grade: int, *,
+                   note: str | None = None, doc_hash: str | None = None) -> int:
+        """Record the final grade of a pair; returns the adjudication id.
+
+        Raises:
+            JudgeError: the rater is not an adjudicator, or the grade is out of range.
+        """
+        if not adjudicator.is_adjudicator:
+            raise JudgeError(f"{adjudicator.name} is a rater, not an adjudicator; an adjudicator's token is made with "
+                             "`workbench judge rater add NAME --adjudicator`")
+        grade = _check_grade(grade, False)
+        note = _check_note(note)
+        conn = self.conn()
+        with conn.transaction():
+            return conn.execute(
+                "INSERT INTO wb_judge.adjudications (dataset, query_id, doc_id, adjudicator_id, grade, note, doc_sha256) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING adjudication_id",
+                (dataset, query_id, doc_id, adjudicator.rater_id, grade, note, doc_hash)).fetchone()[0]
+
+    def import_judgments(self, dataset: str, rows: Iterable[tuple[str, str, int, str]], *, source: str,
+                         doc_hashes: dict[str, str] | None = None) -> int:
+        """Append judgments from another tool (``(query_id, doc_id, grade, rater name)`` rows); unknown
+        rater names are created as raters with a token nobody knows (revoked). Returns rows written.
+        The caller checks ids and grades first (:mod:`workbench.judging.trecio`); one transaction.
+        ``doc_hashes`` (doc_id → :func:`document_hash` of the built document now) is stored with each
+        row, so an imported grade goes stale like any other when the text changes later."""
+        rows = list(rows)
+        conn = self.conn()
+        with conn.transaction():
+            ids: dict[str, int] = {n: i for i, n in conn.execute("SELECT rater_id, name FROM wb_judge.raters")}
+            for name in sorted({r[3] for r in rows} - set(ids)):
+                if not _NAME_RE.match(name):
+                    raise JudgeError(f"rater name {name!r} in the import must be 1-64 letters, digits, '_', '.', '@' "
+                                     "or '-'")
+                ids[name] = conn.execute(
+                    "INSERT INTO wb_judge.raters (name, role, token_sha256, seed, revoked_at) "
+                    "VALUES (%s, 'rater', %s, %s, now()) RETURNING rater_id",
+                    (name, token_hash(secrets.token_urlsafe(32)), secrets.randbits(62))).fetchone()[0]
+            with conn.cursor() as cur:
+                with cur.copy("COPY wb_judge.judgments (dataset, query_id, doc_id, rater_id, action, grade, source, "
+                              "doc_sha256) FROM STDIN") as copy:
+                    for qid, did, grade, name in rows:
+                        copy.write_row((dataset, qid, did, ids[name], "judge", int(grade), source,
+                                        (doc_hashes or {}).get(did)))
+        return len(rows)
+
+
+class _WriteSession:
+    """One connection for the store (autocommit; reopened when broken). Unlike retrieval's
+    :class:`workbench.pg.Session` it may write."""
+
+    def __init__(self, dsn: str):
+        from workbench.pg import redact
+
+        self._dsn = dsn
+        self._conn = None
+        self.where = redact(dsn)
+
+    def get(self):
+        from workbench.pg import connect
+
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = connect(self._dsn)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None and not self._conn.closed:
+            self._conn.close()
+        self._conn = None
