@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -75,20 +74,25 @@ def test_storage_error_messages_for_each_kind():
     assert "GB free" not in unknown  # no free space of an unrelated disk
 
 
-@pytest.mark.parametrize("tail, dropped", [
-    (b'{"op": 4, "x": [1, 2', 20),           # cut in the middle of a record, no newline
-    (b'{"op": 4}', 9),                        # a complete object whose newline was cut: not known to be whole
-    (b'{"op": 4, "x": 1}garbage\n', 25),      # a record with garbage after it
-    (b"", 0),                                  # intact
+@pytest.mark.parametrize("tail, dropped, kept", [
+    (b'{"op": 4, "x": [1, 2', 20, b""),                                 # cut in the middle of a record
+    (b'{"op": 4}', 0, b'{"op": 4}\n'),                                  # only the newline was lost: kept whole
+    (b'{"op": 4, "x": 1}garbage\n', 0, b'{"op": 4, "x": 1}garbage\n'),  # damage, not a cut: for the reader to refuse
+    (b'{"op": 4}\nnot json\n', 0, b'{"op": 4}\nnot json\n'),           # several damaged lines: never dropped
+    (b"", 0, b""),                                                        # intact
 ])
-def test_repair_jsonl_tail_drops_only_the_cut_last_record(tmp_path, tail, dropped):
+def test_repair_jsonl_tail_drops_only_a_cut_last_record_and_keeps_it_aside(tmp_path, tail, dropped, kept):
     log = tmp_path / "journal.log"
     good = b'{"op": 1}\n{"op": 2, "t": "\xc3\xa9"}\n{"op": 3}\n'
     log.write_bytes(good + tail)
     n, text = repair_jsonl_tail(log)
     assert n == dropped
-    assert log.read_bytes() == good
-    assert text == tail[:80].decode("utf-8", "replace")
+    assert log.read_bytes() == good + kept
+    asides = list(tmp_path.glob("journal.log.cut-*"))
+    if dropped:
+        assert text == tail.decode("utf-8", "replace") and [a.read_bytes() for a in asides] == [tail]
+    else:
+        assert text == "" and asides == []
     assert repair_jsonl_tail(log) == (0, "")  # idempotent
 
 
@@ -169,3 +173,81 @@ def test_lock_timeout_names_the_holder_and_the_lock_is_reentrant(tmp_path):
     with FileLock(lock, "r") as outer, FileLock(lock, "r"):
         assert outer.held
     assert not FileLock(lock, "r").held
+
+
+# ---------------------------------------------------------------- a home another user controls
+
+def test_a_lock_file_planted_as_a_link_is_refused_and_its_target_untouched(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    lock = tmp_path / "home" / "datasets" / ".gita.lock"
+    lock.parent.mkdir(parents=True)
+    lock.symlink_to(victim)
+    with pytest.raises(StorageError, match="is a symbolic link; the workbench does not write through links"):
+        with FileLock(lock, "dataset gita"):
+            pass
+    assert victim.read_text() == "precious"
+
+
+def test_lock_files_are_private_so_nobody_else_can_hold_them(tmp_path):
+    from faults import as_user, other_user
+
+    lock = tmp_path / "x.lock"
+    lock.write_text("")
+    lock.chmod(0o644)  # as an older workbench left it
+    with FileLock(lock, "r"):
+        assert oct(lock.stat().st_mode & 0o777) == "0o600"
+    user = other_user()
+    tmp_path.chmod(0o755)
+    tmp_path.parent.chmod(0o755)
+    got = as_user(user, f"open({str(lock)!r}, 'rb')")
+    assert got.returncode != 0 and "Permission denied" in got.stderr
+
+
+def test_a_home_of_another_user_or_open_to_others_is_refused(tmp_path, monkeypatch):
+    from faults import other_user
+    from workbench.errors import ConfigError
+    from workbench.settings import home_dir
+
+    user = other_user()
+    import pwd
+
+    home = tmp_path / "theirs"
+    home.mkdir()
+    os.chown(home, pwd.getpwnam(user).pw_uid, pwd.getpwnam(user).pw_gid)
+    monkeypatch.setenv("WORKBENCH_HOME", str(home))
+    with pytest.raises(ConfigError, match=f"the workbench home {home} belongs to {user}, not to you"):
+        home_dir()
+    open_home = tmp_path / "open"
+    open_home.mkdir()
+    open_home.chmod(0o777)
+    monkeypatch.setenv("WORKBENCH_HOME", str(open_home))
+    with pytest.raises(ConfigError, match=r"can be written by other users \(mode 777\); run `chmod go-w"):
+        home_dir()
+    fresh = tmp_path / "new" / "home"
+    monkeypatch.setenv("WORKBENCH_HOME", str(fresh))
+    assert home_dir() == fresh and oct(fresh.stat().st_mode & 0o777) == "0o700"
+
+
+_INIT_TRACKING = """
+import sys
+from pathlib import Path
+from workbench.tracking import check_tracking
+check_tracking(Path(sys.argv[1]))
+print("ok")
+"""
+
+
+def test_two_processes_creating_the_mlflow_store_at_once_both_succeed(tmp_path):
+    from faults import REPO
+
+    for attempt in range(3):
+        home = tmp_path / f"home{attempt}"
+        home.mkdir()
+        env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+        env["PYTHONPATH"] = str(REPO)
+        procs = [subprocess.Popen([sys.executable, "-c", _INIT_TRACKING, str(home)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+        outs = [p.communicate(timeout=120) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
+        assert [o[0].strip() for o in outs] == ["ok", "ok"]

@@ -8,7 +8,6 @@ and ``bhikkhave`` → ``bhikkhu``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np

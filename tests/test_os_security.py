@@ -233,7 +233,8 @@ print(json.dumps(out))
     env = {**secured.env, "HOME": "/"}
     res = faults.as_user(user, "from workbench.cli import main; main()", args=["services", "status", "opensearch"],
                          env=env)
-    assert res.returncode == 2 and "is another user's" in res.stderr
+    # refused before it reads anything: the home is not theirs
+    assert res.returncode == 2 and "belongs to root, not to you" in res.stderr and "Traceback" not in res.stderr
 
 
 @pytest.mark.data
@@ -320,7 +321,8 @@ def test_the_client_takes_only_the_credentials_of_the_node_at_that_url(tmp_path,
     monkeypatch.setattr(node, "_KNOWN", {})
     node.state_path(home).parent.mkdir(parents=True)
     node.state_path(home).write_text(json.dumps({
-        "url": "https://127.0.0.1:9201", "pid": 999999999, "install": "", "data": "", "log": "", "heap": "512m",
+        "url": "https://127.0.0.1:9201", "pid": 999999999, "install": str(node.runtime_dir(home) / "install"),
+        "data": str(node.runtime_dir(home) / "data"), "log": "", "heap": "512m",
         "started_at": 0, "transport_port": 9301}))
     node.credentials_path(home).write_text(json.dumps({"user": "workbench", "password": "s3cret", "ca_certs": "/x.pem"}))
     want = node.Credentials("workbench", "s3cret", "/x.pem")
@@ -345,3 +347,30 @@ def test_a_system_root_others_can_write_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(node, "SYSTEM_ROOT", base)
     with pytest.raises(node.ServiceError, match=r"not a folder owned by root, or others can write to it \(mode 777\)"):
         node._system_root()
+
+
+def test_a_state_file_copied_with_its_home_never_names_this_homes_node(tmp_path):
+    """``cp -a`` of a home while its node runs copies ``opensearch.json``: the copy must neither report
+    nor stop the original's node (a live process stands in for it here)."""
+    import subprocess
+    import time as _time
+
+    from workbench.services.opensearch import NodeState, _write_state
+
+    original, copy = tmp_path / "a", tmp_path / "b"
+    original.mkdir()
+    copy.mkdir()
+    stand_in = subprocess.Popen(["sleep", "60"])
+    try:
+        runtime = node.runtime_dir(original)
+        _write_state(copy, NodeState("https://127.0.0.1:9", stand_in.pid, str(runtime / "opensearch-2.19.1-x"),
+                                     str(runtime / "data"), str(runtime / "logs" / "w.log"), "512m", _time.time(), 9))
+        said: list[str] = []
+        assert node.status(copy, log=said.append) == {"state": "stopped"}
+        assert len(said) == 1 and "describes the node of another home" in said[0]
+        assert (copy / "services" / "opensearch.json.foreign").is_file()
+        assert node.down(copy) is False
+        assert stand_in.poll() is None  # never signalled
+    finally:
+        stand_in.kill()
+        stand_in.wait()

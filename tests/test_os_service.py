@@ -6,6 +6,8 @@ does everything in order and removes its install and data at the end.
 
 from __future__ import annotations
 
+import json
+
 import shutil
 
 import pytest
@@ -72,8 +74,10 @@ def test_bad_service_arguments_exit_2(tmp_path, monkeypatch, args, msg):
 
 def test_a_dead_node_is_reported_and_restartable(tmp_path):
     node.state_path(tmp_path).parent.mkdir(parents=True)
-    node.state_path(tmp_path).write_text('{"url": "http://127.0.0.1:9", "pid": 999999999, "install": "", "data": "", '
-                                         '"log": "", "heap": "512m", "started_at": 0}')
+    runtime = node.runtime_dir(tmp_path)
+    node.state_path(tmp_path).write_text(json.dumps({"url": "http://127.0.0.1:9", "pid": 999999999,
+                                                     "install": str(runtime / "install"), "data": str(runtime / "data"),
+                                                     "log": "", "heap": "512m", "started_at": 0}))
     assert node.status(tmp_path)["state"] == "dead"
     assert node.down(tmp_path) is False and not node.state_path(tmp_path).exists()
 
@@ -98,8 +102,8 @@ def test_down_never_signals_a_process_that_is_not_this_homes_node(tmp_path):
     try:
         node.state_path(tmp_path).parent.mkdir(parents=True)
         node.state_path(tmp_path).write_text(json.dumps({
-            "url": "http://127.0.0.1:9", "pid": stranger.pid, "install": str(tmp_path / "opensearch-x"),
-            "data": "", "log": "", "heap": "512m", "started_at": 0}))
+            "url": "http://127.0.0.1:9", "pid": stranger.pid, "install": str(node.runtime_dir(tmp_path) / "opensearch-x"),
+            "data": str(node.runtime_dir(tmp_path) / "data"), "log": "", "heap": "512m", "started_at": 0}))
         assert node.status(tmp_path)["state"] == "dead"
         said = []
         assert node.down(tmp_path, log=said.append) is False

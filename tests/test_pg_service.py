@@ -22,7 +22,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 

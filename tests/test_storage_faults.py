@@ -225,10 +225,42 @@ def test_eval_on_a_full_disk_fails_to_track_with_one_error_line(data_dir, tmp_pa
         _no_traceback(proc)
         errors = _errors(proc.stderr)
         assert len(errors) == 1, proc.stderr
-        assert "could not track in MLflow" in errors[0] and "disk full" in errors[0] and str(home) in errors[0]
-        assert "gita" in proc.stdout and "ref" in proc.stdout  # the comparison was printed before
+        # the store cannot even be created: said before the evaluation runs, not after
+        assert "disk full" in errors[0] and str(home / "mlflow.db") in errors[0]
         assert catalog.status("gita", home=home) == "current"
         assert _temporaries(home) == []
+
+
+def test_a_disk_filling_up_during_the_artifact_upload_leaves_no_half_run(data_dir, tmp_path):
+    """The store opens and the runs start, then the artifacts (a TREC run of every query) no longer
+    fit: one error line naming the home's artifact store, no MLflow traceback, no half artifacts."""
+    import mlflow
+
+    exp = _experiment(tmp_path, REF_EXPERIMENT, "ref")
+    with small_disk(tmp_path / "home", "12m") as home:
+        _build_gita(home, data_dir)
+        env = _env(home, data_dir)
+        first = run(["eval", str(exp)], env=env)  # the store exists, one complete run is in it
+        assert first.returncode == 0, first.stderr
+        sizes = sorted(f.stat().st_size for f in (home / "mlartifacts").rglob("*") if f.is_file())
+        fill(home, leave=max(sizes) // 2)  # room for the database's writes, not for the largest artifact
+        proc = run(["eval", str(exp)], env=env)
+        assert proc.returncode == 2, proc.stderr
+        _no_traceback(proc)
+        assert "ERROR mlflow" not in proc.stderr
+        errors = _errors(proc.stderr)
+        assert len(errors) == 1 and "disk full" in errors[0] and str(home) in errors[0], proc.stderr
+        assert "/tmp/tmp" not in errors[0]  # the full disk is the home's, not the temporary folder's
+        client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
+        runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+        by_status: dict[str, list] = {}
+        for r in runs:
+            by_status.setdefault(r.info.status, []).append(r)
+        assert by_status.get("FAILED"), [r.info.status for r in runs]
+        for r in by_status["FAILED"]:  # a failed run keeps no half upload
+            folder = Path(r.info.artifact_uri.removeprefix("file://"))
+            assert not folder.exists() or not any(folder.rglob("*")), list(folder.rglob("*"))
+        assert all(r.info.status in ("FINISHED", "FAILED") for r in runs)
 
 
 # ----------------------------------------------------------------------------- dataset builds

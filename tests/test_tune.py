@@ -3,7 +3,6 @@ study resumes, fusion-only trials need no database, results are honest, export h
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess

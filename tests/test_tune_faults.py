@@ -168,6 +168,7 @@ def test_a_cut_last_journal_record_is_dropped_and_the_study_resumes(tmp_path, te
     assert r.returncode == 0, r.stderr
     assert (f"study journal {journal}: dropped a cut last record ({cut} bytes) left by an interrupted write; "
             "the complete trials are kept") in r.stderr
+    assert [f.read_bytes() for f in journal.parent.glob("journal.log.cut-*")] == [data[len(data) - cut:]]
     _lines_are_json(journal)
     after = _trials(journal)
     # the cut record was trial 5's completion: trials 0-4 are kept as they were, trial 5 was left
@@ -433,3 +434,31 @@ def test_which_running_trials_count_as_left_by_a_dead_process(tmp_path, monkeypa
     time.sleep(0.01)
     assert tune.fail_dead_trials(ost) == [unowned.number]
     assert [t.state.name for t in ost.get_trials()] == ["RUNNING", "FAIL", "FAIL"]
+
+
+_HOLD_JOURNAL_LOCK = """
+import sys, time
+from pathlib import Path
+from workbench import tune
+lock = tune._journal_lock_type()(Path(sys.argv[1]))
+lock.acquire()
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_process_killed_while_holding_the_journal_lock_costs_the_next_nothing(tmp_path):
+    """Optuna's own lock (a symbolic link) outlives a killed holder by 30 s; the workbench's is an flock."""
+    from workbench import tune
+
+    journal = tmp_path / "journal.log"
+    journal.write_bytes(b"")
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_JOURNAL_LOCK, str(journal)], stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONPATH": str(faults.REPO)})
+    assert holder.stdout.readline().strip() == "held"
+    holder.kill()
+    holder.wait()
+    t0 = time.perf_counter()
+    storage = tune.open_journal(journal)
+    assert time.perf_counter() - t0 < 2.0
+    assert storage is not None and oct((tmp_path / "journal.log.flock").stat().st_mode & 0o777) == "0o600"

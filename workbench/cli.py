@@ -31,7 +31,7 @@ judge_app = typer.Typer(help="Human relevance judgments: raters, pools, agreemen
 app.add_typer(judge_app, name="judge")
 rater_app = typer.Typer(help="Raters and their tokens.", no_args_is_help=True)
 judge_app.add_typer(rater_app, name="rater")
-SERVICES = ("opensearch",)
+SERVICES = ("opensearch", "postgres")
 
 
 def _fail(exc: Exception) -> None:
@@ -182,8 +182,7 @@ def _log(msg: str) -> None:
 
 def _service(name: str) -> None:
     if name not in SERVICES:
-        raise WorkbenchError(f"unknown service {name!r}; services: {', '.join(SERVICES)} "
-                             "(PostgreSQL is embedded and starts by itself)")
+        raise WorkbenchError(f"unknown service {name!r}; services: {', '.join(SERVICES)}")
 
 
 @services_app.command("up")
@@ -199,6 +198,9 @@ def services_up(
 
     try:
         _service(service)
+        if service == "postgres":
+            raise WorkbenchError("the embedded PostgreSQL starts by itself when a command needs it and stops when the "
+                                 "last one ends; `workbench services status postgres` shows it")
         st = node.up(home_dir(), port=port, heap=heap, timeout=timeout, log=_log)
     except WorkbenchError as exc:
         _fail(exc)
@@ -210,33 +212,81 @@ def services_up(
 
 
 @services_app.command("down")
-def services_down(service: str = typer.Argument(..., help="opensearch")) -> None:
-    """Stop the local node (its data stay on disk for the next start)."""
+def services_down(service: str = typer.Argument(..., help="opensearch or postgres")) -> None:
+    """Stop the local node or the embedded PostgreSQL of this home (their data stay for the next start)."""
     from workbench.services import opensearch as node
+    from workbench.services import postgres
     from workbench.settings import home_dir
 
     try:
         _service(service)
-        was = node.down(home_dir(), log=_log)
+        if service == "postgres":
+            was = postgres.stop_server(postgres.layout(home_dir()).pgdata)
+        else:
+            was = node.down(home_dir(), log=_log)
     except WorkbenchError as exc:
         _fail(exc)
-    _log("OpenSearch stopped" if was else "OpenSearch was not running")
+    what = "the embedded PostgreSQL" if service == "postgres" else "OpenSearch"
+    _log(f"{what} stopped" if was else f"{what} was not running")
+
+
+@services_app.command("remove")
+def services_remove(
+    service: str = typer.Argument(..., help="opensearch or postgres"),
+    yes: bool = typer.Option(False, "--yes", help="Really delete (without it, only say what would go)."),
+) -> None:
+    """Stop a service of this home and delete its data (PostgreSQL: indexes and the judgment store; OpenSearch:
+    install, indexes, secrets). As root both live outside the home, so deleting the home does not remove them."""
+    from workbench.services import opensearch as node
+    from workbench.services import postgres
+    from workbench.settings import home_dir
+
+    try:
+        _service(service)
+        home = home_dir()
+        where = [postgres.layout(home).pgdata] if service == "postgres" else [node.runtime_dir(home)]
+        if not yes:
+            _log(f"would stop {service} and delete {', '.join(map(str, where))}"
+                 + (" — with the judgment store: export it first (`workbench judge export`)" if service == "postgres"
+                    else "") + "; run again with --yes")
+            raise typer.Exit(1)
+        if service == "postgres":
+            postgres.remove(home)
+            gone = where
+        else:
+            gone = node.remove(home, log=_log)
+    except WorkbenchError as exc:
+        _fail(exc)
+    _log(f"{service} stopped; deleted " + (", ".join(map(str, gone)) or "nothing (there was nothing)"))
 
 
 @services_app.command("status")
 def services_status(
-    service: str = typer.Argument("opensearch", help="opensearch"),
+    service: str = typer.Argument("opensearch", help="opensearch or postgres"),
     as_json: bool = typer.Option(False, "--json", help="Print the state as JSON."),
 ) -> None:
-    """Say whether the local node runs, its URL, health and workbench indexes. Exit 1 when it is not running."""
+    """Say whether the local node (URL, health, workbench indexes) or the embedded PostgreSQL (pid, socket,
+    data folder) runs. Exit 1 when it is not running."""
     from workbench.services import opensearch as node
     from workbench.settings import home_dir
 
     try:
         _service(service)
-        st = node.status(home_dir(), log=_log)
+        if service == "postgres":
+            from workbench.services import postgres
+
+            st = postgres.status(home_dir())
+        else:
+            st = node.status(home_dir(), log=_log)
     except WorkbenchError as exc:
         _fail(exc)
+    if service == "postgres":
+        typer.echo(json.dumps(st, indent=1) if as_json else
+                   f"postgres: {st['state']}" + (f", pid {st['pid']}, socket in {st['socket_dir']}" if st["pid"] else "")
+                   + f", data {st['pgdata']}, log {st['log']}")
+        if st["state"] != "running":
+            raise typer.Exit(1)
+        return
     if st["state"] == "running":
         try:
             from workbench import osearch
@@ -248,7 +298,7 @@ def services_status(
     if as_json:
         typer.echo(json.dumps(st, indent=1))
     else:
-        typer.echo(f"opensearch: {st['state']}" + (f" at {st['url']} ({st.get('health')}), pid {st['pid']}, "
+        typer.echo(f"opensearch: {st['state']}" + (f" at {st['url']} ({st.get('health') or 'no answer'}), pid {st['pid']}, "
                                                    f"{len(st.get('indexes', []))} workbench indexes, log {st['log']}"
                                                    if st["state"] != "stopped" else ""))
 
@@ -1030,6 +1080,9 @@ def main() -> None:  # pragma: no cover - console entry (tests run it as ``pytho
         signal.signal(sig, _terminate)
     try:
         app()
+    except BrokenPipeError:  # `workbench search ... | head`: the reader left; that is not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0) from None
     except OSError as exc:
         msg = str(storage_error(exc, exc.filename))
         typer.secho(f"error: {msg}", fg=typer.colors.RED, err=True)

@@ -139,7 +139,7 @@ def mkdirs(folder: Path) -> Path:
 
 
 @contextmanager
-def atomic_path(path: Path | str, *, suffix: str = "", needed: int | None = None) -> Iterator[Path]:
+def atomic_path(path: Path | str, *, suffix: str = "", needed: int | None = None, mode: int = 0o666) -> Iterator[Path]:
     """A temporary path beside ``path`` to write; on a clean exit it replaces ``path`` atomically.
 
     Use it for writers that take a path (``write_trec_run(tmp, ...)``, a zip, pandas)::
@@ -155,6 +155,9 @@ def atomic_path(path: Path | str, *, suffix: str = "", needed: int | None = None
         path: the file to create or replace (its folder is created when missing).
         suffix: ending of the temporary name (writers that choose a format by suffix).
         needed: bytes the write needs, when known (said in a disk-full message).
+        mode: permission bits of the new file (0o600 for secrets: private before any byte is
+            written); the temporary file is created here, exclusively and never through a link,
+            and the writer opens it by name.
 
     Raises:
         StorageError: the folder cannot be created or written, the disk is full, or
@@ -163,6 +166,12 @@ def atomic_path(path: Path | str, *, suffix: str = "", needed: int | None = None
     path = Path(path)
     mkdirs(path.parent)
     tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}.{time.monotonic_ns() % 10**9}{suffix}")
+    try:  # made here, exclusively and not through a link: a name planted in advance is refused
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode))
+        if mode & 0o077 == 0:
+            os.chmod(tmp, mode)  # private from the first byte, whatever the umask
+    except OSError as exc:
+        raise storage_error(exc, path, needed=needed) from None
     try:
         yield tmp
         _fsync_file(tmp)
@@ -257,21 +266,28 @@ def quarantine(path: Path | str, reason: str, log: Callable[[str], None] | None 
 
 
 def repair_jsonl_tail(path: Path | str) -> tuple[int, str]:
-    """Truncate an append-only JSON-lines file back to its last complete, parseable line.
+    """Repair the end of an append-only JSON-lines file that a write was cut short in.
 
     A process killed (or a disk filling up) in the middle of an append leaves a last line
-    without its newline, or one that is not valid JSON; every later append would glue onto
-    it and make the file unreadable. Only the tail is examined: lines are appended, so
-    damage can only be at the end.
+    without its newline; every later append would glue onto it and make the file
+    unreadable. Only that can be repaired, and only it is touched:
+
+    * a last line without newline that is a whole JSON object (only the newline was lost)
+      gets its newline back — nothing is dropped;
+    * any other last line without newline is cut off, and the cut bytes are kept beside
+      the file (``<name>.cut-<UTC time>``) for inspection.
+
+    A line that ends with its newline is never dropped, even if it is not JSON: that is
+    damage, not a cut write, and the reader of the file must refuse it with its line number.
 
     Args:
-        path: the log (nothing happens when it does not exist or is intact).
+        path: the log (nothing happens when it does not exist or ends with a newline).
 
     Returns:
-        ``(bytes dropped, the dropped text's first 80 characters)``; ``(0, "")`` when intact.
+        ``(bytes dropped, the dropped text's first 80 characters)``; ``(0, "")`` when nothing was dropped.
 
     Raises:
-        StorageError: the file cannot be read or truncated (names the fix).
+        StorageError: the file cannot be read, written or truncated (names the fix).
     """
     path = Path(path)
     try:
@@ -284,28 +300,34 @@ def repair_jsonl_tail(path: Path | str) -> tuple[int, str]:
         return 0, ""
     try:
         with open(path, "rb+") as fh:
-            keep = size
-            # walk back over trailing lines that are cut or not JSON (normally at most one)
-            while keep > 0:
-                start = _last_line_start(fh, keep)
-                fh.seek(start)
-                line = fh.read(keep - start)
-                complete = line.endswith(b"\n")
-                body = line.rstrip(b"\n")
-                ok = complete and (not body.strip() or _is_json(body))
-                if ok:
-                    break
-                keep = start
-            if keep == size:
+            fh.seek(size - 1)
+            if fh.read(1) == b"\n":
                 return 0, ""
-            fh.seek(keep)
-            dropped = fh.read(size - keep)
-            fh.truncate(keep)
+            start = _last_line_start(fh, size)
+            fh.seek(start)
+            tail = fh.read(size - start)
+            try:
+                whole = isinstance(json.loads(tail), dict)
+            except ValueError:
+                whole = False
+            if whole:  # only the newline was lost
+                fh.seek(size)
+                fh.write(b"\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+                return 0, ""
+            aside = path.with_name(f"{path.name}.cut-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}")
+            with open(aside, "wb") as out:
+                out.write(tail)
+                out.flush()
+                os.fsync(out.fileno())
+            fh.truncate(start)
             fh.flush()
             os.fsync(fh.fileno())
     except OSError as exc:
         raise storage_error(exc, path) from None
-    return size - keep, dropped[:80].decode("utf-8", "replace")
+    fsync_dir(path.parent)
+    return size - start, tail[:80].decode("utf-8", "replace")
 
 
 def _last_line_start(fh, end: int) -> int:
@@ -321,14 +343,6 @@ def _last_line_start(fh, end: int) -> int:
             return lo + i + 1
         pos = lo
     return 0
-
-
-def _is_json(b: bytes) -> bool:
-    try:
-        json.loads(b)
-        return True
-    except ValueError:
-        return False
 
 
 def copy_atomic(src: Path, dst: Path) -> Path:
@@ -374,7 +388,8 @@ def storage_error_in(exc: BaseException, path: Path | str, action: str = "write"
         e = e.__cause__ or e.__context__
     for e in chain:
         if isinstance(e, OSError) and e.errno in _STORAGE_ERRNOS:
-            return storage_error(e, e.filename or path, action=action)
+            # a failed copy names its source as filename and its destination as filename2
+            return storage_error(e, getattr(e, "filename2", None) or e.filename or path, action=action)
     for e in chain:
         text = str(e).lower()
         for needle, code in _WRAPPED_ERRNO:

@@ -40,11 +40,16 @@ _guard = threading.Lock()
 
 
 def _holder_text(fh) -> str:
-    try:
-        fh.seek(0)
-        info = json.loads(fh.read() or "{}")
-    except (ValueError, OSError):
-        return "another process"
+    info: object = {}
+    for _ in range(10):  # the holder writes who it is just after it takes the lock
+        try:
+            fh.seek(0)
+            info = json.loads(fh.read() or b"{}")
+        except (ValueError, OSError):
+            info = {}
+        if isinstance(info, dict) and "pid" in info:
+            break
+        time.sleep(0.05)
     if not isinstance(info, dict) or "pid" not in info:
         return "another process"
     since = time.strftime("%H:%M:%S", time.localtime(info.get("since", 0)))
@@ -79,10 +84,7 @@ class FileLock:
                 held[1] += 1
                 return self
         mkdirs(self.path.parent)
-        try:
-            fh = open(self.path, "a+b", buffering=0)  # unbuffered: a failed write leaves nothing to flush later
-        except OSError as exc:
-            raise storage_error(exc, self.path, action="create the lock file") from None
+        fh = open_private(self.path)
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -147,6 +149,40 @@ class FileLock:
     def held(self) -> bool:
         """Whether this process holds the lock now."""
         return self.path in _held
+
+
+def open_private(path: Path):
+    """Open (creating it, mode 0600) a lock file of the home as an unbuffered binary file.
+
+    Never through a symbolic link (``O_NOFOLLOW``), only a regular file this user owns, and
+    made 0600 if it was not: another user can neither redirect the write onto a file of this
+    one, nor open the lock to hold it.
+
+    Raises:
+        StorageError: the file cannot be created or opened (names it and the fix), or it is a
+            link, not a regular file, or another user's.
+    """
+    import errno
+    import stat
+
+    from workbench.errors import StorageError
+
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # the name is a symbolic link
+            raise StorageError(f"{path} is a symbolic link; the workbench does not write through links in its home: "
+                               "remove it") from None
+        raise storage_error(exc, path, action="create the lock file") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1:
+        os.close(fd)
+        raise StorageError(f"{path} is not a plain file of yours (another user's, a device or a hard link); "
+                           "remove it and run the command again")
+    if stat.S_IMODE(st.st_mode) != 0o600:
+        os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "r+b", buffering=0)  # unbuffered: a failed write leaves nothing to flush later
 
 
 def _short_argv() -> list[str]:

@@ -166,10 +166,50 @@ def home_dir() -> Path:
         path = _from_config("home") or Path.home() / ".workbench"
     path = path.resolve()
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.mkdir(mode=0o700)  # private: the servers' sockets, secrets and lock files live below it
+    except FileExistsError:
+        pass  # another process made it meanwhile
     except OSError as exc:
         raise ConfigError(f"cannot create the workbench home {path}: {exc}; set WORKBENCH_HOME to a writable folder") from exc
+    check_home_owner(path)
     return path
+
+
+def check_home_owner(path: Path) -> None:
+    """Refuse a home this user does not own, or that other users may write into.
+
+    The workbench writes lock files, caches, secrets and server data below its home, as this
+    user (often root); in a folder another user controls, that user could plant a link that
+    turns such a write onto any file of this one. So, as ``ssh`` does with ``~/.ssh``: the
+    home must belong to this user and be writable by nobody else (group write is accepted only
+    for this user's own primary group).
+
+    Raises:
+        ConfigError: naming the home, its owner or mode, and the fix.
+    """
+    import stat as _stat
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if not _stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"the workbench home {path} is not a folder; set WORKBENCH_HOME to a folder")
+    if st.st_uid != os.geteuid():
+        import pwd
+
+        try:
+            owner = pwd.getpwuid(st.st_uid).pw_name
+        except KeyError:
+            owner = f"uid {st.st_uid}"
+        raise ConfigError(f"the workbench home {path} belongs to {owner}, not to you; the workbench writes there as "
+                          "you, so use a home you own (set WORKBENCH_HOME), or chown it")
+    mode = _stat.S_IMODE(st.st_mode)
+    if mode & 0o002 or (mode & 0o020 and st.st_gid != os.getegid()):
+        raise ConfigError(f"the workbench home {path} can be written by other users (mode {mode:o}); "
+                          f"run `chmod go-w {path}` (or set WORKBENCH_HOME to a private folder)")
 
 
 def paths(*, check: bool = True) -> Paths:

@@ -48,7 +48,10 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _PREFIX = {"R": "recall", "P": "precision", "nDCG": "ndcg", "RR": "mrr", "Judged": "judged", "AP": "map",
            "Success": "success"}
@@ -72,8 +75,8 @@ def _quiet() -> None:
     # an unreachable tracking server fails in seconds, not after minutes of retries
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
-    for name in ("mlflow", "alembic", "sqlalchemy"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    for name in ("mlflow", "alembic", "sqlalchemy"):  # their failures reach the user as one `error:` line
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def check_tracking(home: Path) -> None:
@@ -108,6 +111,30 @@ def check_tracking(home: Path) -> None:
             raise ConfigError(f"MLflow database folder {path.parent} is not writable ({exc.strerror or exc}); {fix}") from None
         if path.exists() and path.is_dir():
             raise ConfigError(f"MLflow tracking URI {uri!r} points at a folder, not a database file ({fix})")
+        _init_sqlite_store(uri, path)
+
+
+def _init_sqlite_store(uri: str, path: Path) -> None:
+    """Create (or open) the SQLite tracking store under a lock: MLflow creates its tables with
+    alembic migrations that fail when two processes run them at once on a new file."""
+    from workbench.locks import FileLock
+
+    from workbench.durable import storage_error_in
+    from workbench.errors import ConfigError
+
+    _quiet()
+    with FileLock(path.parent / f".{path.name}.lock", f"the MLflow store {path}"):
+        import mlflow
+
+        try:
+            mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+        except Exception as exc:  # noqa: BLE001 - MLflow and SQLAlchemy raise many kinds
+            full = storage_error_in(exc, path)
+            if full is not None:
+                raise full from None
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise ConfigError(f"cannot open the MLflow store {path}: {first}; move it aside to start a new one, "
+                              "or pass --no-track") from None
 
 
 def _experiment_id(mlflow, name: str, home: Path) -> str:
@@ -211,12 +238,22 @@ def tracked_run(mlflow, experiment_id: str, name: str, tags: dict[str, str], *, 
     try:
         yield run
     except BaseException as exc:
+        _drop_local_artifacts(run)  # half an upload (a full disk) is never left behind
         try:
             mlflow.end_run("KILLED" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "FAILED")
         except Exception:  # the store itself failed; the original error says more
             pass
         raise
     mlflow.end_run("FINISHED")
+
+
+def _drop_local_artifacts(run) -> None:
+    """Remove the artifact folder of a run that failed, when the artifact store is a local folder."""
+    from urllib.parse import unquote, urlparse
+
+    uri = getattr(run.info, "artifact_uri", "") or ""
+    if uri.startswith("file:"):
+        shutil.rmtree(unquote(urlparse(uri).path), ignore_errors=True)
 
 
 def _listed(client, run_id: str, folder: str | None = None) -> set[str]:

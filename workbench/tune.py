@@ -351,10 +351,9 @@ def open_journal(path: Path, *, create: bool = True, log: Callable[[str], None] 
             the fix: move it aside, or ``--storage`` another journal).
     """
     import optuna
-    from optuna.storages.journal import JournalFileSymlinkLock
 
     path = Path(path)
-    lock = JournalFileSymlinkLock(str(path))
+    lock = _journal_lock_type()(path)
     locked = False
     if create or (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
         try:
@@ -369,13 +368,45 @@ def open_journal(path: Path, *, create: bool = True, log: Callable[[str], None] 
             _release(lock)
         if dropped:
             log(f"study journal {path}: dropped a cut last record ({dropped} bytes) left by an interrupted write; "
-                "the complete trials are kept")
+                f"the complete trials are kept, the cut bytes beside it ({path.name}.cut-*)")
     try:
         return optuna.storages.JournalStorage(_journal_backend_type()(path, lock))
     except OSError as exc:
         raise storage_error(exc, path, action="open") from None
     except Exception as exc:  # noqa: BLE001 - Optuna replays bad records with ValueError, KeyError, ...
         raise _damaged(path, exc) from None
+
+
+@functools.lru_cache(maxsize=1)
+def _journal_lock_type():
+    """Optuna's journal lock interface on an ``flock`` of ``<journal>.flock`` (0600, never through a link).
+
+    Optuna's own file locks (a symbolic link or a lock file) outlive a process killed while it
+    holds them, and the next process waits 30 s before it breaks them; the kernel drops an
+    ``flock`` with its holder, so a killed ``tune`` costs the next one nothing. Every workbench
+    process on a journal takes this lock; a plain Optuna process using its own lock would not
+    be excluded (do not mix them on one journal).
+    """
+    import fcntl
+
+    class FlockJournalLock:  # Optuna's journal takes any object with acquire() and release()
+        def __init__(self, journal: Path) -> None:
+            self._path = Path(f"{journal}.flock")
+            self._fd: int | None = None
+
+        def acquire(self) -> bool:
+            """Raises OSError (the caller names the folder and the fix) when the lock file cannot be made."""
+            if self._fd is None:
+                flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+                self._fd = os.open(self._path, flags, 0o600)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            return True
+
+        def release(self) -> None:
+            if self._fd is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    return FlockJournalLock
 
 
 def _release(lock) -> None:

@@ -25,7 +25,7 @@ the recipe is unchanged. OpenSearch refuses to run as root: when the workbench r
 root it runs the node as the system user :data:`SERVICE_USER` (created with
 ``useradd`` if missing, without root's groups), and because a home under ``/root`` is
 not traversable by other users, the runtime folder is then
-``/var/tmp/workbench-opensearch/<hash of the home>`` (the base folder root-owned, mode
+``/var/lib/workbench-opensearch/<hash of the home>`` (the base folder root-owned, mode
 0711) instead of ``<home>/services/opensearch``. The runtime folder is mode 0700 (owned
 by the node's user), so no other local user can list or read the install, the
 configuration, the data or the logs. The node state (URL, pid, folders) is in
@@ -145,7 +145,7 @@ SECRET_FILES = ("ca.pem", "node.pem", "node-key.pem", "admin.pem", "admin-key.pe
 #: The copies the node reads from its config folder: source in the secrets folder → name there.
 NODE_FILES = {"ca.pem": "workbench-ca.pem", "node.pem": "workbench-node.pem", "node-key.pem": "workbench-node-key.pem"}
 #: Where a root-run workbench keeps the runtime folders (one per home).
-SYSTEM_ROOT = Path("/var/tmp/workbench-opensearch")
+SYSTEM_ROOT = Path("/var/lib/workbench-opensearch")
 
 
 
@@ -357,9 +357,8 @@ def _write_private(path: Path, data: bytes, ids: tuple[int, int] | None = None) 
     """
     from workbench.durable import atomic_path
 
-    with atomic_path(path) as tmp:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        with os.fdopen(fd, "wb") as fh:
+    with atomic_path(path, mode=0o600) as tmp:
+        with open(tmp, "wb") as fh:
             fh.write(data)
         if ids is not None:
             os.chown(tmp, *ids)
@@ -801,6 +800,16 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def _belongs_to(st: dict, home: Path) -> bool:
+    """Whether a node state's install and data folders lie in this home's runtime folder (a state file
+    copied with its home names the original home's node: never this home's to report or stop)."""
+    runtime = runtime_dir(home).resolve()
+    try:
+        return all(Path(st[k]).resolve().is_relative_to(runtime) for k in ("install", "data"))
+    except (KeyError, TypeError, ValueError, OSError):
+        return False
+
+
 def _read_state(home: Path, log: Callable[[str], None] = lambda _m: None, *, repair: bool = True) -> dict | None:
     """The saved :class:`NodeState` as a dict, or ``None`` when there is none or it is unreadable.
 
@@ -821,6 +830,16 @@ def _read_state(home: Path, log: Callable[[str], None] = lambda _m: None, *, rep
     except (OSError, UnicodeDecodeError):
         text = None
     st = _parse_state(text)
+    if st is not None and not _belongs_to(st, home):
+        if repair:
+            from workbench.locks import server_lock
+
+            with server_lock(home, "opensearch", log=log):
+                aside = path.with_name(path.name + ".foreign")
+                path.replace(aside)
+            log(f"the node state file {path} describes the node of another home (it was copied with the home); it "
+                f"is moved to {aside} and that node is left alone")
+        return None
     if st is not None or not repair:
         return st
     from workbench.locks import server_lock
@@ -1103,3 +1122,28 @@ def _stop(home: Path, st: dict, *, timeout: float, log: Callable[[str], None]) -
     path.unlink(missing_ok=True)
     _KNOWN.pop(st["url"], None)
     return was
+
+
+def remove(home: Path, *, log: Callable[[str], None] = lambda _m: None) -> list[Path]:
+    """Stop the node of ``home`` and delete its install, data, logs, secrets and state; return what was removed.
+
+    The Maven download cache (``~/.m2``) stays. As root the runtime folder is outside the home
+    (:data:`SYSTEM_ROOT`), so deleting the home alone would leave it behind.
+
+    Raises:
+        ServiceError: the node did not stop.
+    """
+    from workbench.locks import server_lock
+
+    down(home, log=log)
+    gone = []
+    with server_lock(home, "opensearch", log=log):
+        runtime = runtime_dir(home)
+        if runtime.exists():
+            shutil.rmtree(runtime, ignore_errors=True)
+            gone.append(runtime)
+        for f in (state_path(home), credentials_path(home), ca_path(home)):
+            if f.exists():
+                f.unlink()
+                gone.append(f)
+    return gone

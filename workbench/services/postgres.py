@@ -510,14 +510,11 @@ def attach(home: Path, log: Callable[[str], None] = _log_default) -> str:
 
 
 def _open_users_lock(lay: Layout):
-    from workbench.durable import mkdirs, storage_error
+    from workbench.durable import mkdirs
+    from workbench.locks import open_private
 
     mkdirs(lay.state)
-    path = lay.state / "users.lock"
-    try:
-        fh = open(path, "a+")
-    except OSError as exc:
-        raise storage_error(exc, path, action="create") from None
+    fh = open_private(lay.state / "users.lock")  # 0600, never through a link: nobody else can hold it
     fcntl.flock(fh.fileno(), fcntl.LOCK_SH)  # blocks while a last user is stopping the server
     return fh
 
