@@ -9,10 +9,14 @@ time), Adjudicate (adjudicators only) and Agreement (adjudicators and engineers)
 Access (:mod:`workbench.dashboard.auth`): when the home has dashboard tokens, every page
 shows only the sign-in form until a valid token is given (password field, or ``?token=``
 in the URL once); without tokens the app shows its pages only when it listens on a
-loopback address. A rater token (``workbench judge rater add NAME``) makes the session a
-judging session: it shows the Judge page (an adjudicator's also Adjudicate and Agreement)
-and nothing else until the rater signs out; rater tokens also let the app serve beyond
-this machine, where then only raters get in until an access token exists.
+loopback address (a ``?token=`` link whose token is nobody's is still said to be so). A
+rater token (``workbench judge rater add NAME``) makes the session a judging session: it
+shows the Judge page (an adjudicator's also Adjudicate and Agreement) and nothing else until
+the rater signs out; the session survives a reload (``?s=`` in the address, kept by the
+server: :func:`workbench.dashboard.ui.session_rater`). After signing in a rater lands on
+Judge, an adjudicator on Adjudicate (opening Judge would claim a pair for them). Rater
+tokens also let the app serve beyond this machine, where then only raters get in until an
+access token exists.
 """
 
 from pathlib import Path
@@ -57,14 +61,18 @@ if state != "refused":
         state, message = "refused", str(exc)
 if rater is not None:  # judging pages only, whatever else this session may see (the rater stays blind)
     judging = _judging_pages(rater.is_adjudicator, False)
+    first = judging[1] if rater.is_adjudicator else judging[0]  # an adjudicator's: Adjudicate (Judge claims a pair)
 
     def _start_judging() -> None:
-        st.switch_page(judging[0])
+        st.switch_page(first)
 
     # The default page is served at "/" only, so /judge (a link, a sign-in from the Judge page) would be
-    # "not found" if Judge were the default: "/" forwards to it instead, and the sidebar lists the real pages.
+    # "not found" if Judge were the default: "/" forwards to the rater's first page instead, and the sidebar
+    # lists the real pages.
     page = st.navigation([st.Page(_start_judging, title="Judging", url_path="start", default=True), *judging],
                          position="hidden")
+    if ui.just_signed_in() and page.url_path == "judge" and first.url_path != "judge":
+        st.switch_page(first)  # an adjudicator who signed in on (or with a link to) Judge
     for p in judging:
         st.sidebar.page_link(p)
     ui.rater_sidebar(rater)
@@ -73,8 +81,9 @@ elif state in ("open", "granted"):
     page = st.navigation(_engineer_pages() + _judging_pages(False, True), position="sidebar")
     if state == "granted":
         ui.sign_out_button()
-    if rater_message:
-        st.warning(rater_message)
+    for note in (message, rater_message):
+        if note:
+            st.warning(note)
     page.run()
 else:  # every page registered but hidden, so that a link to one survives the sign-in
     st.navigation(_engineer_pages() + _judging_pages(True, True), position="hidden")

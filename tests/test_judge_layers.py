@@ -49,7 +49,7 @@ def test_adjudicated_beats_agreed_beats_the_mean_rounded_down():
 def test_cannot_judge_is_no_grade():
     got = final_grades([J("q", "a", "ann", cannot=True), J("q", "a", "bob", 0),
                         J("q", "b", "ann", cannot=True), J("q", "b", "bob", cannot=True)])
-    assert got == {("q", "a"): FinalGrade(0, "agreed", 1)}  # b has no human grade at all
+    assert got == {("q", "a"): FinalGrade(0, "single", 1)}  # b has no human grade at all
 
 
 def test_human_overrides_built_pair_by_pair_and_can_mark_a_built_label_not_relevant():
@@ -71,7 +71,7 @@ def test_stale_text_judgments_are_left_out_and_counted():
                  J("q", "b", "bob", 0)]  # no hash recorded (an import): never stale
     adjudications = [{"query_id": "q", "doc_id": "b", "grade": 1, "doc_sha256": "old"}]
     got = final_grades(judgments, adjudications, hashes)
-    assert got[("q", "a")] == FinalGrade(1, "agreed", 1, stale=1)  # ann's grade on the old text is out
+    assert got[("q", "a")] == FinalGrade(1, "single", 1, stale=1)  # ann's grade on the old text is out
     assert got[("q", "b")] == FinalGrade(1, "mean", 2, stale=0)    # the stale adjudication does not decide
     assert ("q", "gone") not in got                                 # its document left the dataset
     assert stale_count(judgments, adjudications, hashes) == 3

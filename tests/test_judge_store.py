@@ -27,15 +27,15 @@ def _pool(st: JudgmentStore, n: int, raters: int = 2, dataset: str = "gita") -> 
 
 
 def test_migrations_create_the_schema_once_and_refuse_a_newer_store(store, pg_dsn):
-    assert store.version() == SCHEMA_VERSION == 1
-    assert JudgmentStore(pg_dsn).migrate() == 1  # a second open changes nothing
+    assert store.version() == SCHEMA_VERSION == 2
+    assert JudgmentStore(pg_dsn).migrate() == 2  # a second open changes nothing
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'wb_judge'")}
         assert tables == {"schema_version", "raters", "pools", "pairs", "assignments", "queue", "queue_pools",
                           "judgments", "adjudications",
                           "settings"}
         conn.execute("INSERT INTO wb_judge.schema_version (version, note) VALUES (99, 'from the future')")
-    with pytest.raises(JudgeError, match="schema version 99, newer than this workbench's 1"):
+    with pytest.raises(JudgeError, match="schema version 99, newer than this workbench's 2"):
         JudgmentStore(pg_dsn)
 
 
@@ -262,3 +262,54 @@ def test_a_process_killed_mid_write_leaves_the_store_consistent(store, pg_dsn):
     assert again.assignment_id == held  # still ann's, still open
     store.judge(ann, held, 2)
     assert store.progress(ann, "gita") == (1, 2)
+
+
+def test_a_version_1_store_is_upgraded_in_place_and_keeps_its_history(pg_dsn, monkeypatch):
+    from workbench.judging import store as store_module
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS wb_judge CASCADE")
+    monkeypatch.setattr(store_module, "MIGRATIONS", store_module.MIGRATIONS[:1])
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 1)
+    old = JudgmentStore(pg_dsn)
+    assert old.version() == 1
+    _pool(old, 2, raters=1)
+    ann, _ = old.add_rater("ann")
+    ada, _ = old.add_rater("ada", "adjudicator")
+    a = old.next_assignment(ann, "gita")
+    old.judge(ann, a.assignment_id, 1)
+    old.adjudicate(ada, "gita", a.query_id, a.doc_id, 2)
+    old.close()
+    monkeypatch.undo()
+    new = JudgmentStore(pg_dsn)  # this workbench: version 2
+    assert new.version() == 2
+    assert [(r["rater"], r["grade"]) for r in new.current("gita")] == [("ann", 1)]
+    assert [(r["adjudicator"], r["grade"]) for r in new.adjudications("gita")] == [("ada", 2)]
+    new.retract_adjudication(new.rater("ada"), "gita", a.query_id, a.doc_id)  # what version 2 adds
+    assert new.adjudications("gita") == []
+    with pytest.raises(JudgeError, match="has no final grade to take back"):
+        new.retract_adjudication(new.rater("ada"), "gita", a.query_id, a.doc_id)
+    with pytest.raises(JudgeError, match="ann is a rater, not an adjudicator"):
+        new.retract_adjudication(new.rater("ann"), "gita", a.query_id, a.doc_id)
+    new.adjudicate(new.rater("ada"), "gita", a.query_id, a.doc_id, 0)  # decided again: the latest wins
+    assert [(r["grade"]) for r in new.adjudications("gita")] == [0]
+    with psycopg.connect(pg_dsn) as conn:
+        rows = conn.execute("SELECT action, grade FROM wb_judge.adjudications ORDER BY adjudication_id").fetchall()
+    assert rows == [("decide", 2), ("retract", None), ("decide", 0)]
+    new.close()
+
+
+def test_a_pair_claimed_and_left_is_taken_over_after_the_ttl(store, pg_dsn):
+    _pool(store, 1, raters=1)
+    ann, _ = store.add_rater("ann")
+    bob, _ = store.add_rater("bob")
+    a = store.next_assignment(ann, "gita")  # ann opens the page and walks away
+    assert store.next_assignment(bob, "gita") is None  # the only slot is ann's
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # 31 minutes later
+        conn.execute("UPDATE wb_judge.assignments SET claimed_at = claimed_at - interval '31 minutes'")
+    b = store.next_assignment(bob, "gita")
+    assert b is not None and b.assignment_id == a.assignment_id  # bob takes it over
+    with pytest.raises(JudgeError, match="not yours .or no longer"):
+        store.judge(ann, a.assignment_id, 2)
+    store.judge(bob, b.assignment_id, 1)
+    assert [(r["rater"], r["grade"]) for r in store.current("gita")] == [("bob", 1)]

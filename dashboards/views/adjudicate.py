@@ -1,12 +1,21 @@
 """Adjudicate (adjudicators only): the pairs whose raters disagree, with every rater's grade and note
-and the document, and the final grade the adjudicator records (``JudgmentStore.adjudicate``).
+and the document, and the final grade the adjudicator records (``JudgmentStore.adjudicate``);
+then the adjudicator's own recent decisions, each of which can be changed (decided again: the
+latest decision wins) or undone (``JudgmentStore.retract_adjudication`` appends a retraction,
+and the pair returns to the queue while its grades still differ).
 
 The queue is :func:`workbench.judging.agreement.adjudication_queue` (grades at least the
 dataset's ``adjudicate_at`` apart, not adjudicated yet or judged again since); it checks the
-rater against the store itself, so a plain rater's or revoked token reads nothing.
+rater against the store itself, so a plain rater's or revoked token reads nothing. Pairs are
+named by their document's address and query text. As on the Judge page, a final-grade
+button's key names the pair shown (:func:`workbench.dashboard.judging.adjudication_key`) and
+a decision is taken only for a pair that waits (or is being changed) and has been on screen
+for :data:`~workbench.dashboard.judging.MIN_SEEN_S`: a quick second key press never decides
+the next pair.
 """
 
 import html
+import time
 
 import pandas as pd
 import streamlit as st
@@ -29,12 +38,26 @@ if not rater.is_adjudicator:
              "with `workbench judge rater add NAME --adjudicator`.")
     st.stop()
 
-ACTION, FLASH = "_adj_action", "_adj_flash"
+#: Session keys: the queued action, the message for the next run, (pair tag, when the run that drew it
+#: ended) of the pair on screen, and the (dataset, query_id, doc_id) of a decision being changed.
+ACTION, FLASH, SHOWN, REDECIDE = "_adj_action", "_adj_flash", "_adj_shown", "_adj_redecide"
+#: How many of the adjudicator's latest decisions are listed.
+RECENT = 10
+st.html(judging.page_css())
 
 
-def _queue(action: tuple) -> None:
-    """Button callback: remember the action; it runs below, after this run's token check."""
+def _queue(action: dict) -> None:
+    """Button callback: remember the action; it runs below, after this run's session check."""
     st.session_state[ACTION] = action
+
+
+def _redecide(pair: tuple[str, str, str] | None) -> None:
+    """Button callback ("change", "cancel"): show one of the adjudicator's decided pairs to decide again
+    (writes nothing)."""
+    if pair is None:
+        st.session_state.pop(REDECIDE, None)
+    else:
+        st.session_state[REDECIDE] = pair
 
 
 try:
@@ -45,80 +68,185 @@ if not names:
     st.info("Nothing is pooled or judged yet.")
     st.stop()
 dataset = ui.pick("Dataset", names, "judge_dataset_adj", key="adj_dataset")
+
+
+def _read() -> tuple[list[dict], list[dict]]:
+    """The queue, and this adjudicator's current decisions on the dataset, newest first."""
+    try:
+        queue = agreement.adjudication_queue(store, dataset, rater, doc_hashes=hashes)
+        mine = [a for a in store.adjudications(dataset) if a["adjudicator"] == rater.name]
+    except WorkbenchError as exc:
+        ui.stop_with_error(exc)
+    return queue, sorted(mine, key=lambda a: a["created_at"], reverse=True)
+
+
 try:
     ds = ui.dataset_files(str(ui.home()), dataset)
     hashes = ui.doc_hashes(str(ui.home()), dataset)
-    queue = agreement.adjudication_queue(store, dataset, rater, doc_hashes=hashes)
+    at = store.adjudicate_at(dataset)
 except WorkbenchError as exc:
     ui.stop_with_error(exc)
+queue, mine = _read()
+
+
+def _words(qid: str, did: str) -> str:
+    return judging.pair_words(dataset, qid, did, ds.queries, ds.documents)
+
+
+def _waits(qid: str, did: str) -> bool:
+    return any((q["query_id"], q["doc_id"]) == (qid, did) for q in queue)
+
+
+def _decision(qid: str, did: str) -> dict | None:
+    return next((a for a in mine if (a["query_id"], a["doc_id"]) == (qid, did)), None)
+
+
+redecide = st.session_state.get(REDECIDE)
+if redecide is not None and (redecide[0] != dataset or _decision(redecide[1], redecide[2]) is None):
+    redecide = None  # another dataset, or no longer this adjudicator's decision
+    st.session_state.pop(REDECIDE, None)
 
 action = st.session_state.pop(ACTION, None)
-if action is not None:
-    _kind, a_dataset, qid, did, grade, doc_hash, note_key = action
-    if a_dataset != dataset or not any((q["query_id"], q["doc_id"]) == (qid, did) for q in queue):
-        st.session_state[FLASH] = ("error", f"{qid} / {did} no longer waits for adjudication (another adjudicator "
-                                            "decided it, or this page was stale); nothing was written.")
-    else:
-        try:
-            store.adjudicate(rater, dataset, qid, did, grade, note=st.session_state.get(note_key) or None,
-                             doc_hash=doc_hash)
-            st.session_state.pop(note_key, None)
-            st.session_state[FLASH] = ("success", f"Final grade of {qid} / {did}: {judging.grade_text(grade)}.")
-            queue = agreement.adjudication_queue(store, dataset, rater, doc_hashes=hashes)
-        except WorkbenchError as exc:
-            st.session_state[FLASH] = ("error", str(exc))
+try:
+    if action is not None and action["kind"] == "decide":
+        qid, did, grade = action["query_id"], action["doc_id"], action["grade"]
+        changing = redecide is not None and redecide == (action["dataset"], qid, did)
+        shown = st.session_state.get(SHOWN)
+        if action["dataset"] != dataset or not (_waits(qid, did) or changing):
+            st.session_state[FLASH] = ("error", f"{action['pair']} no longer waits for adjudication (another "
+                                                "adjudicator decided it, or this page was stale); nothing was written.")
+        elif shown is None or shown[0] != action["tag"] or time.monotonic() - shown[1] < judging.MIN_SEEN_S:
+            st.session_state[FLASH] = ("warning", f"Not saved: that key press reached {action['pair']} before you "
+                                                  "could have read it (a quick second press?). Nothing was written; "
+                                                  "read it, then press the key again.")
+        else:
+            before = _decision(qid, did)
+            store.adjudicate(rater, dataset, qid, did, grade, note=st.session_state.get(action["note_key"]) or None,
+                             doc_hash=action["doc_hash"])
+            st.session_state.pop(action["note_key"], None)
+            if changing:
+                st.session_state.pop(REDECIDE, None)
+                redecide = None
+                st.session_state[FLASH] = ("success", f"Changed: the final grade of {action['pair']} is now "
+                                                      f"{judging.grade_text(grade)} (was "
+                                                      f"{judging.grade_text(before['grade'])}).")
+            else:
+                st.session_state[FLASH] = ("success", f"Final grade of {action['pair']}: {judging.grade_text(grade)}.")
+            queue, mine = _read()
+    elif action is not None and action["kind"] == "retract":
+        qid, did = action["query_id"], action["doc_id"]
+        if action["dataset"] != dataset or _decision(qid, did) is None:
+            st.session_state[FLASH] = ("error", f"{action['pair']} is not among your current decisions (undone "
+                                                "already, or decided again by another adjudicator); nothing was "
+                                                "written.")
+        else:
+            store.retract_adjudication(rater, dataset, qid, did)
+            if redecide == (dataset, qid, did):
+                st.session_state.pop(REDECIDE, None)
+                redecide = None
+            queue, mine = _read()
+            back = ("the pair is back in the queue." if _waits(qid, did) else
+                    f"its grades differ by less than {at} now, so it does not wait for adjudication.")
+            st.session_state[FLASH] = ("success", f"Undone: your final grade of {action['pair']} is withdrawn; {back}")
+except WorkbenchError as exc:
+    st.session_state[FLASH] = ("error", str(exc))
 flash = st.session_state.pop(FLASH, None)
 if flash:
     getattr(st, flash[0])(flash[1])
 
-try:
-    at = store.adjudicate_at(dataset)
-except WorkbenchError as exc:
-    ui.stop_with_error(exc)
-if not queue:
+
+def _grades(judgments: list[dict]) -> str:
+    return " · ".join(f"{j['rater']}: {judging.grade_text(j['grade'], j['cannot_judge'])}" for j in judgments)
+
+
+def _changing_item(qid: str, did: str) -> dict:
+    """A decided pair shown to decide again: every rater's current judgment, as the queue shows its items."""
+    try:
+        rows = [r for r in store.current(dataset) if (r["query_id"], r["doc_id"]) == (qid, did)]
+    except WorkbenchError as exc:
+        ui.stop_with_error(exc)
+    return {"query_id": qid, "doc_id": did, "previous_adjudication": None,
+            "judgments": [{"rater": r["rater"], "grade": None if r["cannot_judge"] else r["grade"],
+                           "cannot_judge": bool(r["cannot_judge"]), "note": r["note"], "judged_at": r["created_at"]}
+                          for r in rows]}
+
+
+item = None
+if redecide is not None:
+    decided = _decision(redecide[1], redecide[2])
+    st.info(f"Changing your decision on {_words(redecide[1], redecide[2])}: now "
+            f"{judging.grade_text(decided['grade'])}. Press 0, 1 or 2 for the new final grade.")
+    st.button("Cancel the change", key="adj_cancel", on_click=_redecide, args=(None,))
+    item = _changing_item(redecide[1], redecide[2])
+elif not queue:
     st.success(f"Nothing waits for adjudication on {dataset} (pairs whose grades differ by {at} or more come here).")
-    st.stop()
+else:
+    st.caption(f"{len(queue)} pair(s) of {dataset} wait: grades {at} or more apart "
+               f"(`workbench judge settings -d {dataset} --adjudicate-at 1|2`). Largest disagreement first.")
+    described = [judging.describe_pair(dataset, q["query_id"], q["doc_id"], ds.queries, ds.documents) for q in queue]
+    table = pd.DataFrame([{"document": address, "query": text, "difference": q["difference"],
+                           "grades": _grades(q["judgments"]), "reason": q["reason"]}
+                          for q, (address, text) in zip(queue, described)])
+    with st.expander(f"The queue ({len(queue)})", expanded=False):
+        st.dataframe(table, hide_index=True)
+    labels = [f"{address} — “{judging.shorten(text, 70)}” ({_grades(q['judgments'])})"
+              for q, (address, text) in zip(queue, described)]
+    chosen = st.selectbox("Pair", range(len(queue)), format_func=lambda i: labels[i], key=f"adj_item:{dataset}")
+    item = queue[chosen if chosen is not None and chosen < len(queue) else 0]
 
+if item is not None:
+    qid, did = item["query_id"], item["doc_id"]
+    tag = judging.pair_tag(dataset, qid, did)
+    view = judging.pair_view(dataset, qid, did, ds.queries, ds.documents)
+    st.caption(view.caption(with_dataset=False))
+    st.html(judging.query_html(view, size="1.35rem"))
+    st.markdown(f"**Document** `{view.address}`")
+    st.dataframe(pd.DataFrame([{"rater": j["rater"], "grade": judging.grade_text(j["grade"], j["cannot_judge"]),
+                                "note": j["note"] or "", "judged": judging.when(j["judged_at"])}
+                               for j in item["judgments"]]), hide_index=True)
+    prev = item.get("previous_adjudication")
+    if prev:
+        st.info(f"Adjudicated before by {prev['adjudicator']}: {judging.grade_text(prev['grade'])}"
+                + (f" — “{prev['note']}”" if prev.get("note") else "") + "; a rater judged it again since.")
+    note_key = f"adj_note:{dataset}:{qid}:{did}"
+    st.text_area("Note (optional)", key=note_key, max_chars=2000, height=68,  # before the buttons: Tab goes to them
+                 placeholder="Why this final grade… then Tab (or click outside) and press 0, 1 or 2")
+    cols = st.columns(3)
+    words = _words(qid, did)
+    for col, (grade, text, key_, _stem) in zip(cols, judging.GRADE_BUTTONS[:3]):
+        col.button(f"Final: {text}", key=judging.adjudication_key(grade, dataset, qid, did), shortcut=key_,
+                   on_click=_queue, width="stretch", type="primary", disabled=view.missing,
+                   args=({"kind": "decide", "dataset": dataset, "query_id": qid, "doc_id": did, "grade": grade,
+                          "doc_hash": view.doc_hash, "note_key": note_key, "tag": tag, "pair": words},))
+    ui.keyboard_shortcuts()
+    st.caption("Keys: **0**, **1**, **2** record the final grade of the pair shown (anywhere but in the note).")
+    if view.missing:
+        st.warning(f"{view.doc_id} is not in the current build of {dataset}; rebuild the dataset before adjudicating.")
+    for heading, entries in view.sections:
+        st.markdown(f"**{heading}**")
+        st.html(judging.section_html(entries))
+    held = st.session_state.get(SHOWN)
+    if held is None or held[0] != tag:  # on screen from now: a decision on it is taken from MIN_SEEN_S on
+        st.session_state[SHOWN] = (tag, time.monotonic())
+else:
+    st.session_state.pop(SHOWN, None)
 
-def _grades(item: dict) -> str:
-    return " · ".join(f"{j['rater']}: {judging.grade_text(j['grade'], j['cannot_judge'])}" for j in item["judgments"])
-
-
-st.caption(f"{len(queue)} pair(s) of {dataset} wait: grades {at} or more apart "
-           f"(`workbench judge settings -d {dataset} --adjudicate-at 1|2`). Largest disagreement first.")
-table = pd.DataFrame([{"query_id": q["query_id"], "doc_id": q["doc_id"], "difference": q["difference"],
-                       "grades": _grades(q), "reason": q["reason"]} for q in queue])
-with st.expander(f"The queue ({len(queue)})", expanded=False):
-    st.dataframe(table, hide_index=True)
-
-labels = [f"{q['query_id']} / {q['doc_id']}" for q in queue]
-chosen = st.selectbox("Pair", range(len(queue)), format_func=lambda i: labels[i], key=f"adj_item:{dataset}")
-item = queue[chosen if chosen is not None and chosen < len(queue) else 0]
-view = judging.pair_view(dataset, item["query_id"], item["doc_id"], ds.queries, ds.documents)
-
-st.caption(f"Query · {view.query_type or 'type unknown'} · language {view.language or '?'}")
-st.html('<div class="wb-adj-query" style="font-size: 1.35rem; font-weight: 600; line-height: 1.4">'
-        f'{html.escape(view.query_text) or "(this query is not in the current build)"}</div>')
-st.markdown(f"**Document** `{view.address}`")
-st.dataframe(pd.DataFrame([{"rater": j["rater"], "grade": judging.grade_text(j["grade"], j["cannot_judge"]),
-                            "note": j["note"] or "", "judged": judging.when(j["judged_at"])} for j in item["judgments"]]),
-             hide_index=True)
-prev = item.get("previous_adjudication")
-if prev:
-    st.info(f"Adjudicated before by {prev['adjudicator']}: {judging.grade_text(prev['grade'])}"
-            + (f" — “{prev['note']}”" if prev.get("note") else "") + "; a rater judged it again since.")
-
-note_key = f"adj_note:{dataset}:{item['query_id']}:{item['doc_id']}"
-st.text_area("Note (optional)", key=note_key, max_chars=2000, height=68,  # before the buttons: Tab goes to them
-             placeholder="Why this final grade… then Tab (or click outside) and press 0, 1 or 2")
-cols = st.columns(3)
-for col, (grade, text, key_, _widget) in zip(cols, judging.GRADE_BUTTONS[:3]):
-    col.button(f"Final: {text}", key=f"adj_g{grade}", shortcut=key_, on_click=_queue, width="stretch", type="primary",
-               disabled=view.missing,
-               args=(("adjudicate", dataset, item["query_id"], item["doc_id"], grade, view.doc_hash, note_key),))
-st.caption("Keys: **0**, **1**, **2** record the final grade of the pair shown.")
-if view.missing:
-    st.warning(f"{view.doc_id} is not in the current build of {dataset}; rebuild the dataset before adjudicating.")
-for text_label, block in view.blocks:
-    st.markdown(f"**{text_label}**")
-    st.html(judging.text_html(block))
+st.subheader("Your recent decisions")
+if not mine:
+    st.caption(f"You have not decided any pair of {dataset} yet.")
+for a in mine[:RECENT]:
+    pair = (dataset, a["query_id"], a["doc_id"])
+    tag = judging.pair_tag(*pair)
+    address, text = judging.describe_pair(dataset, a["query_id"], a["doc_id"], ds.queries, ds.documents, 90)
+    row = st.columns([8, 1, 1], vertical_alignment="center")
+    note = f" · note: {html.escape(judging.shorten(a['note'], 60))}" if a.get("note") else ""
+    row[0].html(f"<b>{html.escape(address)}</b> — “{html.escape(text)}” → <b>{judging.grade_text(a['grade'])}</b> · "
+                f"{judging.when(a['created_at'])}{note}")
+    row[1].button("change", key=f"adj_change_{tag}", on_click=_redecide, args=(pair,),
+                  help="Decide this pair again: your new final grade replaces this one.")
+    row[2].button("undo", key=f"adj_undo_{tag}", on_click=_queue,
+                  args=({"kind": "retract", "dataset": dataset, "query_id": a["query_id"], "doc_id": a["doc_id"],
+                         "pair": _words(a["query_id"], a["doc_id"])},),
+                  help="Withdraw this decision: the pair returns to the queue while its grades still differ.")
+if len(mine) > RECENT:
+    st.caption(f"… and {len(mine) - RECENT} earlier decision(s) of yours on {dataset}.")

@@ -1,14 +1,25 @@
 """Judge: a rater grades one (query, document) pair at a time, blind, from their own shuffled queue.
 
-Sign-in with a rater token only. Shown: the query (text, type, language), the document's
-canonical address and its texts (original, transliteration, translations) with the query's
-words marked; never a config, lane, rank, score or why the pair was pooled. Grades 0 / 1 / 2
-and "cannot judge" with the keys 0, 1, 2, X, and U to undo; an optional note; a progress bar.
-Every write goes through :class:`~workbench.judging.store.JudgmentStore` (``judge`` with the
-hash of the document shown, ``undo_last``), after this run's token check.
+Sign-in with a rater token only; the judging session then survives a reload (``?s=``:
+:func:`workbench.dashboard.ui.session_rater`). Shown: the query (text, type, language), the
+document's canonical address and its texts (original, transliterations named by scheme,
+translations named by translator, word meanings) with the query's words marked; never a
+config, lane, rank, score or why the pair was pooled. Grades 0 / 1 / 2 and "cannot judge"
+with the keys 0, 1, 2, X (either case, wherever the focus is but a text field:
+:func:`workbench.dashboard.ui.keyboard_shortcuts`), and U to undo; an optional note; a
+progress bar.
+
+A grade button's widget key and the action it queues carry the assignment of the pair on
+screen (:func:`workbench.dashboard.judging.grade_key`), and the page writes only when that is
+the assignment the rater holds now and it has been on screen for
+:data:`~workbench.dashboard.judging.MIN_SEEN_S` (from the end of the run that drew it): a quick
+second key press, meant for the pair just judged, never grades the next one. Every write goes
+through :class:`~workbench.judging.store.JudgmentStore` (``judge`` with the hash of the document
+shown, ``undo_last``), after this run's session check; the store also refuses a slot that is
+not open.
 """
 
-import html
+import time
 
 import pandas as pd
 import streamlit as st
@@ -26,11 +37,14 @@ if rater is None:
     ui.rater_sign_in_form(signed_out)
     st.stop()
 
-ACTION, FLASH = "_judge_action", "_judge_flash"
+#: Session keys: the queued action, the message for the next run, and (assignment id, when the run that
+#: drew it ended) of the pair on screen.
+ACTION, FLASH, SHOWN = "_judge_action", "_judge_flash", "_judge_shown"
+st.html(judging.page_css())
 
 
-def _queue(action: tuple) -> None:
-    """Button callback: remember the action; it runs below, after this run's token check (a callback
+def _queue(action: dict) -> None:
+    """Button callback: remember the action; it runs below, after this run's session check (a callback
     runs before the app's checks, so it must not write)."""
     st.session_state[ACTION] = action
 
@@ -42,26 +56,57 @@ def _datasets() -> list[str]:
         ui.stop_with_error(exc)
 
 
+def _files(name: str):
+    try:
+        return ui.dataset_files(str(ui.home()), name)
+    except WorkbenchError as exc:
+        ui.stop_with_error(exc)
+
+
+def _pair_words(name: str, query_id: str, doc_id: str) -> str:
+    ds = _files(name)
+    return judging.pair_words(name, query_id, doc_id, ds.queries, ds.documents)
+
+
 names = _datasets()
 scope = st.sidebar.selectbox("Dataset", ["all", *names], key="judge_dataset",
                              help="Judge the pairs of one dataset only, or of every dataset (your queue's order).")
 dataset = None if scope == "all" else scope
-derive = st.sidebar.checkbox("Cyrillic transliteration of Latin-script Pali", value=False, key="judge_cyr",
-                             help="Derived with Aksharamukha's Russian scheme where a document has no stored one.")
 
 action = st.session_state.pop(ACTION, None)
 try:
-    if action is not None and action[0] == "judge":
-        _kind, assignment_id, grade, doc_hash, note_key, address = action
-        store.judge(rater, assignment_id, grade, note=st.session_state.get(note_key) or None, doc_hash=doc_hash,
-                    cannot_judge=grade is None)
-        st.session_state.pop(note_key, None)
-        st.session_state[FLASH] = ("success", f"Saved {address}: {judging.grade_text(grade)}. Press U to undo.")
-    elif action is not None and action[0] == "undo":
+    if action is not None and action["kind"] == "judge":
+        held = store.next_assignment(rater, dataset)  # what this rater holds now (the pair the page shows)
+        shown = st.session_state.get(SHOWN)
+        aid = action["assignment_id"]
+        if held is None or held.assignment_id != aid:
+            st.session_state[FLASH] = (
+                "warning", f"Not saved: {action['pair']} is no longer open for you — judged already (a second key "
+                           "press, or another tab or window), or taken over by another rater after a long pause. "
+                           "Nothing was written; the pair below is your next one.")
+        elif shown is None or shown[0] != aid:
+            st.session_state[FLASH] = (
+                "warning", f"Not saved: that key press reached {action['pair']} before it was fully on your screen (a "
+                           "quick second press?). Nothing was written; read it, then press the key again.")
+        elif (age := time.monotonic() - shown[1]) < judging.MIN_SEEN_S:
+            st.session_state[FLASH] = (
+                "warning", f"Not saved: that key press came {age:.2f} s after {action['pair']} appeared — too soon to "
+                           "have read it (a quick second press?). Nothing was written; read it, then press the key "
+                           "again.")
+        else:
+            grade, note_key = action["grade"], action["note_key"]
+            store.judge(rater, aid, grade, note=st.session_state.get(note_key) or None, doc_hash=action["doc_hash"],
+                        cannot_judge=grade is None)
+            st.session_state.pop(note_key, None)
+            st.session_state[FLASH] = ("success",
+                                       f"Saved {action['address']}: {judging.grade_text(grade)}. Press U to undo.")
+    elif action is not None and action["kind"] == "undo":
         undone = store.undo_last(rater, dataset)
-        st.session_state[FLASH] = (("success", f"Undone: {undone.query_id} / {undone.doc_id} is yours to judge again.")
-                                   if undone else ("info", "Nothing to undo."))
-except WorkbenchError as exc:  # a stale page submitting twice, a slot that is not this rater's: nothing written
+        st.session_state[FLASH] = (
+            ("success", f"Undone: your judgment of {_pair_words(undone.dataset, undone.query_id, undone.doc_id)} is "
+                        "taken back; it is yours to judge again, below.")
+            if undone else ("info", "Nothing to undo."))
+except WorkbenchError as exc:  # a slot that is not open or not this rater's (the store refuses it): nothing written
     st.session_state[FLASH] = ("error", str(exc))
 
 flash = st.session_state.pop(FLASH, None)
@@ -79,54 +124,75 @@ st.progress(fraction, text=label)
 
 def _undo_button(col) -> None:
     col.button("Undo last", key=judging.UNDO_KEY, shortcut=judging.UNDO_SHORTCUT, on_click=_queue,
-               args=(("undo",),), help="Take back your last judgment and show that pair again (key U).")
+               args=({"kind": "undo"},), help="Take back your last judgment and show that pair again (key U).")
 
 
 def _my_judgments() -> None:
     if not st.toggle("Show my judgments", key="judge_mine", help="Only yours: nobody's grades but your own."):
         return
-    mine = store.my_judgments(rater, dataset)
+    try:
+        mine = store.my_judgments(rater, dataset)
+    except WorkbenchError as exc:
+        ui.stop_with_error(exc)
     if not mine:
         st.caption("You have not judged anything yet.")
         return
-    st.dataframe(pd.DataFrame([{"dataset": m["dataset"], "query_id": m["query_id"], "doc_id": m["doc_id"],
-                                "grade": judging.grade_text(m["grade"], m["cannot_judge"]), "note": m["note"] or "",
-                                "when": judging.when(m["created_at"])} for m in mine]), hide_index=True)
+    several = len({m["dataset"] for m in mine}) > 1
+    rows = []
+    for m in mine:
+        ds = _files(m["dataset"])
+        address, text = judging.describe_pair(m["dataset"], m["query_id"], m["doc_id"], ds.queries, ds.documents)
+        rows.append({**({"dataset": m["dataset"]} if several else {}), "document": address, "query": text,
+                     "grade": judging.grade_text(m["grade"], m["cannot_judge"]), "note": m["note"] or "",
+                     "when": judging.when(m["created_at"])})
+    st.dataframe(pd.DataFrame(rows), hide_index=True)
 
 
 if assignment is None:
+    st.session_state.pop(SHOWN, None)
     st.success("Your queue is empty: every pair pooled for you is judged. Thank you! New pairs appear here when the "
-               "engineers pool more (reload the page).")
-    _undo_button(st)
+               "engineers pool more: press “Check for new pairs” (you stay signed in).")
+    cols = st.columns([2, 1, 5])
+    cols[0].button("Check for new pairs", key="judge_refresh", help="Look at the store again.")
+    _undo_button(cols[1])
+    ui.keyboard_shortcuts()
     _my_judgments()
     st.stop()
 
-try:
-    ds = ui.dataset_files(str(ui.home()), assignment.dataset)
-except WorkbenchError as exc:
-    ui.stop_with_error(exc)
+ds = _files(assignment.dataset)
+derive = False
+if judging.is_pali(ds.documents):  # a derived Cyrillic transliteration only means something for Pali
+    derive = st.sidebar.checkbox("Cyrillic transliteration of Latin-script Pali", value=False, key="judge_cyr",
+                                 help="Derived with Aksharamukha's Russian scheme where a document has no stored one.")
 view = judging.pair_view(assignment.dataset, assignment.query_id, assignment.doc_id, ds.queries, ds.documents,
                          derive_cyrillic=derive)
+words = judging.pair_words(assignment.dataset, assignment.query_id, assignment.doc_id, ds.queries, ds.documents)
 
-st.caption(f"Query · {view.query_type or 'type unknown'} · language {view.language or '?'} · dataset {view.dataset}")
-st.html('<div class="wb-judge-query" style="font-size: 1.45rem; font-weight: 600; line-height: 1.4">'
-        f'{html.escape(view.query_text) or "(this query is not in the current build)"}</div>')
+st.caption(view.caption())
+st.html(judging.query_html(view))
 st.markdown(f"**Document** `{view.address}`")
 if view.missing:
     st.warning(f"{view.doc_id} is not in the current build of {view.dataset}; only “cannot judge” is possible.")
 
-note_key = f"judge_note_{assignment.assignment_id}"
+aid = assignment.assignment_id
+note_key = f"judge_note_{aid}"
 st.text_area("Note (optional)", key=note_key, max_chars=2000, height=68,  # before the buttons: Tab goes to them
              placeholder="Why this grade, a parallel passage, a doubt… then Tab (or click outside) and press a key")
 cols = st.columns(len(judging.GRADE_BUTTONS) + 1)
-for col, (grade, text, key_, widget) in zip(cols, judging.GRADE_BUTTONS):
-    col.button(text, key=widget, shortcut=key_, on_click=_queue, width="stretch",
+for col, (grade, text, key_, stem) in zip(cols, judging.GRADE_BUTTONS):
+    col.button(text, key=judging.grade_key(stem, aid), shortcut=key_, on_click=_queue, width="stretch",
                type="primary" if grade is not None else "secondary", disabled=view.missing and grade is not None,
-               args=(("judge", assignment.assignment_id, grade, view.doc_hash, note_key, view.address),))
+               args=({"kind": "judge", "assignment_id": aid, "grade": grade, "doc_hash": view.doc_hash,
+                      "note_key": note_key, "address": view.address, "pair": words},))
 _undo_button(cols[-1])
-st.caption("Keys: **0** not relevant · **1** relevant · **2** highly relevant · **X** cannot judge · **U** undo. "
+ui.keyboard_shortcuts()
+st.caption("Keys: **0** not relevant · **1** relevant · **2** highly relevant · **X** cannot judge · **U** undo "
+           "(either case; anywhere but in the note). "
            f"{view.marks} word(s) of the query marked in the texts.")
-for text_label, block in view.blocks:
-    st.markdown(f"**{text_label}**")
-    st.html(judging.text_html(block))
+for heading, entries in view.sections:
+    st.markdown(f"**{heading}**")
+    st.html(judging.section_html(entries))
 _my_judgments()
+held = st.session_state.get(SHOWN)
+if held is None or held[0] != aid:  # the pair is on screen from now: a grade for it is taken from MIN_SEEN_S on
+    st.session_state[SHOWN] = (aid, time.monotonic())

@@ -30,6 +30,13 @@
   tokens the engineer pages stay open as before, whatever raters exist. The judgment store
   is looked at only where one exists (``WORKBENCH_PG_DSN``, or the embedded server's data
   in the home: :func:`judgment_store_exists`); looking never creates a server or a schema.
+* **Judging sessions** (:class:`RaterSessions`): a rater who signs in gets an opaque random
+  session id (:func:`secrets.token_urlsafe`, 256 bits) that the browser keeps in the address
+  (``?s=``), so a reload keeps them signed in; the server maps it to the sha256 of their token
+  with a sliding expiry (:data:`SESSION_TTL`, 12 hours without use). The token itself never
+  goes back into the address. Every run checks that digest against the store's active raters
+  again, so a revoked rater is signed out at their next click; a restart of the dashboard
+  ends every session (they live in its memory only).
 """
 
 from __future__ import annotations
@@ -129,7 +136,7 @@ class FileTokens:
         return records
 
     def _write(self, records: list[TokenRecord]) -> None:
-        from workbench.durable import atomic_path, mkdirs, storage_error
+        from workbench.durable import atomic_path, mkdirs
 
         folder = mkdirs(self.path.parent)
         try:
@@ -139,14 +146,9 @@ class FileTokens:
         body = {"version": 1, "hash": "sha256",
                 "tokens": [{"name": r.name, "sha256": r.sha256, "created": r.created} for r in records]}
         data = (json.dumps(body, indent=1) + "\n").encode("utf-8")
-        with atomic_path(self.path, needed=len(data)) as tmp:
-            try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except OSError as exc:
-                raise storage_error(exc, self.path) from None
-            with os.fdopen(fd, "wb") as fh:
+        with atomic_path(self.path, needed=len(data), mode=0o600) as tmp:
+            with open(tmp, "wb") as fh:
                 fh.write(data)
-            os.chmod(tmp, 0o600)
 
     def _locked(self):
         from workbench.locks import FileLock
@@ -228,6 +230,77 @@ def check_rater(presented: str | None, source: RaterTokens):
     """
     name = check_token(presented, [source])
     return source.raters.get(name) if name else None
+
+
+def check_rater_digest(d: str | None, source: RaterTokens):
+    """:func:`check_rater` for a token's :func:`digest` (a judging session's): the active
+    :class:`~workbench.judging.store.Rater` it belongs to, or None.
+
+    Raises:
+        PgError: the store's server cannot be reached.
+    """
+    name = check_digest(d, [source])
+    return source.raters.get(name) if name else None
+
+
+#: How long a judging session lasts without use, in seconds (each use moves the end on: sliding).
+SESSION_TTL = 12 * 3600
+
+
+class RaterSessions:
+    """Judging sessions kept by the server: opaque id → the sha256 of the rater's token, with a
+    sliding expiry (see the module docstring). Thread-safe (Streamlit runs each browser
+    session in its own thread); in memory only.
+
+    Args:
+        ttl: seconds a session lasts without use (:data:`SESSION_TTL`).
+        clock: a monotonic clock in seconds (tests pass their own).
+    """
+
+    def __init__(self, ttl: float = SESSION_TTL, clock=time.monotonic):
+        import threading
+
+        self.ttl = float(ttl)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._sessions: dict[str, tuple[str, float]] = {}  # id -> (token digest, expires at)
+
+    def start(self, token_digest: str) -> str:
+        """A new session for the token whose :func:`digest` this is; returns its id (URL-safe, 256 random bits).
+        Sessions that expired are forgotten here."""
+        sid = secrets.token_urlsafe(32)
+        now = self._clock()
+        with self._lock:
+            for old in [k for k, (_d, end) in self._sessions.items() if end <= now]:
+                del self._sessions[old]
+            self._sessions[sid] = (token_digest, now + self.ttl)
+        return sid
+
+    def lookup(self, sid: str | None) -> tuple[str | None, str]:
+        """``(token digest, "")`` for a live session, its expiry moved ``ttl`` seconds on; else
+        ``(None, why)`` with ``why`` ``"expired"`` (then forgotten) or ``"unknown"`` (never made here,
+        ended, or made before the dashboard restarted)."""
+        if not sid or not isinstance(sid, str):
+            return None, "unknown"
+        now = self._clock()
+        with self._lock:
+            held = self._sessions.get(sid)
+            if held is None:
+                return None, "unknown"
+            if held[1] <= now:
+                del self._sessions[sid]
+                return None, "expired"
+            self._sessions[sid] = (held[0], now + self.ttl)
+            return held[0], ""
+
+    def end(self, sid: str | None) -> None:
+        """Forget a session (sign-out, or its rater was revoked); an unknown id is ignored."""
+        with self._lock:
+            self._sessions.pop(sid or "", None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._sessions)
 
 
 def judgment_store_exists(home: Path) -> bool:
@@ -324,7 +397,18 @@ def check_token(presented: str | None, token_sources: Sequence[TokenSource]) -> 
     """
     if not presented or not isinstance(presented, str):
         return None
-    d = digest(presented.strip())
+    return check_digest(digest(presented.strip()), token_sources)
+
+
+def check_digest(d: str | None, token_sources: Sequence[TokenSource]) -> str | None:
+    """:func:`check_token` for a token already reduced to its :func:`digest` (what a
+    :class:`RaterSessions` entry keeps): the name it matches, or None; constant time.
+
+    Raises:
+        ConfigError: a source cannot be trusted or read.
+    """
+    if not d or not isinstance(d, str):
+        return None
     match = None
     for src in token_sources:
         for rec in src.records():

@@ -2,18 +2,31 @@
 show and do, without Streamlit: the pages in ``dashboards/views/`` only draw it.
 
 * :func:`pair_view` — one (query, document) pair as a rater sees it: the query (text, type,
-  language), the document's canonical address and its texts grouped as the drill-down groups
-  them (:func:`workbench.dashboard.views.doc_texts`), the query's words marked in them
-  (:func:`highlight_html`), and the :func:`~workbench.judging.store.document_hash` of the
-  document shown, which goes with the judgment. **Blind**: nothing about a config, lane, rank,
-  score, pool tier or why the pair was pooled is part of it.
-* :func:`query_terms` / :func:`highlight_html` — diacritic-folded matching
-  (:func:`workbench.textnorm.match_form`, then :func:`workbench.textnorm.ascii_fold`:
-  ``satipatthana`` marks ``satipaṭṭhānaṁ``; ``ṃ`` and ``ṁ`` are one letter). Pali and Sanskrit
-  inflect, so a query word of four letters also marks the words it begins, and a longer one
-  the words that begin with it less its last letter (``dhamma`` marks ``dhammassa`` and
-  ``dhammo``); shorter words must match whole, and common English and Russian words are never
-  marked.
+  language in words), the document's canonical address and its texts in sections
+  (:func:`text_sections`: the original; the transliterations named by scheme — the edition's
+  own simplified romanisation, IAST, a derived Cyrillic one; the translations named by
+  translator, an exact duplicate shown once under every translator who gave it; word
+  meanings and other fields named in words), each text with its BCP 47 language tag
+  (``sa``, ``sa-Latn``, ``hi``, ``pi``) for the page's ``lang`` attribute, the query's words
+  marked in them (:func:`highlight_html`), and the :func:`~workbench.judging.store.document_hash`
+  of the document shown, which goes with the judgment. **Blind**: nothing about a config,
+  lane, rank, score, pool tier or why the pair was pooled is part of it.
+* :func:`query_terms` / :func:`highlight_html` — which words are marked. Matching is
+  diacritic-folded (:func:`workbench.textnorm.match_form`, then
+  :func:`workbench.textnorm.ascii_fold`: ``satipatthana`` marks ``satipaṭṭhānaṁ``; ``ṃ`` and
+  ``ṁ`` are one letter). A text word is marked when it is a query word, or that word's stem
+  with an inflectional ending of its script (:data:`ENDINGS`: Pali and Sanskrit nominal
+  endings and English ``-s -es -ed -ing`` for the Latin script, Russian endings for Cyrillic,
+  Sanskrit and Hindi endings for Devanagari), the stem being the query word less its own
+  ending: ``dhamma`` marks *dhammassa* and *dhammo*, ``pleasure`` marks *pleasures*, but
+  ``पुरुष`` does not mark *पुरुजित्* and ``sati`` does not mark *satipaṭṭhāna* (a longer word
+  that merely begins alike is not marked). Query words shorter than :data:`MIN_TERM` letters
+  are not marked — counted in letters, so a Devanagari vowel sign, virama or anusvara does
+  not count (``मैं`` is one letter) — nor are function words (:data:`STOPWORDS`:
+  scikit-learn's English list, Snowball's Russian list, Jacques Savoy's Hindi list).
+  Words are marked in the script the query is written in only: a Latin-script query does
+  not mark the Devanagari original, a Devanagari one not the IAST transliteration
+  (cross-script marking is a later change).
 * :func:`unjudged_docs` / :func:`send_to_pool` — the drill-down's documents without a label
   go to the judging pool (reason ``sent``), skipping pairs already pooled or judged.
 """
@@ -29,7 +42,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from workbench.textnorm import ascii_fold, match_form
 
-#: The rater's buttons: (grade or None for "cannot judge", label, keyboard shortcut, session key).
+#: The rater's buttons: (grade or None for "cannot judge", label, keyboard shortcut, widget-key stem).
+#: A button's widget key is the stem and the assignment it grades (:func:`grade_key`), so a key press
+#: queued before the page was redrawn can only reach the pair that was on screen.
 GRADE_BUTTONS: tuple[tuple[int | None, str, str, str], ...] = (
     (0, "0 · not relevant", "0", "judge_g0"),
     (1, "1 · relevant", "1", "judge_g1"),
@@ -39,13 +54,57 @@ GRADE_BUTTONS: tuple[tuple[int | None, str, str, str], ...] = (
 #: The undo button's shortcut and key.
 UNDO_SHORTCUT, UNDO_KEY = "U", "judge_undo"
 
-#: Words never marked (too common to help a reader find the match).
-STOPWORDS = frozenset("""
-a about after all also am an and any are as at be been before being but by can could did do does each for from
-had has have he her here hers him his how i if in into is it its me more most my no nor not now of on once only or
-other our ours out over own same shall she should so some such than that the their theirs them then there these they
-this those through thus to too under unto until up upon very was we were what when where which while who whom why
-will with would ye yet you your yours o thou thee thy thine hath doth therefore however said says
+#: Each grade's button colour (background, text): grey for not relevant, blue for relevant, green for
+#: highly relevant (Okabe & Ito's colour-blind-safe blue and bluish green); "cannot judge" stays plain.
+GRADE_COLOURS: dict[int, tuple[str, str]] = {0: ("#5f6b7a", "#ffffff"), 1: ("#0072b2", "#ffffff"),
+                                             2: ("#00795c", "#ffffff")}
+
+#: Shortest time (seconds) a pair must have been on screen before a grade for it is taken: the
+#: end of the page run that drew it to the press. A faster press is the second half of a double
+#: press (80-300 ms apart), meant for the pair before; it is refused with a message.
+MIN_SEEN_S = 0.5
+
+
+def grade_key(stem: str, assignment_id: int) -> str:
+    """The widget key of a grade button for one assignment: ``judge_g1_1234``."""
+    return f"{stem}_{int(assignment_id)}"
+
+
+def adjudication_key(grade: int, dataset: str, query_id: str, doc_id: str) -> str:
+    """The widget key of an adjudicator's final-grade button for one pair: ``adj_g1_<12 hex of the pair>``."""
+    return f"adj_g{int(grade)}_{pair_tag(dataset, query_id, doc_id)}"
+
+
+def pair_tag(dataset: str, query_id: str, doc_id: str) -> str:
+    """A short stable name of a pair for widget keys (12 hex digits of a sha1; CSS-class safe)."""
+    import hashlib
+
+    return hashlib.sha1(f"{dataset}\x00{query_id}\x00{doc_id}".encode("utf-8")).hexdigest()[:12]
+
+
+# ---------------------------------------------------------------- which words are marked
+
+
+def fold(word: str) -> str:
+    """The matching form of a word: NFC, lower case, one niggahīta, every diacritic dropped
+    (``Satipaṭṭhānaṃ`` → ``satipatthanam``; a Devanagari virama and nukta go too)."""
+    return ascii_fold(match_form(word))
+
+
+def letters(word: str) -> int:
+    """How many letters a word has: combining marks (Devanagari vowel signs, virama, anusvara;
+    Latin diacritics left after NFC) do not count (``मैं`` → 1, ``तथा`` → 2, ``dhamma`` → 6)."""
+    return sum(1 for c in word if unicodedata.category(c).startswith("L"))
+
+
+#: scikit-learn's English stop list (``sklearn.feature_extraction.text.ENGLISH_STOP_WORDS``, the
+#: Glasgow Information Retrieval Group's list) and the archaic forms of the older translations.
+_ARCHAIC_ENGLISH = "thou thee thy thine ye hath doth art unto o shalt wilt dost canst"
+
+#: Snowball's Russian stop list (snowballstem.org/algorithms/russian/stop.txt, BSD licence, as Lucene
+#: ships it), less the content words it ranks among them (сказал, человек, жизнь, говорил, кажется,
+#: сказать, сегодня, сказала, вдруг): a query about life (жизнь) should mark it.
+_RUSSIAN = """
 и в во не что он на я с со как а то все она так его но да ты к у же вы за бы по только ее мне было вот от
 меня еще нет о из ему теперь когда даже ну ли если уже или ни быть был него до вас нибудь опять уж вам ведь там
 потом себя ничего ей может они тут где есть надо ней для мы тебя их чем была сам чтоб без будто чего раз тоже себе
@@ -53,10 +112,108 @@ will with would ye yet you your yours o thou thee thy thine hath doth therefore 
 куда зачем всех никогда можно при наконец два об другой хоть после над больше тот через эти нас про всего них
 какая много разве три эту моя впрочем хорошо свою этой перед иногда лучше чуть том нельзя такой им более всегда
 конечно всю между
-""".split())
+"""
 
-#: Shortest query word that is marked at all, and shortest that also marks the words it begins.
-MIN_TERM, MIN_PREFIX = 3, 4
+#: Jacques Savoy's Hindi stop list (University of Neuchâtel, BSD licence), as Lucene ships it in
+#: lucene-analysis-common (``org/apache/lucene/analysis/hi/stopwords.txt``, with its spelling
+#: variants) — no Python package installed here carries a Hindi list. Then the forms of "I",
+#: "to be" and "and" it lacks, which fill the Gita's Hindi translations (मैं हूँ, तथा: the
+#: scholar's report): added here.
+_HINDI = """
+अंदर अत अपना अपनी अपने अभी आदि आप इत्यादि इन इनका इन्हीं इन्हें इन्हों इस इसका इसकी इसके इसमें इसी इसे उन
+उनका उनकी उनके उनको उन्हीं उन्हें उन्हों उस उसके उसी उसे एक एवं एस ऐसे और कई कर करता करते करना करने करें कहते
+कहा का काफ़ी कि कितना किन्हें किन्हों किया किर किस किसी किसे की कुछ कुल के को कोई कौन कौनसा गया घर जब जहाँ
+जा जितना जिन जिन्हें जिन्हों जिस जिसे जीधर जैसा जैसे जो तक तब तरह तिन तिन्हें तिन्हों तिस तिसे तो था थी थे
+दबारा दिया दुसरा दूसरे दो द्वारा न नहीं ना निहायत नीचे ने पर पहले पूरा पे फिर बनी बही बहुत बाद बाला बिलकुल
+भी भीतर मगर मानो मे में यदि यह यहाँ यही या यिह ये रखें रहा रहे ऱ्वासा लिए लिये लेकिन व वर्ग वह वहाँ वहीं
+वाले वुह वे वग़ैरह संग सकता सकते सबसे सभी साथ साबुत साभ सारा से सो ही हुआ हुई हुए है हैं हो होता होती होते
+होना होने अपनि जेसे होति सभि तिंहों इंहों दवारा इसि किंहें थि उंहों ओर जिंहें वहिं अभि बनि हि उंहिं उंहें हें
+वगेरह एसे रवासा कोन निचे काफि उसि पुरा भितर हे बहि वहां कोइ यहां जिंहों तिंहें किसि कइ यहि इंहिं जिधर इंहें
+अदि इतयादि हुइ कोनसा इसकि दुसरे जहां अप किंहों उनकि भि वरग हुअ जेसा नहिं
+मैं मैंने मुझे मुझको मेरा मेरी मेरे हूँ हूं हम हमें हमारा हमारी हमारे तुम तू तुम्हें तुम्हारा तुम्हारी
+तुम्हारे तथा अथवा एवम्
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def _stopwords() -> frozenset[str]:
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    words = [*ENGLISH_STOP_WORDS, *_ARCHAIC_ENGLISH.split(), *_RUSSIAN.split(), *_HINDI.split()]
+    return frozenset(fold(w) for w in words)
+
+
+class _Stopwords:
+    """:data:`STOPWORDS`: the folded function words never marked, read on first use."""
+
+    def __contains__(self, word: object) -> bool:
+        return word in _stopwords()
+
+    def __iter__(self):
+        return iter(_stopwords())
+
+    def __len__(self) -> int:
+        return len(_stopwords())
+
+
+#: Words never marked, in matching form (:func:`fold`): see the lists above.
+STOPWORDS = _Stopwords()
+
+#: Shortest query word that is marked, in letters (:func:`letters`).
+MIN_TERM = 3
+
+# Inflectional endings by script, as written (folded when used). Latin: the case endings of Pali a-, ā-,
+# i- and u-stems (as Geiger's *Pāli Grammar* tabulates them) and of Sanskrit ones (Whitney's *Sanskrit
+# Grammar*), English -s -es -ed -ing. Cyrillic: Russian noun, adjective and verb endings. Devanagari: Sanskrit case
+# endings after a consonant stem and the Hindi plural and oblique forms.
+_ENDINGS_LATN = """
+a o aṁ e ena āya assa ato asmā amhā asmiṁ amhi āni ehi ebhi ānaṁ esu ā āyo āhi ābhi āsu
+i iṁ inā ino issa ismiṁ imhi iyo īhi ībhi īnaṁ īsu iyā iyaṁ ī
+u uṁ unā uno ussa usmiṁ umhi avo ūhi ūbhi ūnaṁ ūsu ū
+aḥ am āt asya au ābhyām āḥ ān aiḥ ebhyaḥ ānām eṣu ayoḥ iḥ im ayā aye eḥ ayaḥ īn ibhiḥ ibhyaḥ īnām iṣu yoḥ
+uḥ um unā ave oḥ avaḥ ūn ubhiḥ ubhyaḥ ūnām uṣu ām āyāḥ āyām ābhiḥ ābhyaḥ āsu
+s es ed ing
+"""
+_ENDINGS_CYRL = """
+а я о е ё ы и у ю ь ом ем ём ой ей ою ею ам ям ами ями ах ях ов ев ий ый ая яя ое ее ые ие ого его ому ему ым им
+ую юю ых их ыми ими ть ет ит ут ют ат ят ешь ишь ете ите л ла ло ли ся сь ется ится ются ятся
+"""
+_ENDINGS_DEVA = """
+ः म् ं ेन ाय ात् स्य े ौ ाभ्याम् ाः ान् ैः ेभ्यः ानाम् ाणाम् ेषु योः ि िः िम् िना ये ेः यः ीन् िभिः िभ्यः ीनाम्
+िषु ु ुः ुम् ुना वे ोः वः ून् ुभिः ुभ्यः ूनाम् ुषु ा ाम् या ायै ायाः ायाम् ाभिः ासु ी ों ें ाएँ ाओं ियाँ ियों ो
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def _endings() -> dict[str, frozenset[str]]:
+    return {script: frozenset(fold(e) for e in text.split())
+            for script, text in (("Latn", _ENDINGS_LATN), ("Cyrl", _ENDINGS_CYRL), ("Deva", _ENDINGS_DEVA))}
+
+
+class _Endings(Mapping):
+    """:data:`ENDINGS`: script → the folded inflectional endings (see the module docstring)."""
+
+    def __getitem__(self, script: str) -> frozenset[str]:
+        return _endings()[script]
+
+    def __iter__(self):
+        return iter(_endings())
+
+    def __len__(self) -> int:
+        return len(_endings())
+
+
+#: Script (``Latn``, ``Cyrl``, ``Deva``) → the inflectional endings a marked word may carry, folded.
+ENDINGS = _Endings()
+
+
+def script_of(word: str) -> str:
+    """``Deva``, ``Cyrl`` or ``Latn`` (anything else) by the word's first letter."""
+    for c in word:
+        if unicodedata.category(c).startswith("L"):
+            name = unicodedata.name(c, "")
+            return "Deva" if name.startswith("DEVANAGARI") else "Cyrl" if name.startswith("CYRILLIC") else "Latn"
+    return "Latn"
 
 
 @functools.lru_cache(maxsize=1)
@@ -77,28 +234,55 @@ def _word_re() -> re.Pattern:
     return re.compile(f"[^\\W\\d_](?:[^\\W\\d_]|[{cls}])*")
 
 
-def fold(word: str) -> str:
-    """The matching form of a word: NFC, lower case, one niggahīta, every diacritic dropped
-    (``Satipaṭṭhānaṃ`` → ``satipatthanam``)."""
-    return ascii_fold(match_form(word))
-
-
 def query_terms(text: str) -> tuple[str, ...]:
     """The folded words of a query that are marked in the documents (see the module docstring), in order."""
     out = []
     for m in _word_re().finditer(text or ""):
         w = fold(m.group())
-        if len(w) >= MIN_TERM and w not in STOPWORDS and w not in out:
+        if letters(w) >= MIN_TERM and w not in STOPWORDS and w not in out:
             out.append(w)
     return tuple(out)
 
 
-def _stem(term: str) -> str:
-    return term[:-1] if len(term) > MIN_PREFIX else term
+_VOWELS = {"Latn": set("aeiouy"), "Cyrl": set("аеиоуыэюяьъ")}
+
+
+def _ends_in_consonant(stem: str, script: str) -> bool:
+    last = stem[-1:]
+    if not last or not unicodedata.category(last).startswith("L"):
+        return False  # ends in a vowel sign or another mark
+    if script == "Deva":
+        return 0x915 <= ord(last) <= 0x939 or 0x958 <= ord(last) <= 0x95F  # a consonant, not an initial vowel
+    return last not in _VOWELS.get(script, set())
+
+
+@functools.lru_cache(maxsize=4096)
+def _stems(term: str) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The stems a word must begin with to be a form of ``term``, and the endings that may follow.
+
+    The stems are the term itself and the term less its own ending: the shortest ending of its
+    script it ends with that leaves a stem of at least :data:`MIN_TERM` letters ending in a
+    consonant (``dhamma`` → ``dhamm``, ``abhāvaḥ`` → ``abhav``, ``pleasures`` → ``pleasur``;
+    ``पुरुष`` has none)."""
+    script = script_of(term)
+    endings = ENDINGS[script]
+    stems = [term]
+    for e in sorted(endings, key=lambda e: (len(e), e)):
+        stem = term[:-len(e)]
+        if term.endswith(e) and letters(stem) >= MIN_TERM and _ends_in_consonant(stem, script):
+            stems.append(stem)
+            break
+    return tuple(stems), endings
 
 
 def _matches(word: str, terms: Sequence[str]) -> bool:
-    return any(word == t or (len(t) >= MIN_PREFIX and word.startswith(_stem(t))) for t in terms)
+    for t in terms:
+        if word == t:
+            return True
+        stems, endings = _stems(t)
+        if any(word.startswith(s) and word[len(s):] in endings for s in stems):
+            return True
+    return False
 
 
 def highlight_html(text: str, terms: Sequence[str]) -> str:
@@ -120,9 +304,116 @@ def marked_words(text: str, terms: Sequence[str]) -> list[str]:
     return [m.group() for m in _word_re().finditer(text) if _matches(fold(m.group()), terms)]
 
 
-#: How the drill-down's text groups are titled on the judging pages.
-TEXT_LABELS = {"original": "Original", "transliteration": "Transliteration", "translation": "Translations",
-               "other": "Other texts"}
+# ---------------------------------------------------------------- a document's texts, labelled for a reader
+
+#: Language codes in words.
+LANGUAGES = {"sa": "Sanskrit", "pi": "Pali", "hi": "Hindi", "en": "English", "ru": "Russian"}
+#: Scripts in words.
+SCRIPTS = {"Deva": "Devanagari", "Latn": "Latin script", "Cyrl": "Cyrillic"}
+#: Query types in words.
+QUERY_TYPES = {"paraphrase": "paraphrase", "reference": "reference", "term": "term", "page_ref": "page reference"}
+#: Each language's usual script: a text in another script gets the script in its language tag (``sa-Latn``).
+_USUAL_SCRIPT = {"sa": "Deva", "hi": "Deva", "pi": "Latn", "en": "Latn", "ru": "Cyrl"}
+#: Fields other than the original, transliterations and translations, in words.
+FIELD_WORDS = {"word_meanings": "Word meanings", "word_meanings_iast": "Word meanings", "title": "Title"}
+
+
+def language_words(code: str) -> str:
+    """``en`` → ``English``; an unknown code as it is; ``und`` (undetermined) and empty → ``""``."""
+    code = (code or "").strip()
+    return "" if code in ("", "und") else LANGUAGES.get(code, code)
+
+
+def language_tag(language: str, script: str = "") -> str:
+    """The BCP 47 tag for a ``lang`` attribute: ``sa`` (Devanagari), ``sa-Latn`` (a transliteration),
+    ``hi``, ``pi``, ``pi-Cyrl``; ``""`` for an undetermined language."""
+    language = (language or "").strip()
+    if language in ("", "und"):
+        return ""
+    if script and script != _USUAL_SCRIPT.get(language, script):
+        return f"{language}-{script}"
+    return language
+
+
+def _transliteration_label(field: str, source: str) -> str:
+    if field == "transliteration_iast":
+        return "IAST"
+    if field == "transliteration":
+        if source == "gita":  # workbench.loaders.gita: the data's own Hindi-oriented romanisation
+            return "the edition's own simplified scheme (ṣh, śh, ch, ṛi for IAST ṣ, ś, c, ṛ)"
+        return f"as {source} romanises it" if source else "as the source romanises it"
+    return field.removeprefix("transliteration_").replace("_", " ").upper()
+
+
+def _word_meanings_label(field: str, source: str) -> str:
+    if field.endswith("_iast"):
+        return "Sanskrit words in IAST"
+    return "Sanskrit words in the edition's own scheme" if source == "gita" else ""
+
+
+@dataclass(frozen=True)
+class TextEntry:
+    """One text of a document as a reader sees it: who or what it is (``Swami Sivananda · English``,
+    ``IAST``; empty for a lone original), the text, and its BCP 47 language tag (:func:`language_tag`)."""
+
+    label: str
+    text: str
+    lang: str
+
+
+def text_sections(doc: Any, derive_cyrillic: bool = False) -> list[tuple[str, list[TextEntry]]]:
+    """A document's texts in sections for a reader, in this order: ``Original`` (field ``root``,
+    labelled by language and script), ``Transliterations`` (by scheme: the edition's own,
+    IAST, or — for Latin-script Pali with ``derive_cyrillic`` and none stored — a Cyrillic one
+    derived with :func:`workbench.textnorm.to_cyrillic`), ``Translations`` (by translator,
+    :attr:`workbench.types.Text.source`, and language), then every other field under its name
+    in words (``Word meanings``). Within a section an exact duplicate text is shown once,
+    labelled with every source that gave it. Empty texts are left out; so are empty sections."""
+    sections: dict[str, list[tuple[str, str, str, str]]] = {}  # heading -> (label, text, lang, source)
+
+    def add(heading: str, label: str, t, source: str = "") -> None:
+        sections.setdefault(heading, []).append((label, t.text.strip(), language_tag(t.language, t.script), source))
+
+    for t in doc.texts:
+        if not t.text.strip():
+            continue
+        if t.field == "root":
+            add("Original", ", ".join(x for x in (language_words(t.language), SCRIPTS.get(t.script, "")) if x), t)
+        elif t.field.startswith("transliteration"):
+            add("Transliterations", _transliteration_label(t.field, t.source), t)
+        elif t.field == "translation":
+            add("Translations", language_words(t.language), t, t.source)
+        else:
+            heading = FIELD_WORDS.get(t.field, t.field.replace("_", " ").capitalize())
+            add(heading, _word_meanings_label(t.field, t.source) if t.field.startswith("word_meanings") else "", t)
+    if derive_cyrillic and "Transliterations" not in sections:
+        root = next((t for t in doc.texts if t.field == "root" and t.script == "Latn" and t.text.strip()), None)
+        if root is not None:
+            from workbench.textnorm import to_cyrillic
+            from workbench.types import Text
+
+            add("Transliterations", "Cyrillic, derived (Aksharamukha's Russian scheme)",
+                Text("transliteration", root.language, "Cyrl", to_cyrillic(root.text)))
+    order = ["Original", "Transliterations", "Translations"]
+    out = []
+    for heading in [*order, *(h for h in sections if h not in order)]:
+        if heading not in sections:
+            continue
+        merged: dict[tuple[str, str], list[str]] = {}  # (text, lang) -> the sources that gave it
+        labels: dict[tuple[str, str], str] = {}
+        for label, text, lang, source in sections[heading]:
+            key = (text, lang)
+            if key not in merged:
+                merged[key], labels[key] = [], label
+            if source and source not in merged[key]:
+                merged[key].append(source)
+        entries = []
+        for (text, lang), sources in merged.items():
+            who = "; ".join(sources)
+            label = " · ".join(x for x in (who, labels[(text, lang)]) if x)
+            entries.append(TextEntry(label, text, lang))
+        out.append((heading, entries))
+    return out
 
 
 @dataclass(frozen=True)
@@ -133,7 +424,8 @@ class PairView:
         dataset, query_id, doc_id: the pair.
         query_text, query_type, language: the query (empty when it left the build).
         address: the document's canonical address (``BG 2.47``).
-        blocks: ``(label, html)`` per text group with the query's words marked.
+        sections: ``(heading, entries)`` per :func:`text_sections` section, each entry a
+            :class:`TextEntry` whose ``text`` is HTML with the query's words marked.
         doc_hash: :func:`~workbench.judging.store.document_hash` of the document shown
             (None when the document is not in the current build: only "cannot judge" is then offered).
         marks: how many words are marked in all the texts.
@@ -146,7 +438,7 @@ class PairView:
     query_type: str
     language: str
     address: str
-    blocks: tuple[tuple[str, str], ...]
+    sections: tuple[tuple[str, tuple[TextEntry, ...]], ...]
     doc_hash: str | None
     marks: int
 
@@ -155,12 +447,26 @@ class PairView:
         """Whether the document is not in the current build of the dataset."""
         return self.doc_hash is None
 
+    @property
+    def query_lang(self) -> str:
+        """The query text's BCP 47 tag (its script read from the text: a Latin-script Sanskrit term is ``sa-Latn``)."""
+        return language_tag(self.language, script_of(self.query_text))
+
+    def caption(self, *, with_dataset: bool = True) -> str:
+        """``Query · paraphrase · in Hindi · dataset gita``: the query's type and language in words (no
+        language for an undetermined one: reference and page queries), the dataset when asked."""
+        parts = ["Query", QUERY_TYPES.get(self.query_type, self.query_type) or "type unknown"]
+        if language_words(self.language):
+            parts.append(f"in {language_words(self.language)}")
+        if with_dataset:
+            parts.append(f"dataset {self.dataset}")
+        return " · ".join(parts)
+
 
 def pair_view(dataset: str, query_id: str, doc_id: str, queries, documents: Mapping[str, Any], *,
               derive_cyrillic: bool = False) -> PairView:
     """Build the rater's view of one pair from a built dataset (:class:`~workbench.dashboard.store.DatasetFiles`'s
     ``queries`` frame, indexed by ``query_id``, and ``documents``)."""
-    from workbench.dashboard.views import doc_texts
     from workbench.judging.store import document_hash
 
     if query_id in queries.index:
@@ -172,21 +478,97 @@ def pair_view(dataset: str, query_id: str, doc_id: str, queries, documents: Mapp
     if doc is None:
         return PairView(dataset, query_id, doc_id, qtext, qtype, lang, doc_id, (), None, 0)
     terms = query_terms(qtext)
-    texts = doc_texts(doc, derive_cyrillic=derive_cyrillic)
-    blocks, marks = [], 0
-    for part, label in TEXT_LABELS.items():
-        if texts[part]:
-            blocks.append((label, highlight_html(texts[part], terms)))
-            marks += len(marked_words(texts[part], terms))
-    return PairView(dataset, query_id, doc_id, qtext, qtype, lang, doc.address, tuple(blocks), document_hash(doc),
+    sections, marks = [], 0
+    for heading, entries in text_sections(doc, derive_cyrillic=derive_cyrillic):
+        shown = []
+        for e in entries:
+            shown.append(TextEntry(e.label, highlight_html(e.text, terms), e.lang))
+            marks += len(marked_words(e.text, terms))
+        sections.append((heading, tuple(shown)))
+    return PairView(dataset, query_id, doc_id, qtext, qtype, lang, doc.address, tuple(sections), document_hash(doc),
                     marks)
 
 
+def describe_pair(dataset: str, query_id: str, doc_id: str, queries, documents: Mapping[str, Any],
+                  width: int = 80) -> tuple[str, str]:
+    """``(address, query text)`` of a pair for messages and tables, the query cut to ``width``
+    characters; the ids where the build no longer has them."""
+    doc = documents.get(doc_id)
+    address = doc.address if doc is not None else doc_id
+    text = str(queries.at[query_id, "text"]) if query_id in queries.index else query_id
+    return address, shorten(text, width)
+
+
+def shorten(text: str, width: int = 80) -> str:
+    """One line of at most ``width`` characters, cut at a word with ``…``."""
+    text = " ".join(str(text).split())
+    if len(text) <= width:
+        return text
+    cut = text[:width - 1].rsplit(" ", 1)[0] if " " in text[:width - 1] else text[:width - 1]
+    return cut.rstrip(",;:") + "…"
+
+
+def pair_words(dataset: str, query_id: str, doc_id: str, queries, documents: Mapping[str, Any]) -> str:
+    """A pair in a scholar's terms, for messages: ``BG 2.47 for “Whom should one serve…”``."""
+    address, text = describe_pair(dataset, query_id, doc_id, queries, documents, 60)
+    return f"{address} for “{text}”"
+
+
+def is_pali(documents: Mapping[str, Any], sample: int = 20) -> bool:
+    """Whether a dataset's documents are Pali (the originals of its first ``sample`` documents)."""
+    for i, doc in enumerate(documents.values()):
+        if i >= sample:
+            break
+        if any(t.field == "root" and t.language == "pi" for t in doc.texts):
+            return True
+    return False
+
+
+#: The font stack of the judging pages' texts: Streamlit's own font first (Latin script), then fonts
+#: that have Devanagari, common on Windows (Nirmala UI, Mangal), macOS and iOS (Kohinoor Devanagari,
+#: Devanagari Sangam MN), Android and Linux (Noto, Lohit, Gargi). The dashboard serves no font file:
+#: the reader's machine needs one of these (or another Devanagari font) for the originals.
+DEVANAGARI_FONTS = ('"Source Sans", "Source Sans Pro", "Noto Sans Devanagari", "Noto Serif Devanagari", '
+                    '"Nirmala UI", "Mangal", "Kohinoor Devanagari", "Devanagari Sangam MN", "Lohit Devanagari", '
+                    '"Gargi", "Annapurna SIL", sans-serif')
+
+
+def page_css() -> str:
+    """The judging pages' style: the Devanagari-capable font stack for texts and the query, and each
+    grade button's colour (:data:`GRADE_COLOURS`) on the Judge and Adjudicate pages' buttons, found
+    by their widget keys' CSS classes (``st-key-judge_g1_…``, ``st-key-adj_g1_…``)."""
+    rules = [f".wb-judge-text, .wb-judge-query {{ font-family: {DEVANAGARI_FONTS}; }}"]
+    for grade, (bg, fg) in GRADE_COLOURS.items():
+        sel = f'[class*="st-key-judge_g{grade}_"] button, [class*="st-key-adj_g{grade}_"] button'
+        rules.append(f"{sel} {{ background-color: {bg}; border-color: {bg}; color: {fg}; }}")
+        rules.append(f'{sel.replace(" button", " button:hover")} {{ filter: brightness(1.12); color: {fg}; }}')
+    return "<style>\n" + "\n".join(rules) + "\n</style>"
+
+
+def query_html(view: PairView, size: str = "1.45rem") -> str:
+    """The query text as a block of HTML, with its ``lang`` tag (:attr:`PairView.query_lang`)."""
+    lang = f' lang="{html.escape(view.query_lang)}"' if view.query_lang else ""
+    text = html.escape(view.query_text) or "(this query is not in the current build)"
+    return (f'<div class="wb-judge-query"{lang} style="font-size: {size}; font-weight: 600; line-height: 1.4">'
+            f'{text}</div>')
+
+
 def text_html(block_html: str, language: str = "") -> str:
-    """One text group as a block of HTML: line breaks kept, marks highlighted, long texts scroll."""
+    """One text as a block of HTML with its ``lang`` tag: line breaks kept, marks highlighted, long texts scroll."""
     lang = f' lang="{html.escape(language)}"' if language else ""
     return (f'<div class="wb-judge-text"{lang} style="white-space: pre-wrap; font-size: 1.05rem; line-height: 1.65; '
             f'max-height: 32rem; overflow-y: auto">{block_html}</div>')
+
+
+def section_html(entries: Sequence[TextEntry]) -> str:
+    """One section's texts as HTML: each text under its label (translator, scheme), in its own ``lang``."""
+    parts = []
+    for e in entries:
+        if e.label:
+            parts.append(f'<div class="wb-judge-label" style="font-size: 0.85rem; opacity: 0.7; margin-top: 0.6rem">'
+                         f'{html.escape(e.label)}</div>')
+        parts.append(text_html(e.text, e.lang))
+    return "".join(parts)
 
 
 def grade_text(grade: int | None, cannot_judge: bool = False) -> str:

@@ -34,8 +34,15 @@ def home() -> Path:
 
 #: Session key of the token a viewer signed in with (re-checked on every run, so a revoked token stops working).
 _TOKEN_KEY = "_wb_access_token"
-#: Session key of the rater token a judging session signed in with (re-checked on every run too).
+#: Session key of a rater token just given (sign-in form, ``?token=`` link): the next :func:`session_rater`
+#: turns it into a judging session and forgets it.
 _RATER_KEY = "_wb_rater_token"
+#: Session key of this browser session's judging-session id (:class:`workbench.dashboard.auth.RaterSessions`).
+_SID_KEY = "_wb_rater_session"
+#: Session key set for the one run in which a rater signed in (the app then opens their first page).
+_SIGNED_IN_KEY = "_wb_rater_signed_in"
+#: The URL query parameter that carries the judging-session id (never the token).
+SESSION_PARAM = "s"
 #: Session key of this session's judgment store (one connection per browser session).
 _STORE_KEY = "_wb_judge_store"
 
@@ -43,7 +50,8 @@ _STORE_KEY = "_wb_judge_store"
 def access() -> tuple[str, str]:
     """Whether this viewer may see the pages: ``(state, message)``, drawing nothing.
 
-    ``open``: no tokens exist and the server listens on a loopback address only;
+    ``open``: no tokens exist and the server listens on a loopback address only (``message``
+    then says when a ``?token=`` link brought a token that is neither an access nor a rater token);
     ``granted``: the session holds (or the URL's ``?token=`` brings, once) a valid token;
     ``login``: tokens exist and none valid was given (``message`` says why, or is empty);
     ``refused``: the token file cannot be trusted, or the server listens beyond this
@@ -75,8 +83,9 @@ def access() -> tuple[str, str]:
             return "refused", str(exc)
     if not on:
         bind = st.get_option("server.address")
-        if auth.is_loopback(bind):
-            return "open", ""
+        if auth.is_loopback(bind):  # open to this machine; a link's token that is nobody's still gets a word
+            return "open", ("" if linked is None else "The token in the link is not valid (or was revoked); the "
+                            "pages below are open on this machine without one. Raters sign in on the Judge page.")
         try:
             raters = _rater_tokens_exist(str(home_dir()))
         except WorkbenchError as exc:
@@ -202,26 +211,78 @@ def judge_store_or_stop():
     return store
 
 
+@st.cache_resource(show_spinner=False)
+def rater_sessions():
+    """The server's judging sessions (:class:`workbench.dashboard.auth.RaterSessions`): one map per
+    dashboard process, shared by every browser session, so a reload (a new Streamlit session) finds
+    its rater again by the ``?s=`` id in the address."""
+    from workbench.dashboard import auth
+
+    return auth.RaterSessions()
+
+
+def _forget_session(sid: str | None = None) -> None:
+    """Drop this browser session's judging session: the server's entry, the session key and ``?s=``."""
+    rater_sessions().end(sid or st.session_state.get(_SID_KEY))
+    st.session_state.pop(_SID_KEY, None)
+    if SESSION_PARAM in st.query_params:
+        del st.query_params[SESSION_PARAM]
+
+
 def session_rater():
     """``(rater, message)``: the :class:`~workbench.judging.store.Rater` this session signed in as, or
-    None. The token is checked against the store's active raters on every run, in constant time
-    (:func:`workbench.dashboard.auth.check_rater`), so a revoked rater is signed out at their next
-    click (``message`` then says so). Without a rater token in the session the store is not touched.
+    None, drawing nothing.
+
+    A rater token just given (the sign-in forms, a ``?token=`` link) is checked and turned into a
+    judging session (:func:`rater_sessions`): its id goes into the address as ``?s=`` and into
+    this Streamlit session, the token is forgotten. A reload starts a new Streamlit session, which
+    finds the rater again by ``?s=``. On every run the session's token digest is checked against
+    the store's active raters in constant time
+    (:func:`workbench.dashboard.auth.check_rater_digest`), so a revoked rater is signed out at
+    their next click; a session unused for 12 hours, or one made before the dashboard restarted,
+    has ended (``message`` says which). Without a rater token or session the store is not touched.
 
     Raises:
         PgError: the store's server cannot be reached.
     """
     from workbench.dashboard import auth
 
-    token = st.session_state.get(_RATER_KEY)
-    if not token:
+    sessions = rater_sessions()
+    token = st.session_state.pop(_RATER_KEY, None)
+    if token:
+        store = judge_store()
+        rater = auth.check_rater(token, auth.RaterTokens(store)) if store is not None else None
+        if rater is None:
+            return None, "That is not a valid rater token (or it was revoked)."
+        _forget_session()  # a new sign-in replaces whatever session this browser tab had
+        st.session_state[_SID_KEY] = sessions.start(auth.digest(token.strip()))
+        st.session_state[_SIGNED_IN_KEY] = True
+    sid = st.session_state.get(_SID_KEY)
+    if not sid and SESSION_PARAM in st.query_params:
+        sid = str(st.query_params[SESSION_PARAM])
+    if not sid:
         return None, ""
+    token_digest, why = sessions.lookup(sid)
+    if token_digest is None:
+        _forget_session(sid)
+        return None, ("Your judging session ended after 12 hours without use; sign in again with your rater token."
+                      if why == "expired" else
+                      "Your judging session has ended (you signed out, or the dashboard was restarted); sign in again "
+                      "with your rater token.")
     store = judge_store()
-    rater = auth.check_rater(token, auth.RaterTokens(store)) if store is not None else None
+    rater = auth.check_rater_digest(token_digest, auth.RaterTokens(store)) if store is not None else None
     if rater is None:
-        st.session_state.pop(_RATER_KEY, None)
+        _forget_session(sid)
         return None, "Your rater token is no longer valid (it was revoked); sign in with another."
+    st.session_state[_SID_KEY] = sid
+    if st.query_params.get(SESSION_PARAM) != sid:  # back into the address after a page change dropped it
+        st.query_params[SESSION_PARAM] = sid
     return rater, ""
+
+
+def just_signed_in() -> bool:
+    """Whether a rater signed in during this run (true once: the app then opens their first page)."""
+    return bool(st.session_state.pop(_SIGNED_IN_KEY, False))
 
 
 def rater_sign_in_form(message: str = "") -> None:
@@ -239,7 +300,7 @@ def rater_sign_in_form(message: str = "") -> None:
         except WorkbenchError as exc:
             stop_with_error(exc)
         if ok:
-            st.session_state[_RATER_KEY] = token.strip()
+            st.session_state[_RATER_KEY] = token.strip()  # the next run makes it a judging session
             st.rerun()
         message = "That is not a valid rater token (or it was revoked)."
     if message:
@@ -247,11 +308,69 @@ def rater_sign_in_form(message: str = "") -> None:
 
 
 def rater_sidebar(rater) -> None:
-    """Who is judging, and a button that signs the rater out (an engineer session goes back to its pages)."""
+    """Who is judging, and a button that signs the rater out: their judging session ends on the server
+    too, so the address's ``?s=`` opens nothing afterwards (an engineer session goes back to its pages)."""
     st.sidebar.markdown(f"Judging as **{rater.name}** ({rater.role})")
+    st.sidebar.caption("You stay signed in on reload for 12 hours after your last click; keep this address "
+                       "(its `?s=`) to yourself, like your token.")
     if st.sidebar.button("Sign out", key="wb_rater_sign_out"):
-        st.session_state.pop(_RATER_KEY, None)
+        _forget_session()
         st.rerun()
+
+
+#: The pages' keyboard shortcuts: key (lower case) -> the prefixes of the widget keys of the buttons it
+#: presses. A grade button's key ends with the pair it grades (``judge_g1_<assignment id>``), so a
+#: press can only ever click the button of the pair on screen.
+SHORTCUT_KEYS: dict[str, tuple[str, ...]] = {
+    "0": ("judge_g0_", "adj_g0_"),
+    "1": ("judge_g1_", "adj_g1_"),
+    "2": ("judge_g2_", "adj_g2_"),
+    "x": ("judge_x_",),
+    "u": ("judge_undo",),
+}
+
+_SHORTCUT_SCRIPT = """<script>
+(() => {
+  // The judging pages' keys (workbench.dashboard.ui.keyboard_shortcuts). Streamlit's own button shortcuts
+  // ignore a key while any input element has the focus (a toggle, a checkbox) and take Shift+X for another
+  // key; this listener, on the page's window before Streamlit's, presses the button itself. (No angle
+  // brackets in here: Streamlit's HTML sanitiser drops a script whose text has one.)
+  window.__wbShortcutKeys = %s;
+  if (window.__wbShortcuts) return;
+  window.__wbShortcuts = true;
+  const NOT_TEXT = new Set(["checkbox", "radio", "button", "submit", "reset", "range", "color", "file", "image"]);
+  const typing = (e) => (e.composedPath ? e.composedPath() : [e.target]).some((el) => {
+    if (!el || !el.tagName) return false;
+    if (el.isContentEditable || el.tagName === "TEXTAREA" || el.tagName === "SELECT") return true;
+    return el.tagName === "INPUT" && !NOT_TEXT.has((el.type || "text").toLowerCase());
+  });
+  window.addEventListener("keydown", (e) => {
+    if (e.ctrlKey || e.metaKey || e.altKey || e.isComposing || !e.key || e.key.length !== 1) return;
+    const prefixes = window.__wbShortcutKeys[e.key.toLowerCase()];
+    if (!prefixes || typing(e)) return;
+    let button = null;
+    for (const p of prefixes) {
+      button = document.querySelector('[class*="st-key-' + p + '"] button');
+      if (button) break;
+    }
+    if (!button) return;
+    e.preventDefault();
+    e.stopImmediatePropagation();  // Streamlit's handler would press it a second time
+    if (!e.repeat && !button.disabled) button.click();
+  }, true);
+})();
+</script>"""
+
+
+def keyboard_shortcuts() -> None:
+    """Make the judging pages' keys (:data:`SHORTCUT_KEYS`) work wherever the focus is, except in a text
+    field (the note, a select box's search), in either case (``x`` or Shift+``X``); a held key presses
+    once. A small script in the page (``st.html`` with JavaScript, not sandboxed: it must reach the
+    page's buttons): it finds the button by its widget key's CSS class (``st-key-…``) and clicks it, so
+    what it does goes through the button's own callback like a mouse click."""
+    import json
+
+    st.html(_SHORTCUT_SCRIPT % json.dumps(SHORTCUT_KEYS, sort_keys=True), unsafe_allow_javascript=True)
 
 
 def stop_with_error(exc: Exception) -> None:

@@ -5,7 +5,8 @@
 (``wb_judge.current_judgments``) and the latest adjudication:
 
 1. an adjudicated grade is final;
-2. else, when every rater who graded it gave the same grade, that grade (*agreed*);
+2. else, when every rater who graded it gave the same grade, that grade (*agreed*; *single*
+   when only one rater has graded it so far);
 3. else the mean of their grades rounded down (*mean*: two raters saying 1 and 2 give 1;
    0 and 2 give 1 — such pairs also wait in the adjudication queue).
 
@@ -40,7 +41,7 @@ class FinalGrade:
 
     Attributes:
         grade: 0, 1 or 2.
-        basis: ``adjudicated``, ``agreed`` or ``mean`` (see the module docstring).
+        basis: ``adjudicated``, ``agreed``, ``single`` or ``mean`` (see the module docstring).
         raters: how many raters' current, non-stale grades went into it.
         stale: how many judgments of the pair were left out because the document changed.
     """
@@ -84,7 +85,9 @@ def final_grades(judgments: Iterable[Mapping], adjudications: Iterable[Mapping] 
         grades[key].append(int(j["grade"]))
     out: dict[tuple[str, str], FinalGrade] = {}
     for key, gs in grades.items():
-        if len(set(gs)) == 1:
+        if len(gs) == 1:
+            out[key] = FinalGrade(gs[0], "single", 1, stale.get(key, 0))
+        elif len(set(gs)) == 1:
             out[key] = FinalGrade(gs[0], "agreed", len(gs), stale.get(key, 0))
         else:
             out[key] = FinalGrade(sum(gs) // len(gs), "mean", len(gs), stale.get(key, 0))

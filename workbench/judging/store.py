@@ -13,8 +13,10 @@ document, priority tier, why it was pooled); ``assignments`` (one row per pair a
 judging slot: who claimed it, when, when it was judged); ``judgments`` and
 ``adjudications``, **append-only** (a trigger refuses UPDATE and DELETE): who, when, the
 grade (0 not relevant, 1 relevant, 2 highly relevant) or *cannot judge*, an optional note,
-and the sha256 of the document text the rater saw. Undo appends a ``retract`` row. The
-current grade of each rater on each pair is the view ``wb_judge.current_judgments``.
+and the sha256 of the document text the rater saw. Undo appends a ``retract`` row (a rater's
+judgment; an adjudicator's decision since schema version 2). The current grade of each rater
+on each pair is the view ``wb_judge.current_judgments``; the final grade of a pair, the view
+``wb_judge.current_adjudications``.
 
 **Handing out work.** Each rater has a queue (``wb_judge.queue``), made the first time they
 ask for work in a pool: the pool's pairs in priority-tier order, shuffled within a tier by a
@@ -23,7 +25,10 @@ is their own). :meth:`JudgmentStore.next_assignment` walks it from the front and
 first open slot with ``SELECT … FOR UPDATE SKIP LOCKED`` inside a transaction, removing the
 queue entries it passed (pairs whose slots others filled): concurrent raters never get the
 same slot, a rater never gets two slots of one pair (the entry is gone once claimed, and a
-unique index backs it), and a claim costs an index walk, not a sort of the pool. :meth:`JudgmentStore.judge` locks the slot, checks it is this rater's and still
+unique index backs it), and a claim costs an index walk, not a sort of the pool. A pair
+claimed and left unjudged for :data:`CLAIM_TTL_S` (a page opened and abandoned) may be taken
+over by another rater whose queue still holds it. :meth:`JudgmentStore.judge` locks the slot,
+checks it is this rater's and still
 open (a stale page submitting twice gets :class:`JudgeError`, nothing written), appends the
 judgment and closes the slot in one transaction: a process killed mid-write leaves either
 both or neither.
@@ -55,6 +60,10 @@ ROLES = ("rater", "adjudicator")
 MAX_NOTE = 2000
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+
+#: Seconds a claimed pair stays with a rater who does not judge it (a page opened and left): after
+#: that another rater may take it over (the first then gets "no longer yours" and their next pair).
+CLAIM_TTL_S = 30 * 60
 
 #: A pool's queue entries take ``ord`` values ``pool_id * _QUEUE_BLOCK + position`` (a pool holds fewer pairs).
 _QUEUE_BLOCK = 10_000_000
@@ -173,6 +182,21 @@ CREATE VIEW wb_judge.current_adjudications AS
   SELECT DISTINCT ON (dataset, query_id, doc_id) *
   FROM wb_judge.adjudications
   ORDER BY dataset, query_id, doc_id, adjudication_id DESC;
+"""),
+    (2, "an adjudication can be retracted (appended, latest wins): a slip of the key is undone", """
+ALTER TABLE wb_judge.adjudications ADD COLUMN action text NOT NULL DEFAULT 'decide'
+  CHECK (action IN ('decide', 'retract'));
+ALTER TABLE wb_judge.adjudications ALTER COLUMN grade DROP NOT NULL;
+ALTER TABLE wb_judge.adjudications ADD CONSTRAINT adjudications_decide_has_grade
+  CHECK (action = 'retract' OR grade IS NOT NULL);
+DROP VIEW wb_judge.current_adjudications;
+CREATE VIEW wb_judge.current_adjudications AS
+  SELECT * FROM (
+    SELECT DISTINCT ON (dataset, query_id, doc_id) *
+    FROM wb_judge.adjudications
+    ORDER BY dataset, query_id, doc_id, adjudication_id DESC
+  ) latest
+  WHERE action = 'decide';
 """),
 )
 
@@ -503,7 +527,7 @@ class JudgmentStore:
         """Every (query_id, doc_id) of the dataset that a human graded (a current judgment or an adjudication)."""
         return {(q, d) for q, d in self.conn().execute(
             "SELECT query_id, doc_id FROM wb_judge.current_judgments WHERE dataset = %s AND NOT cannot_judge "
-            "UNION SELECT query_id, doc_id FROM wb_judge.adjudications WHERE dataset = %s", (dataset, dataset))}
+            "UNION SELECT query_id, doc_id FROM wb_judge.current_adjudications WHERE dataset = %s", (dataset, dataset))}
 
     def datasets(self) -> list[str]:
         """The datasets that have pools or judgments."""
@@ -535,19 +559,23 @@ class JudgmentStore:
                         " SELECT a.assignment_id, q.ord FROM wb_judge.queue q"
                         " JOIN wb_judge.pairs p ON p.pair_id = q.pair_id"
                         " CROSS JOIN LATERAL (SELECT s.assignment_id FROM wb_judge.assignments s"
-                        "   WHERE s.pair_id = q.pair_id AND s.rater_id IS NULL"
-                        "   LIMIT 1 FOR UPDATE SKIP LOCKED) a"
+                        "   WHERE s.pair_id = q.pair_id AND (s.rater_id IS NULL OR (s.done_at IS NULL"
+                        "     AND s.rater_id <> %(r)s AND s.claimed_at < clock_timestamp() - %(ttl)s::interval))"
+                        "   ORDER BY s.rater_id NULLS FIRST LIMIT 1 FOR UPDATE SKIP LOCKED) a"
                         f" WHERE q.rater_id = %(r)s {ds_clause}"
                         " ORDER BY q.ord LIMIT 1), "
                         "claimed AS ("
                         " UPDATE wb_judge.assignments a SET rater_id = %(r)s, claimed_at = clock_timestamp() "
                         " FROM cand WHERE a.assignment_id = cand.assignment_id RETURNING a.assignment_id, a.pair_id,"
                         " cand.ord), "
-                        "passed AS ("  # this entry and the ones before it in the same pool: claimed, or full
+                        "passed AS ("  # this entry, and those before it in the same pool whose pair is full
                         " DELETE FROM wb_judge.queue q USING claimed WHERE q.rater_id = %(r)s"
-                        " AND q.ord BETWEEN claimed.ord / %(block)s * %(block)s AND claimed.ord) "
+                        " AND q.ord BETWEEN claimed.ord / %(block)s * %(block)s AND claimed.ord"
+                        " AND (q.pair_id = claimed.pair_id OR NOT EXISTS (SELECT 1 FROM wb_judge.assignments h"
+                        "   WHERE h.pair_id = q.pair_id AND h.done_at IS NULL))) "  # a held slot may still expire
                         "SELECT c.assignment_id, c.pair_id, p.dataset, p.query_id, p.doc_id FROM claimed c "
-                        "JOIN wb_judge.pairs p USING (pair_id)", {**args, "block": _QUEUE_BLOCK}).fetchone()
+                        "JOIN wb_judge.pairs p USING (pair_id)",
+                        {**args, "block": _QUEUE_BLOCK, "ttl": f"{CLAIM_TTL_S} seconds"}).fetchone()
                 return Assignment(*row) if row else None
             except psycopg.errors.UniqueViolation:
                 continue  # the same rater claimed this pair in a parallel session: try the next one
@@ -594,7 +622,8 @@ class JudgmentStore:
                 raise JudgeError(f"assignment {assignment_id} does not exist; reload the page for your next pair")
             holder, done, dataset, qid, did = row
             if holder != rater.rater_id:
-                raise JudgeError(f"assignment {assignment_id} is not yours; reload the page for your next pair")
+                raise JudgeError(f"{qid} / {did} is not yours (or no longer: it was open for more than "
+                                 f"{CLAIM_TTL_S // 60} minutes and another rater took it over); nothing was written")
             if done is not None:
                 raise JudgeError(f"assignment {assignment_id} ({qid} / {did}) is already judged (a page submitted "
                                  "twice?); nothing was written — reload the page, or undo to change it")
@@ -710,10 +739,33 @@ class JudgmentStore:
         note = _check_note(note)
         conn = self.conn()
         with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"wb_judge.adjudicate:{dataset}",))
             return conn.execute(
                 "INSERT INTO wb_judge.adjudications (dataset, query_id, doc_id, adjudicator_id, grade, note, doc_sha256) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING adjudication_id",
                 (dataset, query_id, doc_id, adjudicator.rater_id, grade, note, doc_hash)).fetchone()[0]
+
+    def retract_adjudication(self, adjudicator: Rater, dataset: str, query_id: str, doc_id: str) -> int:
+        """Take back the pair's current adjudication (a slip of the key): a ``retract`` row is appended,
+        the pair has no final grade again and returns to the adjudication queue while its grades still
+        differ. Returns the new row's id.
+
+        Raises:
+            JudgeError: the rater is not an adjudicator, or the pair has no current adjudication.
+        """
+        if not adjudicator.is_adjudicator:
+            raise JudgeError(f"{adjudicator.name} is a rater, not an adjudicator; only an adjudicator may take back a "
+                             "final grade")
+        conn = self.conn()
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"wb_judge.adjudicate:{dataset}",))
+            if conn.execute("SELECT 1 FROM wb_judge.current_adjudications WHERE dataset = %s AND query_id = %s "
+                            "AND doc_id = %s", (dataset, query_id, doc_id)).fetchone() is None:
+                raise JudgeError(f"{query_id} / {doc_id} has no final grade to take back; nothing was written")
+            return conn.execute(
+                "INSERT INTO wb_judge.adjudications (dataset, query_id, doc_id, adjudicator_id, action) "
+                "VALUES (%s, %s, %s, %s, 'retract') RETURNING adjudication_id",
+                (dataset, query_id, doc_id, adjudicator.rater_id)).fetchone()[0]
 
     def import_judgments(self, dataset: str, rows: Iterable[tuple[str, str, int, str]], *, source: str,
                          doc_hashes: dict[str, str] | None = None) -> int:
