@@ -1,1 +1,1 @@
-"""Retriever adapters (lanes): one batch-first protocol, :class:`retrievers.base.Retriever`."""
+"""Retriever adapters (lanes): one batch-first protocol, :class:`workbench.protocols.Retriever`."""

@@ -26,11 +26,14 @@ ranking. Queries longer than ``max_query_chars`` (default 2,000) are cut to that
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
+from pydantic import Field
+
+from retrievers._sql import SqlLane, TextIndexKind
 from workbench.errors import ConfigError
 from workbench.indexer import TSV_COLUMNS
-from workbench.pg import SqlLane
+from workbench.registry import Params
 from workbench.run import Run
 from workbench.types import Query
 
@@ -109,3 +112,22 @@ class FullTextLane(SqlLane):
             return [(d, float(s)) for d, s in conn.execute(stmt, params).fetchall()]
 
         return self._run(queries, k, one)
+
+
+class FullTextParams(Params):
+    """Parameters of a ``kind = "fulltext"`` lane (see :class:`FullTextLane`)."""
+
+    config: Literal["simple", "russian", "wb_fold"] = Field(
+        "simple", description="text search configuration (wb_fold: simple + unaccent)")
+    form: Literal["or", "and", "phrase", "websearch"] = Field("or", description="how query words combine")
+    normalization: int = Field(32, ge=0, le=63, description="ts_rank_cd normalization bitmask")
+    max_query_chars: int = Field(2000, ge=1, description="longer queries are cut at a word boundary")
+
+
+class FullTextKind(TextIndexKind):
+    """``fulltext``: PostgreSQL full-text search ranked by ``ts_rank_cd``."""
+
+    kind = "fulltext"
+    summary = "PostgreSQL full text (simple / russian / folded), ts_rank_cd; higher is better"
+    Params = FullTextParams
+    lane_class = FullTextLane

@@ -36,12 +36,18 @@ tuned like every other combination.
 
 from __future__ import annotations
 
+import functools
 import time
 import unicodedata
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal, Sequence, Union
 
+from pydantic import Field, field_validator
+
+from workbench import doctext, os_index, refs
 from workbench.errors import ConfigError
 from workbench.osearch import OpenSearchError, describe
+from workbench.registry import Params, RetrieverKind
 from workbench.run import Hit, Run
 from workbench.types import Query
 
@@ -246,3 +252,116 @@ def page_query_key(text: str) -> str:
     if res and isinstance(res.ref, refs.PageRef):
         return res.ref.canonical() if res.ref.collection is not None else res.ref.cst()
     return " ".join(text.split())
+
+
+# ---------------------------------------------------------------- the kind: one parameter model per mode
+
+class _OsParams(Params):
+    max_query_chars: int = Field(1000, ge=1, le=MAX_QUERY_CHARS, description="longer queries are cut at a word")
+
+
+class FuzzyParams(_OsParams):
+    """``mode = "fuzzy"``: match on the ICU-folded text with edit distance (the seed's default mode)."""
+
+    mode: Literal["fuzzy"]
+    fuzziness: Union[str, int] = Field("AUTO", description="edits allowed per term: AUTO or 0, 1, 2")
+    operator: Literal["or", "and"] = Field("or", description="whether every query word must match")
+
+    @field_validator("fuzziness", mode="before")
+    @classmethod
+    def _fuzziness(cls, v: Any) -> Any:
+        if isinstance(v, bool) or v not in (*FUZZINESS, 0, 1, 2):
+            raise ValueError('must be "AUTO" or 0, 1, 2 (edits allowed per term)')
+        return v
+
+
+class ExactParams(_OsParams):
+    """``mode = "exact"``: the whole text or the words in order, diacritics kept."""
+
+    mode: Literal["exact"]
+
+
+class LemmaParams(_OsParams):
+    """``mode = "lemma"``: any DPD form of a Pali word finds every form of its lemma."""
+
+    mode: Literal["lemma"]
+    operator: Literal["or", "and"] = Field("or", description="whether every query word must match")
+
+
+class PageRefParams(_OsParams):
+    """``mode = "page_ref"``: PTS / CST page references."""
+
+    mode: Literal["page_ref"]
+
+
+class SemanticParams(_OsParams):
+    """``mode = "semantic"``: Lucene HNSW k-NN over the index's vectors."""
+
+    mode: Literal["semantic"]
+    embedder: str = Field(min_length=1, description="the [embedders.NAME] whose vectors the index holds")
+    ef_search: int = Field(100, ge=1, le=EF_SEARCH_MAX, description="HNSW candidate list size (raised to the depth)")
+
+
+class OpenSearchKind(RetrieverKind):
+    """``opensearch``: the third seed's modes over a local OpenSearch index (one parameter model per mode)."""
+
+    kind = "opensearch"
+    summary = "OpenSearch BM25 / ICU / lemma / page-ref / k-NN modes; scores per mode (higher is better)"
+    Params = Annotated[Union[FuzzyParams, ExactParams, LemmaParams, PageRefParams, SemanticParams],
+                       Field(discriminator="mode")]
+    code = (os_index, doctext, refs)
+
+    @classmethod
+    def code_fingerprint(cls) -> str:
+        """The modules' sources plus the ICU plugin's Java source (it shapes the index's folding)."""
+        import hashlib
+
+        from workbench.services.opensearch import ICU_SOURCE
+
+        return hashlib.sha256(super().code_fingerprint().encode() + ICU_SOURCE.read_bytes()).hexdigest()[:16]
+
+    def embedder_of(self, params) -> str | None:
+        """Only ``semantic`` reads an embedder."""
+        return params.embedder if params.mode == "semantic" else None
+
+    def cache_extra(self, params, ds, res) -> dict[str, Any]:
+        """``semantic``: the model id and ``[index]``; ``lemma``: the digest of the ms-dpd files behind the synonyms."""
+        extra = super().cache_extra(params, ds, res)
+        if params.mode == "lemma":
+            extra["dpd"] = dpd_digest()
+        return extra
+
+    def max_depth(self, params) -> int:
+        """OpenSearch returns at most :data:`K_MAX` hits (``index.max_result_window`` and the k-NN limit)."""
+        return K_MAX
+
+    def open(self, name: str, params, ds, res) -> OpenSearchLane:
+        """The lane on ``ds``'s OpenSearch index (built with the lane's embedder, else the experiment's first)."""
+        emb = self.embedder_of(params) or res.first_embedder()
+        info = res.os_index(ds, emb)
+        es, url = res.opensearch()
+        p = params.model_dump(exclude={"mode", "embedder"})
+        if "fuzziness" in p:
+            p["fuzziness"] = str(p["fuzziness"])
+        return OpenSearchLane(name, es, info.name, params.mode, url=url,
+                              embedder=res.embedder(emb) if params.mode == "semantic" else None, **p)
+
+
+def dpd_digest() -> str:
+    """sha256 (16 hex) of the ms-dpd files behind the OpenSearch lemma synonyms (form index, headwords)."""
+    from workbench.settings import data_dir
+
+    return _dpd_digest(data_dir(sources=("ms-dpd",)))
+
+
+@functools.lru_cache(maxsize=4)
+def _dpd_digest(data: Path) -> str:
+    import hashlib
+
+    from workbench.loaders.dpd import dpd_files
+
+    files = dpd_files(data)
+    h = hashlib.sha256()
+    for role in ("index", "pali"):
+        h.update(files[role].read_bytes())
+    return h.hexdigest()[:16]

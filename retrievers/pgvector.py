@@ -24,12 +24,16 @@ from __future__ import annotations
 
 import time
 import unicodedata
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
+from pydantic import Field
 
+from retrievers import _sql
+from retrievers._sql import SqlLane
+from workbench import doctext, indexer, pg
 from workbench.errors import ConfigError
-from workbench.pg import SqlLane
+from workbench.registry import Params, RetrieverKind
 from workbench.run import Run
 from workbench.types import Query
 
@@ -161,3 +165,30 @@ class VectorLane(SqlLane):
         from psycopg import sql
 
         return sql.Identifier(self.table).as_string(None)
+
+
+class PgVectorParams(Params):
+    """Parameters of a ``kind = "pgvector"`` lane (see :class:`VectorLane`)."""
+
+    embedder: str = Field(min_length=1, description="the [embedders.NAME] whose vectors the lane searches")
+    ef_search: int = Field(100, ge=1, le=EF_SEARCH_MAX, description="HNSW candidate list size (raised to the depth)")
+    iterative_scan: Literal["relaxed_order", "strict_order", "off"] = Field(
+        "relaxed_order", description="pgvector iterative index scan mode")
+    exact: bool = Field(False, description="exact scan instead of the HNSW index (the ANN ground truth)")
+    max_scan_tuples: int = Field(20000, ge=1, description="hnsw.max_scan_tuples, the bound on an iterative scan")
+
+
+class PgVectorKind(RetrieverKind):
+    """``pgvector``: cosine nearest neighbours over the dataset's HNSW index in PostgreSQL."""
+
+    kind = "pgvector"
+    summary = "pgvector HNSW cosine search (PostgreSQL); score: cosine similarity, higher is better"
+    Params = PgVectorParams
+    code = (_sql, pg, indexer, doctext)
+
+    def open(self, name: str, params: PgVectorParams, ds, res) -> VectorLane:
+        """The lane on ``ds``'s index built with ``params.embedder`` (built when missing)."""
+        info = res.pg_index(ds, params.embedder)
+        return VectorLane(name, res.reader(), info.table, res.embedder(params.embedder), ef_search=params.ef_search,
+                          iterative_scan=params.iterative_scan, max_scan_tuples=params.max_scan_tuples,
+                          exact=params.exact)

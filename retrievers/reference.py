@@ -19,6 +19,7 @@ from collections import defaultdict
 from typing import Any, Sequence
 
 from workbench import refs
+from workbench.registry import Params, RetrieverKind
 from workbench.run import Hit, Run
 from workbench.types import Document, Query
 
@@ -123,3 +124,16 @@ class ReferenceLane:
             rows[q.query_id] = hits[:k]
             self.last_latencies_ms[q.query_id] = (time.perf_counter() - t0) * 1000
         return Run(rows, self.name)
+
+
+class ReferenceKind(RetrieverKind):
+    """``reference``: canonical references (``BG 2.47``, ``MN 10``, ``Бг 2.20``) read with the reference grammar."""
+
+    kind = "reference"
+    summary = "canonical-reference lane (workbench.refs grammar); no index, no service"
+    Params = Params
+    code = (refs,)
+
+    def open(self, name: str, params: Params, ds, res) -> ReferenceLane:
+        """The lane over ``ds``'s documents (in memory)."""
+        return ReferenceLane(name, ds.documents)

@@ -19,10 +19,13 @@ the text is always a parameter, never part of the SQL.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Literal, Optional, Sequence
 
+from pydantic import Field
+
+from retrievers._sql import SqlLane, TextIndexKind
 from workbench.errors import ConfigError
-from workbench.pg import SqlLane
+from workbench.registry import Params
 from workbench.run import Run
 from workbench.types import Query
 
@@ -101,3 +104,22 @@ class TrigramLane(SqlLane):
             return [(d, float(s)) for d, s in rows]
 
         return self._run(queries, k, one, before=lambda conn: self._set(conn, {_GUC[self.function]: repr(self.threshold)}))
+
+
+class TrigramParams(Params):
+    """Parameters of a ``kind = "trigram"`` lane (see :class:`TrigramLane`)."""
+
+    function: Literal["word_similarity", "similarity"] = Field(
+        "word_similarity", description="pg_trgm similarity function")
+    threshold: float = Field(0.3, ge=0, le=1, description="pg_trgm threshold of a candidate")
+    max_query_words: Optional[int] = Field(None, ge=1, description="words of the query kept (default all)")
+    max_query_chars: int = Field(512, ge=1, description="characters of the query kept")
+
+
+class TrigramKind(TextIndexKind):
+    """``trigram``: pg_trgm fuzzy matching."""
+
+    kind = "trigram"
+    summary = "pg_trgm trigram similarity (PostgreSQL), in [0, 1]; higher is better"
+    Params = TrigramParams
+    lane_class = TrigramLane

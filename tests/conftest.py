@@ -1,8 +1,15 @@
-"""Shared fixtures.
+"""Shared fixtures, and the markers of the test tiers.
 
 Tests that need the real corpora take the ``data_dir`` fixture. Without
 ``WORKBENCH_DATA`` they are skipped, unless ``WORKBENCH_REQUIRE_DATA=1`` (as in
 ``.ci/run``), where a missing corpus is an error rather than a silent skip.
+
+Markers (declared in pyproject.toml): a test using ``pg_dsn``, ``os_cluster`` or ``data_dir``,
+directly or through another fixture, is marked ``pg``, ``opensearch`` or ``data`` here; a test
+that starts a service itself, or drives Chromium, carries ``@pytest.mark.pg``,
+``@pytest.mark.opensearch`` or ``@pytest.mark.browser`` in its file. Every test with none of
+these four is marked ``unit``, every other one ``integration``: ``pytest -m unit`` needs
+neither a service nor a corpus.
 """
 
 from __future__ import annotations
@@ -11,6 +18,23 @@ import os
 from pathlib import Path
 
 import pytest
+
+#: The fixtures that start or reach a service or read the corpora, and the marker of the tests using them.
+FIXTURE_MARKERS = {"pg_dsn": "pg", "os_cluster": "opensearch", "data_dir": "data"}
+#: The markers that take a test out of the unit tier.
+INTEGRATION_MARKERS = ("pg", "opensearch", "browser", "data")
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the fixtures it uses (their closure), then ``unit`` or ``integration``."""
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for fixture, marker in FIXTURE_MARKERS.items():
+            if fixture in used and item.get_closest_marker(marker) is None:
+                item.add_marker(marker)
+        tier = "integration" if any(item.get_closest_marker(m) for m in INTEGRATION_MARKERS) else "unit"
+        item.add_marker(tier)
 
 
 @pytest.fixture(scope="session")

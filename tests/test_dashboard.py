@@ -17,42 +17,14 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from fixtures.experiments import experiment_toml, only, rrf
 from workbench.cli import app
-
-pytestmark = pytest.mark.data
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ROOT / "dashboards" / "views"
 
-EXPERIMENT = """
-name = "board"
-datasets = ["gita"]
-measures = ["R@10", "nDCG@10", "RR@10"]
-depth = 50
-[embedders.h]
-kind = "hash"
-dim = 64
-[lanes.vector]
-kind = "pgvector"
-embedder = "h"
-[lanes.fts]
-kind = "fulltext"
-config = "wb_fold"
-[lanes.ref]
-kind = "reference"
-[configs.rrf]
-lanes = ["vector", "fts", "ref"]
-fusion = "rrf"
-k = 60
-tiebreak_lane = "vector"
-[configs.noref]
-lanes = ["vector", "fts"]
-fusion = "rrf"
-k = 60
-tiebreak_lane = "vector"
-[configs.ref]
-lanes = ["ref"]
-"""
+EXPERIMENT = experiment_toml("board", ["R@10", "nDCG@10", "RR@10"],
+                             {"rrf": rrf("vector", "fts", "ref"), "noref": rrf("vector", "fts"), "ref": only("ref")})
 
 STUDY = """
 name = "board-study"
@@ -294,6 +266,7 @@ def test_an_empty_home_says_what_to_run(page, tmp_path, monkeypatch):
     assert not (tmp_path / "mlflow.db").exists()  # looking creates no store
 
 
+@pytest.mark.browser
 def test_every_page_renders_in_headless_chromium(board, tmp_path):
     """The app as a user gets it: `workbench dashboard`, every page in Chromium, no exception,
     the expected content, a screenshot per page in test-artifacts/dashboard/ (or

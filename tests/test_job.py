@@ -12,39 +12,15 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from fixtures.experiments import FTS, REF, VECTOR, experiment_toml, only, rrf
 from workbench.experiment import load_experiment
 from workbench.job import run_experiment
 
-EXPERIMENT = """
-name = "e2e"
-datasets = ["gita"]
-measures = ["R@10", "nDCG@10", "RR@10", "P@5", "Judged@10"]
-depth = 50
-[embedders.h]
-kind = "hash"
-dim = 64
-[lanes.vector]
-kind = "pgvector"
-embedder = "h"
-[lanes.fts]
-kind = "fulltext"
-config = "simple"
-[lanes.tri]
-kind = "trigram"
-threshold = 0.6
-max_query_words = 4
-[lanes.ref]
-kind = "reference"
-[configs.rrf]
-lanes = ["vector", "fts", "tri", "ref"]
-fusion = "rrf"
-k = 60
-tiebreak_lane = "vector"
-[configs.ref]
-lanes = ["ref"]
-[configs.fts]
-lanes = ["fts"]
-"""
+EXPERIMENT = experiment_toml(
+    "e2e", ["R@10", "nDCG@10", "RR@10", "P@5", "Judged@10"],
+    {"rrf": rrf("vector", "fts", "tri", "ref"), "ref": only("ref"), "fts": only("fts")},
+    lanes={"vector": VECTOR, "fts": {**FTS, "config": "simple"},  # "simple", not the shared lane's wb_fold
+           "tri": {"kind": "trigram", "threshold": 0.6, "max_query_words": 4}, "ref": REF})
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lane_conformance import HashEmbedder, check_lane
-from retrievers.base import Retriever
+from workbench.testing import WordHashEmbedder, check_lane
+from workbench.protocols import Retriever
 from retrievers.fulltext import FORMS, FullTextLane
 from retrievers.pgvector import VectorLane
 from retrievers.trigram import TrigramLane
@@ -24,9 +24,7 @@ from workbench.indexer import index_dataset
 from workbench.pg import PgError, connect, reader_dsn
 from workbench.types import Document, Query, Text
 
-pytestmark = pytest.mark.data
-
-EMB = HashEmbedder(64)
+EMB = WordHashEmbedder(64)
 
 
 def Q(qid: str, text: str) -> Query:
@@ -152,7 +150,7 @@ def test_russian_stems(pg_dsn, tmp_path):
         assert a == b == "'душ':1"
     docs = [Document(f"ru{i}", f"RU {i}", "ru", "verse", (Text("translation", "ru", "Cyrl", t),))
             for i, t in enumerate(["Бессмертие души не знает конца.", "Вечная душа не рождается.", "Колесница стоит в поле."])]
-    tiny = index_dataset(pg_dsn, Dataset("tiny-ru", docs, [], [], {}), HashEmbedder(8))
+    tiny = index_dataset(pg_dsn, Dataset("tiny-ru", docs, [], [], {}), WordHashEmbedder(8))
     russian = FullTextLane("ru", reader_dsn(pg_dsn), tiny, config="russian")
     run = russian.search([Q("q", "душа"), Q("stop", "и не в")], 10)
     assert sorted(h.doc_id for h in run["q"]) == ["ru0", "ru1"]
@@ -262,7 +260,7 @@ def test_latencies_are_per_query_ms(reader, index, sample):
 
 def test_wrong_embedder_is_refused(reader, index, sample):
     with pytest.raises(ConfigError, match="hash-bow-64"):
-        VectorLane("vector", reader, index, HashEmbedder(32)).search(sample[:1], 5)
+        VectorLane("vector", reader, index, WordHashEmbedder(32)).search(sample[:1], 5)
 
 
 def test_unknown_table_is_a_clear_error(reader, sample):

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lane_conformance import HashEmbedder, check_lane
-from retrievers.base import Retriever
+from workbench.testing import WordHashEmbedder, check_lane
+from workbench.protocols import Retriever
 from retrievers.opensearch import MODES, OpenSearchLane, page_query_key
 from workbench import catalog, osearch
 from workbench.catalog import Dataset
@@ -23,9 +23,7 @@ from workbench.loaders.dpd import load_dpd
 from workbench.os_index import index_body, index_dataset, lemma_rules, page_keys
 from workbench.types import Query
 
-pytestmark = pytest.mark.data
-
-EMB = HashEmbedder(64)
+EMB = WordHashEmbedder(64)
 RESERVED = ["/", ":", "(", ")", '"', "~", "*", 'mettā / : ( ) " ~ *', "M i 56)", "(bhikkhave", 'a:"b~2*" OR (c)']
 
 
@@ -263,7 +261,7 @@ def test_k_must_be_a_non_negative_integer(os_cluster, index):
         lane(os_cluster, index, "fuzzy").search([Q("q", "dhamma")], -1)
 
 
-class _LyingEmbedder(HashEmbedder):
+class _LyingEmbedder(WordHashEmbedder):
     """Says 64 dimensions, returns 32: the cluster must refuse the vectors."""
 
     def __init__(self):
@@ -280,7 +278,7 @@ def test_a_refused_bulk_names_the_document_and_leaves_no_complete_index(os_clust
         index_dataset(es, url, small, _LyingEmbedder())
     names = list(es.indices.get(index="wb-test-refused-*"))
     assert names and all(not es.indices.get_mapping(index=n)[n]["mappings"]["_meta"]["complete"] for n in names)
-    good = index_dataset(es, url, small, HashEmbedder(64))
+    good = index_dataset(es, url, small, WordHashEmbedder(64))
     assert not good.reused and es.count(index=good.name)["count"] == 5
 
 

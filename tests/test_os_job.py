@@ -10,40 +10,19 @@ from __future__ import annotations
 
 import pytest
 
+from fixtures.experiments import REF, experiment_toml, only
 from workbench.experiment import load_experiment
 from workbench.job import run_experiment
 
 pytestmark = pytest.mark.data
 
-EXPERIMENT = """
-name = "os-e2e"
-datasets = ["cst4-mn"]
-measures = ["R@100", "R@10", "nDCG@10"]
-depth = 100
-[embedders.h]
-kind = "hash"
-dim = 64
-[lanes.page]
-kind = "opensearch"
-mode = "page_ref"
-[lanes.fuzzy]
-kind = "opensearch"
-mode = "fuzzy"
-[lanes.sem]
-kind = "opensearch"
-mode = "semantic"
-embedder = "h"
-[lanes.ref]
-kind = "reference"
-[configs.page]
-lanes = ["page"]
-[configs.ref]
-lanes = ["ref"]
-[configs.hybrid]
-lanes = ["fuzzy", "sem"]
-fusion = "weighted"
-weights = { fuzzy = 0.7, sem = 0.3 }
-"""
+EXPERIMENT = experiment_toml(
+    "os-e2e", ["R@100", "R@10", "nDCG@10"],
+    {"page": only("page"), "ref": only("ref"),
+     "hybrid": {"lanes": ["fuzzy", "sem"], "fusion": "weighted", "weights": {"fuzzy": 0.7, "sem": 0.3}}},
+    datasets=["cst4-mn"], depth=100,
+    lanes={"page": {"kind": "opensearch", "mode": "page_ref"}, "fuzzy": {"kind": "opensearch", "mode": "fuzzy"},
+           "sem": {"kind": "opensearch", "mode": "semantic", "embedder": "h"}, "ref": REF})
 
 
 @pytest.fixture(scope="module")

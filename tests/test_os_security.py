@@ -95,7 +95,7 @@ def secured():
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.mark.data
+@pytest.mark.opensearch
 def test_two_ups_at_once_start_one_https_node(secured):
     assert secured.urls[0] == secured.urls[1] and secured.url.startswith("https://127.0.0.1:")
     assert secured.state["url"] == secured.url and secured.state["transport_port"] > 0
@@ -103,7 +103,7 @@ def test_two_ups_at_once_start_one_https_node(secured):
     assert any("waiting for pid" in err for err in secured.errs), secured.errs  # the second waited for the first
 
 
-@pytest.mark.data
+@pytest.mark.opensearch
 def test_a_request_without_the_homes_password_gets_401(secured):
     ca = str(node.ca_path(secured.home))
     code, headers = _call(secured.url, "/_cat/indices", cafile=ca)
@@ -115,7 +115,7 @@ def test_a_request_without_the_homes_password_gets_401(secured):
     assert _call(secured.url, "/", auth=(creds["user"], creds["password"]), cafile=ca)[0] == 200
 
 
-@pytest.mark.data
+@pytest.mark.opensearch
 def test_the_clients_find_the_credentials_also_through_workbench_os_url(secured, monkeypatch):
     monkeypatch.setenv("WORKBENCH_HOME", str(secured.home))
     for var in (osearch.USER_ENV, osearch.PASSWORD_ENV, osearch.CA_ENV, osearch.VERIFY_ENV):
@@ -147,7 +147,7 @@ def test_the_clients_find_the_credentials_also_through_workbench_os_url(secured,
         osearch.check_cluster(osearch.client(url), url)
 
 
-@pytest.mark.data
+@pytest.mark.opensearch
 def test_a_client_of_another_home_is_told_what_to_set(secured, monkeypatch, tmp_path):
     monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "other-home"))
     monkeypatch.setattr(node, "_KNOWN", {})  # this process has not seen the node of that home
@@ -169,7 +169,7 @@ def _mode(p: Path) -> int:
     return stat.S_IMODE(os.lstat(p).st_mode)
 
 
-@pytest.mark.data
+@pytest.mark.opensearch
 def test_the_secrets_are_files_only_their_owner_can_read(secured):
     home, runtime = secured.home, node.runtime_dir(secured.home)
     assert _mode(node.credentials_path(home)) == 0o600 and _mode(node.state_path(home)) == 0o600
@@ -196,7 +196,7 @@ def test_the_secrets_are_files_only_their_owner_can_read(secured):
         assert int(status["Uid"].split()[0]) == os.geteuid()
 
 
-@pytest.mark.data
+@pytest.mark.opensearch
 def test_another_local_user_reads_no_secret_and_gets_401(secured):
     user = faults.other_user()
     home, runtime = secured.home, node.runtime_dir(secured.home)
@@ -237,7 +237,7 @@ print(json.dumps(out))
     assert res.returncode == 2 and "belongs to root, not to you" in res.stderr and "Traceback" not in res.stderr
 
 
-@pytest.mark.data
+@pytest.mark.opensearch
 def test_the_transport_port_drops_strangers_and_answers_its_own_ca(secured, tmp_path):
     port, secrets = secured.state["transport_port"], node.secrets_dir(secured.home)
     ping = b"ES\xff\xff\xff\xff"  # OpenSearch's transport keep-alive ping, which a node echoes
@@ -265,7 +265,7 @@ def test_the_transport_port_drops_strangers_and_answers_its_own_ca(secured, tmp_
     assert tls(secrets / "admin.pem", secrets / "admin-key.pem") == ping
 
 
-@pytest.mark.data
+@pytest.mark.opensearch
 def test_lost_secrets_are_made_anew_and_the_node_takes_the_new_password(secured):
     home = secured.home
     old = json.loads(node.credentials_path(home).read_text())["password"]

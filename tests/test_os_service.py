@@ -16,9 +16,8 @@ from typer.testing import CliRunner
 from workbench.cli import app
 from workbench.services import opensearch as node
 
-pytestmark = pytest.mark.data
 
-
+@pytest.mark.opensearch  # installs and starts a node of its own
 def test_up_reuse_analyze_down(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("WORKBENCH_OS_URL", raising=False)

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from lane_conformance import HashEmbedder
+from workbench.testing import WordHashEmbedder
 from workbench import catalog
 from workbench.catalog import Dataset
 from workbench.errors import ConfigError, WorkbenchError
@@ -28,8 +28,6 @@ from workbench.indexer import (REGISTRY, SCHEMA_VERSION, corpus_sha256, find_ind
 from workbench.pg import (PgError, check_server, connect, ensure_reader, reader_dsn, redact, server_dsn,
                           stop_embedded)
 from workbench.types import Document, Query, Text
-
-pytestmark = pytest.mark.data
 
 TESTS = Path(__file__).resolve().parent
 
@@ -48,7 +46,7 @@ def gita(gita_home: Path, data_dir: Path) -> Dataset:
 
 @pytest.fixture(scope="session")
 def gita_index(pg_dsn: str, gita: Dataset):
-    return index_dataset(pg_dsn, gita, HashEmbedder(64))
+    return index_dataset(pg_dsn, gita, WordHashEmbedder(64))
 
 
 def _tables(dsn: str) -> set[str]:
@@ -83,6 +81,7 @@ time.sleep(120)
 """
 
 
+@pytest.mark.pg  # starts its own embedded server, in a subprocess
 def test_server_left_by_a_killed_process_is_stopped_by_the_next():
     import shutil
     import tempfile
@@ -233,7 +232,7 @@ def test_index_gita(pg_dsn, gita, gita_index):
 
 def test_reindexing_is_a_no_op(pg_dsn, gita, gita_index):
     before = _tables(pg_dsn)
-    again = index_dataset(pg_dsn, gita, HashEmbedder(64))
+    again = index_dataset(pg_dsn, gita, WordHashEmbedder(64))
     assert again.reused and again.key == gita_index.key and again.table == gita_index.table
     assert again.created_at == gita_index.created_at and again.elapsed_s < 0.5
     assert _tables(pg_dsn) == before
@@ -254,7 +253,7 @@ def test_index_key_covers_every_part():
     assert len(keys) == 7
 
 
-class FailingEmbedder(HashEmbedder):
+class FailingEmbedder(WordHashEmbedder):
     """Embeds ``after`` passages, then raises."""
 
     def __init__(self, after: int, **kw):
@@ -292,7 +291,7 @@ def test_failed_build_leaves_nothing_and_the_old_index_answers(pg_dsn, gita, git
 
 
 def test_embedder_with_wrong_shape_is_refused(pg_dsn, gita):
-    class Wrong(HashEmbedder):
+    class Wrong(WordHashEmbedder):
         def embed_passages(self, texts):
             return super().embed_passages(texts)[:, :10]
 
@@ -306,7 +305,7 @@ def test_embedder_with_wrong_shape_is_refused(pg_dsn, gita):
 def test_bad_index_parameters(pg_dsn, gita, kw, match):
     dim = kw.pop("dim", 16)
     with pytest.raises(ConfigError, match=match):
-        index_dataset(pg_dsn, gita, HashEmbedder(dim, "test/bad"), **kw)
+        index_dataset(pg_dsn, gita, WordHashEmbedder(dim, "test/bad"), **kw)
 
 
 _KILLED = """
@@ -315,9 +314,9 @@ sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from workbench import catalog
 from workbench.indexer import index_dataset
-from lane_conformance import HashEmbedder
+from workbench.testing import WordHashEmbedder
 
-class Slow(HashEmbedder):
+class Slow(WordHashEmbedder):
     seen = 0
     def embed_passages(self, texts):
         self.seen += len(texts)
@@ -342,7 +341,7 @@ def test_killed_build_leaves_nothing_and_can_be_redone(pg_dsn, gita, gita_home, 
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
     assert _registered(pg_dsn, "test/killed") == 0 and _tables(pg_dsn) == before
-    info = index_dataset(pg_dsn, gita, HashEmbedder(32, "test/killed"))  # waits for the dead build's lock
+    info = index_dataset(pg_dsn, gita, WordHashEmbedder(32, "test/killed"))  # waits for the dead build's lock
     assert not info.reused and info.doc_count == 701 and _registered(pg_dsn, "test/killed") == 1
 
 

@@ -32,8 +32,9 @@ from faults import REPO, as_user, is_root, kill_at, other_user, run, user_python
 from workbench import pg
 from workbench.services import postgres
 
-pytestmark = pytest.mark.skipif(bool(os.environ.get("WORKBENCH_PG_DSN", "").strip()),
-                                reason="these tests are about the embedded server; WORKBENCH_PG_DSN names another")
+pytestmark = [pytest.mark.pg,  # every test starts embedded servers of its own
+              pytest.mark.skipif(bool(os.environ.get("WORKBENCH_PG_DSN", "").strip()),
+                                 reason="these tests are about the embedded server; WORKBENCH_PG_DSN names another")]
 
 EXPERIMENT = """
 name = "pgsvc"
@@ -224,7 +225,7 @@ _SLOW_BUILD = """
 import sys, time
 sys.path.insert(0, sys.argv[3])
 from pathlib import Path
-from lane_conformance import HashEmbedder
+from workbench.testing import WordHashEmbedder
 from workbench import catalog
 from workbench.indexer import index_dataset
 
@@ -241,7 +242,7 @@ print("built", info.reused, flush=True)
 
 
 def test_a_second_process_waits_for_an_index_build_says_for_whom_and_reuses_it(pg_dsn, built_home):
-    from lane_conformance import HashEmbedder
+    from workbench.testing import WordHashEmbedder
     from workbench import catalog
     from workbench.indexer import index_dataset
 
@@ -259,7 +260,7 @@ def test_a_second_process_waits_for_an_index_build_says_for_whom_and_reuses_it(p
                 pg.ddl_lock(conn, log=said.append)
             waited = time.perf_counter() - t0
             pg.ensure_reader(conn)  # the grants that failed with "tuple concurrently updated"
-        info = index_dataset(pg_dsn, ds, HashEmbedder(24))
+        info = index_dataset(pg_dsn, ds, WordHashEmbedder(24))
         out, err = builder.communicate(timeout=120)
     finally:
         if builder.poll() is None:

@@ -69,7 +69,7 @@ def test_k_limits_and_batch(lanes):
 
 
 def test_reference_lane_passes_the_lane_conformance_kit(lanes):
-    from lane_conformance import check_lane
+    from workbench.testing import check_lane
 
     qs = [q("BG 2.47", "a"), q("Бг 7", "b"), q("Bhagavad-gita 18.78", "c"), q("BG 3", "d")]
     check_lane(lanes["gita"], qs, 10, matches={"a": 1, "b": 30, "c": 1, "d": 43})

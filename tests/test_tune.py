@@ -57,7 +57,7 @@ def test_an_engine_parameter_value_the_lane_refuses_fails_at_load(tmp_path):
         "[space.lanes]\nvec = [true, false]\n[space.engine.vec]\nef_search = [40, 0]\niterative_scan = [\"off\"]\n"
     tune_fixture.write(tmp_path, study)
     (tmp_path / "experiment.toml").write_text(exp)
-    with pytest.raises(ConfigError, match=r"space.engine.vec.ef_search value 0 must be an integer >= 1"):
+    with pytest.raises(ConfigError, match=r"space.engine.vec.ef_search value 0 must be an integer in 1..1000"):
         load_study(tmp_path / "study.toml", known_datasets={"gita"})
 
 
@@ -74,9 +74,9 @@ def test_a_study_finds_the_known_optimum_and_keeps_the_baseline_as_trial_0(tmp_p
     assert trials[0].values[0] == res.baseline_value == 0.0
     assert res.chosen.values[0] == pytest.approx(1.0)
     assert res.chosen_params["weights.good"] > res.chosen_params["weights.bad"]
-    test = res.report["test"]["measures"]["R@1"]
-    assert test["chosen"] == 1.0 and test["baseline"] == 0.0 and test["mean_diff"] == 1.0
-    assert test["p_value"] == pytest.approx(2 / 1024, abs=1e-12)  # 10 test queries: exact sign-flip p-value
+    test = res.evaluation.test.measures["R@1"]
+    assert test.chosen == 1.0 and test.baseline == 0.0 and test.mean_diff == 1.0
+    assert test.p_value == pytest.approx(2 / 1024, abs=1e-12)  # 10 test queries: exact sign-flip p-value
 
 
 def test_the_same_seed_gives_the_same_study(tmp_path):

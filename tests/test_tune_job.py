@@ -8,33 +8,13 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from fixtures.experiments import GITA_LANES, VECTOR, experiment_toml, rrf
 from workbench.cli import app
 
 pytestmark = pytest.mark.data
 
-EXPERIMENT = """
-name = "tune-e2e"
-datasets = ["gita"]
-measures = ["R@10", "nDCG@10"]
-depth = 50
-[embedders.h]
-kind = "hash"
-dim = 64
-[lanes.vector]
-kind = "pgvector"
-embedder = "h"
-ef_search = 100
-[lanes.fts]
-kind = "fulltext"
-config = "wb_fold"
-[lanes.ref]
-kind = "reference"
-[configs.rrf]
-lanes = ["vector", "fts", "ref"]
-fusion = "rrf"
-k = 60
-tiebreak_lane = "vector"
-"""
+EXPERIMENT = experiment_toml("tune-e2e", ["R@10", "nDCG@10"], {"rrf": rrf("vector", "fts", "ref")},
+                             lanes={**GITA_LANES, "vector": {**VECTOR, "ef_search": 100}})
 
 STUDY = """
 name = "tune-e2e"
@@ -85,8 +65,9 @@ def test_fusion_only_trials_open_no_database(warm, monkeypatch):
     assert len(res.optuna_study.trials) == 25
     assert res.chosen.values[0] >= res.baseline_value
     # the reference lane answers references exactly: weighting it up cannot lower the reference type
-    test = res.report["test"]["R@10 by query_type"]["reference"]
-    assert test["chosen"] >= test["baseline"] - 1e-12
+    assert res.evaluation.test.by_type_measure == "R@10"
+    test = res.evaluation.test.by_query_type["reference"]
+    assert test.chosen >= test.baseline - 1e-12
 
 
 def test_engine_parameters_fill_the_cache_once_per_setting(warm, pg_dsn, monkeypatch):

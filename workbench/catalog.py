@@ -23,6 +23,7 @@ the previous build whole, and says so in one :class:`~workbench.errors.StorageEr
 from __future__ import annotations
 
 import hashlib
+import sys
 import json
 import os
 import re
@@ -40,23 +41,28 @@ from workbench.formats import BINARY_THRESHOLD, read_documents, read_qrels, read
 from workbench.settings import data_dir as _data_dir
 from workbench.settings import home_dir
 from workbench.types import QUERY_TYPES, Document, Qrel, Query
+from workbench.settings import PROJECT_ROOT
 
 #: Bump when a builder's output format changes; every build is then stale.
 BUILDER_VERSION = 1
 
-#: Modules whose code shapes a build: a change to any of them makes every build stale.
-_CODE_MODULES = ("catalog.py", "formats.py", "passages.py", "refs.py", "textnorm.py", "types.py",
-                 "loaders", "querysets")
+def _code_modules() -> tuple:
+    """The modules whose code shapes a build (module objects: moving a file moves its entry with it)."""
+    from workbench import formats, loaders, passages, querysets, refs, textnorm, types
+
+    return (sys.modules[__name__], formats, passages, refs, textnorm, types, loaders, querysets)
 
 
 def code_fingerprint() -> str:
-    """sha256 over the source of the modules that build datasets (:data:`_CODE_MODULES`)."""
-    root = Path(__file__).resolve().parent
+    """sha256 over the source of the modules that build datasets (:func:`_code_modules`; a package counts
+    with every ``.py`` file under it): a change to any of them makes every build stale."""
     h = hashlib.sha256()
-    for name in _CODE_MODULES:
-        p = root / name
-        for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
-            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    for mod in _code_modules():
+        path = Path(mod.__file__)
+        files = sorted(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
+        for f in files:
+            h.update(mod.__name__.encode() + b"\0" + f.relative_to(path.parent).as_posix().encode() + b"\0"
+                     + f.read_bytes())
     return h.hexdigest()
 
 SOURCES = ("gita", "bilara", "bilara-passages", "cst4")
@@ -86,7 +92,7 @@ def default_definitions_path() -> Path:
     env = os.environ.get("WORKBENCH_DATASETS")
     if env:
         return Path(env).expanduser().resolve()
-    return Path(__file__).resolve().parent.parent / "datasets" / "datasets.toml"
+    return PROJECT_ROOT / "datasets" / "datasets.toml"
 
 
 @dataclass(frozen=True)

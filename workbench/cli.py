@@ -12,11 +12,13 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
 from workbench.errors import WorkbenchError
+from workbench.gate import DEFAULT_SEED as _GATE_SEED, GatePolicy as _GatePolicy  # for `gate --help`: the defaults
+from workbench.settings import PROJECT_ROOT
 
 app = typer.Typer(help="Evaluation and relevance-tuning workbench for hybrid retrieval over scripture corpora.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -466,7 +468,15 @@ def export_cmd(
     except OSError as exc:
         _fail(WorkbenchError(f"cannot write {out}: {exc.strerror or exc}"))
     typer.echo(f"wrote {out}: trial {result.chosen.number} of study {st.name}, test "
-               + ", ".join(f"{m} {r['chosen']:.4f}" for m, r in (result.report.get('test', {}).get('measures') or {}).items()))
+               + ", ".join(f"{m} {r.chosen:.4f}" for m, r in (result.evaluation.test.measures
+                                                               if result.evaluation.test else {}).items()))
+
+
+def _policy_help(key: str) -> str:
+    """The --help of a gate policy option: the field's description and its default, both from
+    :class:`workbench.gate.GatePolicy` (where the defaults are declared, once)."""
+    info = _GatePolicy.model_fields[key]
+    return f"{info.description[0].upper()}{info.description[1:]} (default: the gate file's, else {info.default})."
 
 
 @app.command("gate")
@@ -475,115 +485,51 @@ def gate_cmd(
     candidate: Optional[str] = typer.Option(None, "--candidate", help="EXPERIMENT.toml:CONFIG, an exported .json or a TREC run."),
     baseline: Optional[str] = typer.Option(None, "--baseline", help="EXPERIMENT.toml:CONFIG, an exported .json or a TREC run."),
     dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="The dataset whose queries and qrels judge both."),
-    measure: list[str] = typer.Option(["R@10"], "--measure", "-m", help="Measures to gate (first: the one losses are listed by)."),
-    margin: Optional[float] = typer.Option(None, "--margin", min=0.0, max=1.0, help="Non-inferiority margin δ, absolute (default 0.01)."),
-    min_queries: Optional[int] = typer.Option(None, "--min-queries", min=1, help="Fewest queries a stratum needs to be judged (default 30)."),
-    split: list[str] = typer.Option([], "--split", help="Splits to gate on (default all)."),
-    judged_floor: Optional[float] = typer.Option(None, "--judged-floor", min=0.0, max=1.0, help="Lowest mean Judged@10 accepted (default 0.1)."),
-    judged_action: Optional[str] = typer.Option(None, "--judged-action", help="warn (default) or fail below the floor."),
+    measure: Optional[list[str]] = typer.Option(None, "--measure", "-m", help="Measures to gate (first: the one losses "
+                                                "are listed by; default R@10)."),
+    margin: Optional[float] = typer.Option(None, "--margin", min=0.0, max=1.0, help=_policy_help("margin")),
+    min_queries: Optional[int] = typer.Option(None, "--min-queries", min=1, help=_policy_help("min_queries")),
+    split: list[str] = typer.Option([], "--split", help="Splits to gate on (default: the gate file's, else all)."),
+    judged_floor: Optional[float] = typer.Option(None, "--judged-floor", min=0.0, max=1.0,
+                                                 help=_policy_help("judged_floor")),
+    judged_action: Optional[str] = typer.Option(None, "--judged-action", help=_policy_help("judged_action")),
     markdown_out: Optional[Path] = typer.Option(None, "--markdown", help="Also write the Markdown summary here."),
     junit_out: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
-    seed: int = typer.Option(20261129, "--seed", min=0, max=2**32 - 1, help="Bootstrap seed."),
+    seed: int = typer.Option(_GATE_SEED, "--seed", min=0, max=2**32 - 1, help="Bootstrap seed."),
     qrels: Optional[str] = typer.Option(None, "--qrels", help="Qrels layer: built (corpus-derived labels), human "
                                         "(scholars' final grades) or merged (human over built); "
                                         "default: the gate file's, else the experiment's."),
 ) -> None:
-    """Gate a candidate against a baseline or expected values: exit 0 pass, 1 regression, 2 usage or data error."""
-    from workbench import catalog, gate
-    from workbench.judging import layers
+    """Gate a candidate against a baseline or expected values: exit 0 pass, 1 regression, 2 usage or data error.
+
+    The policy options (--margin, --min-queries, --judged-floor, --judged-action) override a gate file's
+    values, which override the defaults of workbench.gate.GatePolicy; the rules are in workbench.gate.
+    """
+    from workbench import durable, gate
     from workbench.settings import data_dir, home_dir
-    from workbench.types import SPLITS
 
-    store = None
-    loaded: dict[str, Any] = {}
-
-    def layer_of(ds) -> Any:
-        nonlocal store
-        if ds.name not in loaded:
-            if layer != "built" and store is None:
-                from workbench.judging.store import JudgmentStore
-
-                store = JudgmentStore.open(home)
-            loaded[ds.name] = layers.load_layer(layer, ds, store=store)
-            _log(loaded[ds.name].describe())
-        return loaded[ds.name]
-
+    options = {"margin": margin, "min_queries": min_queries, "judged_floor": judged_floor,
+               "judged_action": judged_action}
     try:
-        layer = layers.check_layer(qrels, "--qrels") if qrels is not None else None
         data_dir()
         home = home_dir()
-        defs = catalog.load_definitions()
-        if judged_action not in (None, "warn", "fail"):
-            raise WorkbenchError(f"--judged-action must be warn or fail, got {judged_action!r}")
-        bad = [s for s in split if s not in SPLITS]
-        if bad:
-            raise WorkbenchError(f"--split {bad[0]!r} is not a split; use {', '.join(SPLITS)}")
-        from workbench.evaluate import parse_measures
-
-        measure = list(dict.fromkeys(str(m) for m in parse_measures(measure)))  # canonical names (MRR@10 -> RR@10)
         for opt, out in (("--markdown", markdown_out), ("--junit", junit_out)):
             if out is not None and (out.is_dir() or (out.exists() and not os.access(out, os.W_OK))):
                 raise WorkbenchError(f"{opt} {out} is a folder or not writable; give a file path")
         if markdown_out and junit_out and markdown_out.resolve() == junit_out.resolve():
             raise WorkbenchError("--markdown and --junit name the same file; give two paths")
-        results = []
         if gate_file is not None:
-            if candidate or baseline or dataset or measure != ["R@10"]:
+            if candidate or baseline or dataset or measure:
                 raise WorkbenchError("a gate file names its configs, datasets and measures; do not add --candidate, "
                                      "--baseline, --dataset or --measure")
-            raw = gate.load_gate_file(gate_file)
-            exp_path = (gate_file.parent / raw["experiment"]) if not Path(raw["experiment"]).is_absolute() \
-                else Path(raw["experiment"])
-            if layer is None:
-                layer = raw.get("qrels") or gate.experiment_layer(exp_path) or "built"
-            _log(f"qrels layer: {layer}")
-            opts = dict(margin=margin if margin is not None else float(raw.get("margin", 0.01)),
-                        min_queries=min_queries or int(raw.get("min_queries", 30)),
-                        splits=split or list(raw.get("splits", SPLITS)),
-                        judged_floor=judged_floor if judged_floor is not None else float(raw.get("judged_floor", 0.0)),
-                        judged_action=judged_action or raw.get("judged_action", "warn"))
-            for ds_name, configs in raw["expected"].items():
-                if ds_name not in defs.datasets:
-                    raise WorkbenchError(f"{gate_file}: expected.{ds_name} names an unknown dataset; known: "
-                                         f"{', '.join(defs.datasets)}")
-                ds = catalog.ensure(ds_name, defs, home=home, log=_log)
-                for cfg_name, values in configs.items():
-                    try:
-                        cand = gate.load_source(f"{exp_path}:{cfg_name}", ds, home=home, log=_log)
-                        results.append(gate.gate_expected(cand, values, ds, layer=layer_of(ds), **opts))
-                    except WorkbenchError as exc:
-                        raise WorkbenchError(f"{gate_file}: [expected.{ds_name}.{cfg_name}]: {exc}") from None
+            results = gate.run_gate_file(gate_file, home=home, options=options, splits=split, qrels=qrels, log=_log)
         else:
             if not (candidate and baseline and dataset):
                 raise WorkbenchError("give a gate file, or --candidate, --baseline and --dataset")
-            if dataset not in defs.datasets:
-                raise WorkbenchError(f"--dataset {dataset!r} is unknown; known: {', '.join(defs.datasets)}")
-            if layer is None:
-                named = {opt: gate.source_layer(spec) for opt, spec in (("--candidate", candidate),
-                                                                         ("--baseline", baseline))}
-                found = {v for v in named.values() if v is not None}
-                if len(found) > 1:
-                    raise WorkbenchError(f"the candidate's experiment uses qrels {named['--candidate']!r} and the "
-                                         f"baseline's {named['--baseline']!r}; pass --qrels to judge both by one layer")
-                layer = found.pop() if found else "built"
-            _log(f"qrels layer: {layer}")
-            ds = catalog.ensure(dataset, defs, home=home, log=_log)
-            sources = {}
-            for opt, spec in (("--candidate", candidate), ("--baseline", baseline)):
-                try:
-                    sources[opt] = gate.load_source(spec, ds, home=home, log=_log)
-                except WorkbenchError as exc:
-                    raise WorkbenchError(f"{opt}: {exc}") from None
-            cand, base = sources["--candidate"], sources["--baseline"]
-            results.append(gate.gate_pair(cand, base, ds, measures=measure, margin=0.01 if margin is None else margin,
-                                          min_queries=min_queries or 30, splits=split or list(SPLITS),
-                                          judged_floor=0.1 if judged_floor is None else judged_floor,
-                                          judged_action=judged_action or "warn", seed=seed, layer=layer_of(ds)))
+            results = [gate.run_pair(candidate, baseline, dataset, home=home, measures=measure or gate.DEFAULT_MEASURES,
+                                     options=options, splits=split, qrels=qrels, seed=seed, log=_log)]
     except WorkbenchError as exc:
         _fail(exc)
-    finally:
-        if store is not None:
-            store.close()
     text = "\n".join(gate.markdown(r) for r in results)
     typer.echo(text)
     try:
@@ -592,22 +538,18 @@ def gate_cmd(
                          ("--margin", margin), ("--min-queries", min_queries), ("--judged-floor", judged_floor),
                          ("--judged-action", judged_action), ("--qrels", qrels)):
             command += [opt, str(val)] if val is not None else []
-        command += [x for m in (measure if gate_file is None else []) for x in ("-m", m)]
+        if gate_file is None:  # the measures as gated: canonical names (MRR@10 -> RR@10), in order
+            command += [x for m in dict.fromkeys(c.measure for r in results for c in r.checks) for x in ("-m", m)]
         command += [x for sp in split for x in ("--split", sp)]
-        saved = gate.save_report(results, home, command)
+        saved = gate.GateReport.of(results, command).save(home)
         typer.echo(f"[workbench] gate report saved: {saved} (the dashboard's gate page shows the latest)", err=True)
     except WorkbenchError as exc:  # a full disk, a read-only home: the report is part of the command's work
         _fail(WorkbenchError(f"the gate report was not saved: {exc}; the gate's result is above"))
-    from workbench import durable
-
     try:
         if markdown_out:
             durable.atomic_write_text(markdown_out, text)
         if junit_out:
-            xml = [gate.junit(r) for r in results]
-            durable.atomic_write_text(junit_out, xml[0] if len(xml) == 1 else
-                                      '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>\n' + "".join(
-                                          x.split("\n", 1)[1] for x in xml) + "</testsuites>\n")
+            durable.atomic_write_text(junit_out, gate.junit(results))
     except WorkbenchError as exc:
         _fail(WorkbenchError(f"the report was not written: {exc}; the gate's result is above"))
     raise typer.Exit(max((r.exit_code for r in results), default=0))
@@ -615,7 +557,7 @@ def gate_cmd(
 
 def dashboard_app() -> Path:
     """``dashboards/app.py`` of the source checkout the workbench runs from."""
-    return Path(__file__).resolve().parent.parent / "dashboards" / "app.py"
+    return PROJECT_ROOT / "dashboards" / "app.py"
 
 
 dashboard_typer = typer.Typer(help="Start the Streamlit dashboard on the results in MLflow, the studies and the gate "
@@ -987,6 +929,33 @@ def _read_queries(queries: list[str], file: Optional[Path]) -> list[str]:
     return texts
 
 
+@app.command("kinds")
+def kinds_cmd(
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """List the registered retriever and reranker kinds with their parameters (type, default, range, meaning),
+    read from each kind's declaration (built-in kinds and installed plug-ins alike)."""
+    from workbench.registry import describe_kind, reranker_kinds, retriever_kinds
+
+    try:
+        groups = {"retriever": retriever_kinds(), "reranker": reranker_kinds()}
+    except WorkbenchError as exc:
+        _fail(exc)
+    out = [{"group": g, "kind": name, "summary": k.summary, "module": type(k).__module__, "params": describe_kind(k)}
+           for g, kinds in groups.items() for name, k in sorted(kinds.items())]
+    if as_json:
+        typer.echo(json.dumps(out, ensure_ascii=False, indent=1))
+        return
+    for entry in out:
+        typer.echo(f"{entry['group']} kind {entry['kind']}  ({entry['module']})  {entry['summary']}")
+        for r in entry["params"]:
+            rng = f" [{r['constraint']}]" if r["constraint"] else ""
+            variant = f"{r['variant']}: " if r["variant"] else ""
+            typer.echo(f"    {variant}{r['param']}: {r['type']} = {r['default']}{rng}  {r['description']}")
+        if not entry["params"]:
+            typer.echo("    (no parameters)")
+
+
 @app.command("search")
 def search_cmd(
     queries: list[str] = typer.Argument(None, help="Query texts (or use --file)."),
@@ -1001,9 +970,8 @@ def search_cmd(
     from workbench import catalog
     from workbench.doctext import snippet
     from workbench.experiment import load_experiment
-    from workbench.fusion import fuse
-    from workbench.job import Engine
-    from workbench.run import Run
+    from workbench.job import Engine, config_run
+    from workbench.registry import reranker_kind
     from workbench.settings import home_dir
     from workbench.types import Query
 
@@ -1023,12 +991,13 @@ def search_cmd(
         qs = [Query(f"q{i + 1}", t, "paraphrase", "und", "test") for i, t in enumerate(texts)]
         depth = max(exp.depth, k)
         lane_runs = {}
-        for lane_name in cfg.lanes:
+        needed = list(cfg.lanes)
+        if cfg.rerank is not None:
+            spec = exp.rerankers[cfg.rerank.reranker]
+            needed += [ln for ln in reranker_kind(spec.kind).lanes(spec.parsed()) if ln not in needed]
+        for lane_name in needed:
             lane_runs[lane_name] = engine.lane(ds, exp.lanes[lane_name]).search(qs, depth)
-        if cfg.fusion == "none":
-            fused = Run({q: h[: cfg.top_k] for q, h in lane_runs[cfg.lanes[0]].items()}, cfg.name)
-        else:
-            fused = fuse(lane_runs, cfg.fusion, **cfg.fusion_params())
+        fused = config_run(cfg, lane_runs, ds, engine, qs)
     except WorkbenchError as exc:
         _fail(exc)
     docs = {d.doc_id: d for d in ds.documents}

@@ -37,3 +37,16 @@ class BusyError(WorkbenchError):
 class ServiceError(WorkbenchError):
     """A local service (the embedded PostgreSQL, the local OpenSearch node) cannot be fetched, installed,
     started or stopped (names the step, the log and the fix)."""
+
+
+class PgError(WorkbenchError):
+    """PostgreSQL cannot be reached or lacks what the workbench needs (names the DSN, without password, and the fix)."""
+
+
+class OpenSearchError(WorkbenchError):
+    """The cluster is unreachable, unhealthy, lacks a plugin, or an index is missing (names the URL and the fix)."""
+
+
+class RegistryError(WorkbenchError):
+    """A retriever or reranker kind cannot be registered or found: a duplicate kind name, an entry point that
+    does not load or is not a kind declaration, an unknown kind (names the kind, the distribution and the fix)."""

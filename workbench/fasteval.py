@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from workbench.fusion import FusionSpec
 from workbench.run import Run
 
 #: Measures the in-memory evaluator computes (name → kind); others need ir_measures.
@@ -52,23 +52,6 @@ def _parse(measure: str) -> tuple[str, int]:
         raise ValueError(f"measure {measure!r} is not computed in memory; use one of R@k, P@k, RR@k, nDCG@k, "
                          "Judged@k (k >= 1)")
     return m.group(1), int(m.group(2))
-
-
-@dataclass(frozen=True)
-class FusionSetting:
-    """One fusion setting: method (``rrf``, ``weighted``, ``combsum``, ``combmnz``, ``none``), lanes in order,
-    per-lane weights and depths (``None``: 1.0 / all), RRF ``k``, ``norm`` (weighted), ``min_score``,
-    ``top_k``, ``tiebreak_lane``."""
-
-    lanes: tuple[str, ...]
-    method: str = "rrf"
-    k: float = 60.0
-    weights: Mapping[str, float] | None = None
-    depth: int | Mapping[str, int] | None = None
-    norm: str = "minmax"
-    min_score: float | None = None
-    top_k: int = 100
-    tiebreak_lane: str | None = None
 
 
 class CandidateMatrix:
@@ -162,7 +145,7 @@ class CandidateMatrix:
                 val = np.where(sd == 0, 0.0, (sc - mean) / np.where(sd == 0, 1.0, sd))
         return np.where(valid, val, np.nan)
 
-    def _check(self, s: FusionSetting) -> None:
+    def _check(self, s: FusionSpec) -> None:
         unknown = [ln for ln in s.lanes if ln not in self.cols]
         if unknown:
             raise ValueError(f"lanes {unknown} are not in the candidate matrix (lanes: {self.lanes})")
@@ -171,7 +154,7 @@ class CandidateMatrix:
         if s.method == "none" and len(s.lanes) != 1:
             raise ValueError("fusion 'none' takes exactly one lane")
 
-    def rank(self, s: FusionSetting, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    def rank(self, s: FusionSpec, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """The top ``min(depth, top_k)`` per query in tie-break order: column indices (Q, depth), −1 past
         the end, and their fused scores (Q, depth) (for ``none``, minus the lane rank).
 
@@ -241,7 +224,7 @@ class CandidateMatrix:
             self._idcg[k] = np.array([float(np.dot(g[:k], disc[: len(g[:k])])) for g in self._ideal])
         return self._idcg[k]
 
-    def evaluate(self, s: FusionSetting, measures: Sequence[str]) -> dict[str, np.ndarray]:
+    def evaluate(self, s: FusionSpec, measures: Sequence[str]) -> dict[str, np.ndarray]:
         """Per-query values (shape (Q,), in ``query_ids`` order) of each measure for setting ``s``.
 
         Raises:
@@ -275,11 +258,11 @@ class CandidateMatrix:
                 out[m] = np.where(n > 0, judged[:, :k].sum(axis=1) / np.maximum(n, 1), 0.0)
         return out
 
-    def mean(self, s: FusionSetting, measures: Sequence[str]) -> dict[str, float]:
+    def mean(self, s: FusionSpec, measures: Sequence[str]) -> dict[str, float]:
         """Mean over the queries of each measure (what ir_measures' aggregate gives)."""
         return {m: float(v.mean()) if len(v) else math.nan for m, v in self.evaluate(s, measures).items()}
 
-    def run(self, s: FusionSetting, depth: int | None = None) -> Run:
+    def run(self, s: FusionSpec, depth: int | None = None) -> Run:
         """The fused run for setting ``s`` (for checks and export): fused scores (for ``none``, the lane's
         raw scores), in the evaluated order (each hit's tiebreak is minus its position)."""
         from workbench.run import Hit

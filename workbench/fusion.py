@@ -27,12 +27,62 @@ Methods:
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 from workbench.run import Hit, Run
 
 NORMALISATIONS = ("minmax", "zscore")
 METHODS = ("rrf", "weighted", "combsum", "combmnz")
+#: Every value of a config's ``fusion``: the methods above and ``none`` (one lane, :func:`single`).
+ALL_METHODS = (*METHODS, "none")
+
+
+@dataclass(frozen=True)
+class FusionSpec:
+    """How a config fuses its lanes: the one spec that experiments (``[configs.X]``), :func:`fuse`, fast
+    evaluation (:mod:`workbench.fasteval`) and tuning read, with its defaults here.
+
+    Attributes:
+        lanes: lane names, in order.
+        method: one of :data:`ALL_METHODS` (``none``: one lane as it is).
+        k: the RRF constant (``rrf`` only; Cormack et al. 2009 use 60).
+        weights: lane → weight >= 0 (None: 1.0 each).
+        depth: hits per lane fused (an int for all, lane → int, or None: all cached).
+        norm: score normalisation of ``weighted`` (:data:`NORMALISATIONS`).
+        min_score: fused hits scoring below it are dropped (None: none dropped).
+        top_k: hits kept per query.
+        tiebreak_lane: the lane whose raw score breaks ties of fused scores (None: doc_id only).
+    """
+
+    lanes: tuple[str, ...]
+    method: str = "rrf"
+    k: float = 60.0
+    weights: Mapping[str, float] | None = None
+    depth: int | Mapping[str, int] | None = None
+    norm: str = "minmax"
+    min_score: float | None = None
+    top_k: int = 100
+    tiebreak_lane: str | None = None
+
+    def params(self, name: str = "") -> dict[str, Any]:
+        """Keyword arguments of :func:`fuse` for :attr:`method` (what the method reads, nothing else)."""
+        p: dict[str, Any] = {"weights": self.weights, "depth": self.depth, "min_score": self.min_score,
+                             "top_k": self.top_k, "tiebreak_lane": self.tiebreak_lane, "name": name}
+        if self.method == "rrf":
+            p["k"] = self.k
+        if self.method == "weighted":
+            p["norm"] = self.norm
+        return p
+
+
+def fuse_spec(runs: Mapping[str, Run], spec: FusionSpec, name: str = "") -> Run:
+    """``spec`` applied to ``runs`` (lane → run; lanes not in ``spec.lanes`` are ignored).
+
+    Raises:
+        KeyError: a lane of ``spec`` has no run. ValueError: see :func:`fuse`.
+    """
+    return fuse({ln: runs[ln] for ln in spec.lanes}, spec.method, **spec.params(name))
 
 
 def _check(runs: Mapping[str, Run], weights: Mapping[str, float] | None, depth: int | Mapping[str, int] | None) -> None:
@@ -177,16 +227,37 @@ def comb(runs: Mapping[str, Run], *, mnz: bool = False, weights: Mapping[str, fl
                    min_score, top_k)
 
 
+def single(runs: Mapping[str, Run], *, min_score: float | None = None, top_k: int | None = None, name: str = "",
+           **_unused) -> Run:
+    """Fusion ``none``: the one lane's run as it is, with ``min_score`` (hits scoring below it dropped, in the
+    lane's own score) and ``top_k`` applied. Other fusion parameters (``k``, ``weights``, ``depth``…) mean
+    nothing for one lane and are ignored.
+
+    Raises:
+        ValueError: ``runs`` does not hold exactly one lane.
+    """
+    if len(runs) != 1:
+        raise ValueError(f"fusion 'none' takes exactly one lane, got {sorted(runs)}")
+    run = next(iter(runs.values()))
+    rows = {}
+    for q, hits in run.items():
+        kept = [h for h in hits if min_score is None or h.score >= min_score]
+        rows[q] = kept[:top_k] if top_k is not None else kept
+    return Run(rows, name or run.name)
+
+
 def fuse(runs: Mapping[str, Run], method: str, **params) -> Run:
-    """Dispatch by method name (``rrf``, ``weighted``, ``combsum``, ``combmnz``).
+    """Dispatch by method name (``rrf``, ``weighted``, ``combsum``, ``combmnz``, ``none``).
 
     Raises:
         ValueError: an unknown method (listing the known ones) or bad parameters.
     """
+    if method == "none":
+        return single(runs, **params)
     if method == "rrf":
         return rrf(runs, **params)
     if method == "weighted":
         return weighted(runs, **params)
     if method in ("combsum", "combmnz"):
         return comb(runs, mnz=method == "combmnz", **params)
-    raise ValueError(f"unknown fusion method {method!r}; choose from {', '.join(METHODS)}")
+    raise ValueError(f"unknown fusion method {method!r}; choose from {', '.join(ALL_METHODS)}")

@@ -161,7 +161,7 @@ def index_dataset(dsn: str, dataset: Any, embedder: Any, *, m: int = 16, ef_cons
     Args:
         dsn: the server (as a user that may create tables, roles and extensions).
         dataset: a :class:`workbench.catalog.Dataset` (``name``, ``documents``, ``manifest``).
-        embedder: a :class:`retrievers.base.Embedder`; ``embed_passages`` gets batches
+        embedder: a :class:`workbench.protocols.Embedder`; ``embed_passages`` gets batches
             of :data:`BATCH_SIZE` bodies and must return float32 ``(n, dim)`` arrays.
         m, ef_construction: HNSW settings (2..100; ``ef_construction`` >= 2*m, <= 1000).
         halfvec: store ``halfvec(dim)`` (half the index size) instead of ``vector(dim)``.

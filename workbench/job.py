@@ -19,7 +19,6 @@ one after the other) plus the fusion time.
 
 from __future__ import annotations
 
-import functools
 import sys
 import time
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from typing import Any, Callable
 from workbench import catalog
 from workbench.cache import CandidateCache
 from workbench.experiment import Experiment, FusedConfig, LaneSpec
+from workbench.registry import reranker_kind, retriever_kind
 from workbench.run import Run
 from workbench.settings import home_dir
 
@@ -116,31 +116,42 @@ class Engine:
         return self._reader  # type: ignore[return-value]
 
     def embedder(self, name: str):
-        """The cached embedder declared as ``[embedders.NAME]``."""
+        """The cached embedder declared as ``[embedders.NAME]`` (its model loads on the first text that is
+        not in the embedding cache: :class:`workbench.embedders.LazyEmbedder`)."""
         if name not in self._embedders:
-            from retrievers.embedders import make_embedder
+            from workbench.embedders import make_embedder
 
-            self.log(f"loading embedder {name}")
             self._embedders[name] = make_embedder(self.exp.embedders[name], log=self.log,
                                                   cache_path=self.home / "cache" / "embeddings.sqlite")
         return self._embedders[name]
 
     def model_id(self, name: str) -> str:
-        """The model id of an embedder (loads it: the id depends on the resolved model)."""
+        """The model id of an embedder (known without loading the model)."""
         self.model_ids[name] = self.embedder(name).model_id
         return self.model_ids[name]
 
-    def text_embedder_name(self) -> str:
-        """The embedder whose index the text lanes (full text, trigram) read: the first declared."""
-        if not self.exp.embedders:
-            from workbench.errors import ConfigError
+    def first_embedder(self) -> str | None:
+        """The first declared ``[embedders.NAME]`` (whose index the text lanes read), or None."""
+        return next(iter(self.exp.embedders), None)
 
-            raise ConfigError(f"{self.exp.path}: full-text and trigram lanes read the Postgres index, which needs "
-                              "an [embedders.NAME] table; declare one (e.g. kind = \"sentence-transformers\")")
-        return next(iter(self.exp.embedders))
+    def index_params(self) -> dict[str, Any]:
+        """The experiment's ``[index]`` table as written."""
+        return dict(self.exp.index)
 
-    def index(self, ds: catalog.Dataset, embedder_name: str):
-        """The dataset's Postgres index for this embedder, built when missing."""
+    def pg_index(self, ds: catalog.Dataset, embedder_name: str | None):
+        """The dataset's Postgres index for this embedder (None: the text lanes' one, the first declared),
+        built when missing.
+
+        Raises:
+            ConfigError: ``None`` and the experiment declares no embedder.
+        """
+        if embedder_name is None:
+            embedder_name = self.first_embedder()
+            if embedder_name is None:
+                from workbench.errors import ConfigError
+
+                raise ConfigError(f"{self.exp.path}: full-text and trigram lanes read the Postgres index, which needs "
+                                  "an [embedders.NAME] table; declare one (e.g. kind = \"sentence-transformers\")")
         key = (ds.name, embedder_name)
         if key not in self._indexes:
             from workbench.indexer import index_dataset
@@ -187,94 +198,27 @@ class Engine:
         return self._os_indexes[key]
 
     def lane(self, ds: catalog.Dataset, spec: LaneSpec):
-        """A live Retriever for this lane on this dataset."""
-        if spec.kind == "reference":
-            from retrievers.reference import ReferenceLane
-
-            return ReferenceLane(spec.name, ds.documents)
-        if spec.kind == "pgvector":
-            from retrievers.pgvector import VectorLane
-
-            info = self.index(ds, spec.params["embedder"])
-            p = {k: v for k, v in spec.params.items() if k != "embedder"}
-            return VectorLane(spec.name, self.reader(), info.table, self.embedder(spec.params["embedder"]), **p)
-        if spec.kind == "opensearch":
-            from retrievers.opensearch import OpenSearchLane
-
-            emb = spec.params.get("embedder") or (next(iter(self.exp.embedders)) if self.exp.embedders else None)
-            info = self.os_index(ds, emb)
-            es, url = self.opensearch()
-            p = {k: v for k, v in spec.params.items() if k not in ("embedder", "mode")}
-            if "fuzziness" in p:
-                p["fuzziness"] = str(p["fuzziness"])
-            return OpenSearchLane(spec.name, es, info.name, spec.params["mode"], url=url,
-                                  embedder=self.embedder(emb) if spec.params["mode"] == "semantic" else None, **p)
-        info = self.index(ds, self.text_embedder_name())
-        if spec.kind == "fulltext":
-            from retrievers.fulltext import FullTextLane
-
-            return FullTextLane(spec.name, self.reader(), info.table, **spec.params)
-        if spec.kind == "trigram":
-            from retrievers.trigram import TrigramLane
-
-            return TrigramLane(spec.name, self.reader(), info.table, **spec.params)
-        raise ValueError(f"unknown lane kind {spec.kind!r}")
+        """A live Retriever for this lane on this dataset, opened by its kind (:mod:`workbench.registry`)."""
+        return retriever_kind(spec.kind).open(spec.name, spec.parsed(), ds, self)
 
     def cache_parts(self, ds: catalog.Dataset, spec: LaneSpec) -> dict[str, Any]:
-        """Everything that shapes this lane's candidates (the cache key)."""
+        """Everything that shapes this lane's candidates (the cache key): the dataset's hashes, the kind, its
+        parameters as written, the depth, the kind's code fingerprint and what the kind adds
+        (:meth:`workbench.registry.RetrieverKind.cache_extra`: a model id, a lexicon digest)."""
+        kind = retriever_kind(spec.kind)
         outputs = ds.manifest["outputs"]
         parts: dict[str, Any] = {"dataset": ds.name, "documents": outputs["documents.jsonl"],
                                  "queries": outputs["queries.tsv"], "lane": spec.kind, "params": spec.params,
-                                 "depth": self.exp.depth, "code": lane_code_fingerprint(spec.kind)}
-        if spec.kind == "pgvector" or (spec.kind == "opensearch" and spec.params["mode"] == "semantic"):
-            parts["model_id"] = self.model_id(spec.params["embedder"])
-            parts["index"] = dict(self.exp.index)
-        if spec.kind == "opensearch" and spec.params["mode"] == "lemma":
-            parts["dpd"] = dpd_digest()
+                                 "depth": self.exp.depth, "code": kind.code_fingerprint()}
+        parts.update(kind.cache_extra(spec.parsed(), ds, self))
         return parts
 
-
-#: Source files whose code shapes each lane kind's candidates (defaults included).
-_LANE_CODE = {
-    "pgvector": ("retrievers/pgvector.py", "workbench/pg.py", "workbench/indexer.py", "workbench/doctext.py"),
-    "fulltext": ("retrievers/fulltext.py", "workbench/pg.py", "workbench/indexer.py", "workbench/doctext.py"),
-    "trigram": ("retrievers/trigram.py", "workbench/pg.py", "workbench/indexer.py", "workbench/doctext.py"),
-    "reference": ("retrievers/reference.py", "workbench/refs.py"),
-    "opensearch": ("retrievers/opensearch.py", "workbench/os_index.py", "workbench/doctext.py", "workbench/refs.py",
-                   "workbench/services/icu_plugin/WorkbenchIcuPlugin.java"),
-}
-
-
-def dpd_digest() -> str:
-    """sha256 (16 hex) of the ms-dpd files behind the OpenSearch lemma synonyms (form index, headwords)."""
-    from workbench.settings import data_dir
-
-    return _dpd_digest(data_dir(sources=("ms-dpd",)))
-
-
-@functools.lru_cache(maxsize=4)
-def _dpd_digest(data: Path) -> str:
-    import hashlib
-
-    from workbench.loaders.dpd import dpd_files
-
-    files = dpd_files(data)
-    h = hashlib.sha256()
-    for role in ("index", "pali"):
-        h.update(files[role].read_bytes())
-    return h.hexdigest()[:16]
-
-
-def lane_code_fingerprint(kind: str) -> str:
-    """sha256 (16 hex) of the source of the modules behind a lane kind, so a code change
-    (a new default, a fixed query builder) never reads candidates made by the old code."""
-    import hashlib
-
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for rel in _LANE_CODE.get(kind, ()):
-        h.update(rel.encode() + b"\0" + (root / rel).read_bytes())
-    return h.hexdigest()[:16]
+    def reranker(self, ds: catalog.Dataset, name: str, runs: dict[str, Run]):
+        """A live Reranker ``[rerankers.NAME]`` on this dataset; ``runs``: the lanes' runs it may read."""
+        spec = self.exp.rerankers[name]
+        kind = reranker_kind(spec.kind)
+        parsed = spec.parsed()
+        return kind.open(name, parsed, ds, self, {ln: runs[ln] for ln in kind.lanes(parsed)})
 
 
 def _run_lane(lane, queries, depth: int, progress: bool, label: str) -> tuple[Run, dict[str, float]]:
@@ -319,30 +263,49 @@ def lane_candidates(exp: Experiment, ds: catalog.Dataset, engine: Engine, cache:
 
 
 def fused_run(cfg: FusedConfig, runs: dict[str, Run]) -> Run:
-    """The run of ``cfg`` from its lanes' runs: :func:`workbench.fusion.fuse`, or for ``none`` the one
-    lane's run with ``min_score`` and ``top_k`` applied."""
-    from workbench.fusion import fuse
+    """The fused run of ``cfg`` from its lanes' runs (:func:`workbench.fusion.fuse`; ``none`` included),
+    before any rerank stage."""
+    from workbench.fusion import fuse_spec
 
-    if cfg.fusion == "none":
-        run = runs[cfg.lanes[0]]
-        if cfg.min_score is not None:
-            run = Run({q: [h for h in hits if h.score >= cfg.min_score] for q, hits in run.items()}, cfg.name)
-        return Run({q: hits[: cfg.top_k] for q, hits in run.items()}, cfg.name)
-    return fuse({n: runs[n] for n in cfg.lanes}, cfg.fusion, **cfg.fusion_params())
+    return fuse_spec(runs, cfg, cfg.name)
+
+
+def config_run(cfg: FusedConfig, runs: dict[str, Run], ds: catalog.Dataset, engine: "Engine",
+               queries=None) -> Run:
+    """The run of ``cfg``: fused, then its rerank stage when it has one (:mod:`workbench.rerank`).
+
+    Args:
+        runs: lane name → run, holding the config's lanes and those its reranker reads.
+        queries: the queries to rerank (default: all of ``ds``).
+    """
+    run = fused_run(cfg, runs)
+    if cfg.rerank is None:
+        return run
+    from workbench.rerank import apply_rerank
+
+    reranker = engine.reranker(ds, cfg.rerank.reranker, runs)
+    docs = {d.doc_id: d for d in ds.documents}
+    rescored = reranker.rerank(list(queries if queries is not None else ds.queries), run, docs, cfg.rerank.depth)
+    return apply_rerank(run, rescored, cfg.rerank.depth, cfg.name)
 
 
 def evaluate_config(exp: Experiment, ds: catalog.Dataset, cfg: FusedConfig, lanes: dict[str, LaneResult],
-                    layer: Any = None) -> ConfigResult:
-    """Fuse the lanes of ``cfg`` in memory and evaluate on the experiment's splits.
+                    layer: Any = None, engine: "Engine | None" = None) -> ConfigResult:
+    """Fuse the lanes of ``cfg`` in memory (then rerank, for a config with a rerank stage) and evaluate
+    on the experiment's splits.
 
     Args:
         layer: the qrels to judge by (:class:`workbench.judging.layers.LayerQrels` of ``ds``);
             None: the built qrels. Under ``human`` only queries with a human grade are evaluated.
+        engine: the job's engine (a reranker opens through it); None: a new one on the default home.
     """
     from workbench.evaluate import evaluate
 
+    if cfg.rerank is not None and engine is None:
+        engine = Engine(exp, home_dir())
     t0 = time.perf_counter()
-    run = fused_run(cfg, {n: lanes[n].run for n in cfg.lanes})
+    run = config_run(cfg, {n: lr.run for n, lr in lanes.items()}, ds, engine) if cfg.rerank is not None \
+        else fused_run(cfg, {n: lanes[n].run for n in cfg.lanes})
     fusion_ms = (time.perf_counter() - t0) * 1000
     queries = [q for q in ds.queries if q.split in exp.splits]
     judged_by = ds.qrels
@@ -404,7 +367,7 @@ def run_experiment(exp: Experiment, *, home: Path | None = None, progress: bool 
                 result.lanes[(name, lane_name)] = lr
                 result.lane_latency[(name, lane_name)] = latency_or_nan(list(lr.latencies_ms.values()))
             for cfg in exp.configs.values():
-                result.configs.append(evaluate_config(exp, ds, cfg, lanes, lq))
+                result.configs.append(evaluate_config(exp, ds, cfg, lanes, lq, engine))
     finally:
         if own_store is not None:
             own_store.close()

@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from workbench.errors import WorkbenchError
+from workbench.errors import OpenSearchError, WorkbenchError  # noqa: F401  (OpenSearchError: re-exported)
 
 URL_ENV = "WORKBENCH_OS_URL"
 USER_ENV = "WORKBENCH_OS_USER"
@@ -35,8 +35,6 @@ CA_ENV = "WORKBENCH_OS_CA_CERTS"
 TIMEOUT_S = 60
 
 
-class OpenSearchError(WorkbenchError):
-    """The cluster is unreachable, unhealthy, lacks a plugin, or an index is missing (names the URL and the fix)."""
 
 
 def cluster_url(home: Path | None = None, *, start: bool = False, log=lambda _m: None) -> str:

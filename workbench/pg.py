@@ -32,7 +32,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from workbench.errors import WorkbenchError
+from workbench.errors import PgError  # noqa: F401  (re-exported: older code imports it from here)
 
 #: The environment variable naming an external server.
 DSN_ENV = "WORKBENCH_PG_DSN"
@@ -58,8 +58,6 @@ _INSTALL_HINT = {
                 "or unset WORKBENCH_PG_DSN to use the embedded server",
 }
 
-class PgError(WorkbenchError):
-    """PostgreSQL cannot be reached or lacks what the workbench needs (names the DSN, without password, and the fix)."""
 
 
 # ---------------------------------------------------------------- DSNs
@@ -408,122 +406,3 @@ class Session:
         if self._conn is not None and not self._conn.closed:
             self._conn.close()
         self._conn = None
-
-
-# ---------------------------------------------------------------- what the Postgres lanes share
-
-class SqlLane:
-    """Mechanics shared by the Postgres lanes (vector, full text, trigram).
-
-    Holds a :class:`Session` and the index table; :meth:`_run` answers a batch of
-    queries in one connection: each query's text is put in NFC (so NFD input ranks
-    the same), an empty or whitespace-only query (or ``k == 0``) gets an empty ranking
-    without a database call, every other query is answered by the subclass's
-    ``_one(conn, text, k)`` and timed. ``last_latencies_ms`` maps each query_id of
-    the last batch to its wall time in milliseconds (0.0 for a skipped query).
-
-    Args:
-        name: the lane's name.
-        dsn: the read-only role's DSN (:func:`reader_dsn`) or a connection factory.
-        table: an :class:`workbench.indexer.IndexInfo` or the table name (looked up
-            in the registry on first use).
-    """
-
-    name: str
-    score_kind: str
-
-    def __init__(self, name: str, dsn, table):
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"a lane needs a non-empty name, got {name!r}")
-        self.name = name
-        self._session = Session(dsn)
-        if isinstance(table, str):
-            if not table:
-                raise ValueError("table must be a non-empty table name or an IndexInfo")
-            self.table, self._info = table, None
-        else:
-            self.table, self._info = table.table, table
-        self.last_latencies_ms: dict[str, float] = {}
-
-    def index_info(self):
-        """The table's :class:`~workbench.indexer.IndexInfo` (from the registry when a name was given).
-
-        Raises:
-            PgError: the table is not a registered index on this server.
-        """
-        if self._info is None:
-            from workbench.indexer import lookup_table
-
-            conn = self._session.get()
-            info = self._guard(lambda: lookup_table(conn, self.table))
-            if info is None:
-                raise PgError(f"lane {self.name}: table {self.table!r} is not a registered workbench index at "
-                              f"{self._session.dsn}; run the indexer (workbench.indexer.index_dataset) first")
-            self._info = info
-        return self._info
-
-    def close(self) -> None:
-        """Close the lane's connection (it reopens on the next search)."""
-        self._session.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def _guard(self, fn):
-        """Run ``fn()``, turning database errors into :class:`PgError` naming the lane and table."""
-        import psycopg
-
-        try:
-            return fn()
-        except psycopg.errors.UndefinedTable:
-            raise PgError(f"lane {self.name}: table {self.table!r} does not exist at {self._session.dsn}; "
-                          "index the dataset first") from None
-        except psycopg.errors.InsufficientPrivilege as exc:
-            raise PgError(f"lane {self.name}: no read access to {self.table!r} ({_first_line(exc)}); "
-                          "re-run ensure_reader (indexing does) as the indexing user") from None
-        except psycopg.OperationalError as exc:
-            self._session.close()
-            raise PgError(f"lane {self.name}: lost the connection to {self._session.dsn}: {_first_line(exc)}; "
-                          "is the server running?") from None
-        except psycopg.Error as exc:
-            raise PgError(f"lane {self.name}: query on {self.table!r} failed: {_first_line(exc)}") from None
-
-    @staticmethod
-    def _check_k(k) -> int:
-        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
-            raise ValueError(f"k must be an integer >= 0, got {k!r}")
-        return k
-
-    def _set(self, conn, settings: Mapping[str, Any]) -> None:
-        """``set_config`` every GUC for the session (values as strings; SET takes no parameters)."""
-        for key, value in settings.items():
-            self._guard(lambda: conn.execute("SELECT set_config(%s, %s, false)", (key, str(value))))
-
-    def _run(self, queries, k: int, one, before=None):
-        """Answer ``queries`` (see the class docstring); ``before(conn)`` runs once first."""
-        import time
-        import unicodedata
-
-        from workbench.run import Run
-
-        k = self._check_k(k)
-        rows: dict[str, list[tuple[str, float]]] = {}
-        lat: dict[str, float] = {}
-        conn = None
-        for q in queries:
-            text = unicodedata.normalize("NFC", q.text or "")
-            if k == 0 or not text.strip():
-                rows[q.query_id], lat[q.query_id] = [], 0.0
-                continue
-            if conn is None:
-                conn = self._session.get()
-                if before is not None:
-                    before(conn)
-            t0 = time.perf_counter()
-            rows[q.query_id] = self._guard(lambda: one(conn, text, k))
-            lat[q.query_id] = (time.perf_counter() - t0) * 1000.0
-        self.last_latencies_ms = lat
-        return Run(rows, self.name)

@@ -20,6 +20,9 @@ from pathlib import Path
 
 from workbench.errors import ConfigError
 
+#: The repository (or unpacked source) root: datasets/, experiments/ and dashboards/ sit here.
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
 #: Each source folder under the data directory and the files a loader needs in it.
 EXPECTED_FILES: dict[str, tuple[str, ...]] = {
     "suttacentral-bilara": (

@@ -46,9 +46,10 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from workbench.errors import ConfigError
+from workbench.registry import EMBEDDER_PARAM, retriever_kind
 from workbench.tomlfile import read_toml
 
 FUSION_CHOICES = ("rrf", "weighted", "combsum", "combmnz")
@@ -130,7 +131,7 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     Raises:
         ConfigError: the file, the experiment or the space is invalid; the message names the key and the fix.
     """
-    from workbench.experiment import LANE_KINDS, load_experiment
+    from workbench.experiment import load_experiment
     from workbench.fasteval import supported
     from workbench.types import QUERY_TYPES
 
@@ -154,6 +155,9 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     baseline = raw.get("baseline")
     if baseline not in exp.configs:
         raise _err(path, "baseline", f"must name a config of {exp_path.name}: {', '.join(exp.configs)}; got {baseline!r}")
+    if exp.configs[baseline].rerank is not None:
+        raise _err(path, "baseline", f"names config {baseline!r}, which has a rerank stage; studies tune fusion over "
+                   "cached lanes and do not rerank yet: name a config without [configs.NAME.rerank]")
     lanes = raw.get("lanes", list(exp.configs[baseline].lanes))
     if not isinstance(lanes, list) or not lanes or not all(isinstance(x, str) for x in lanes):
         raise _err(path, "lanes", "must be a non-empty list of lane names")
@@ -205,7 +209,7 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     from workbench.judging.layers import check_layer
 
     qrels = check_layer(raw["qrels"], f"{path}: qrels") if "qrels" in raw else exp.qrels
-    space = _space(path, raw.get("space", {}), lanes, exp, LANE_KINDS)
+    space = _space(path, raw.get("space", {}), lanes, exp)
     base_lanes = set(exp.configs[baseline].lanes)
     switch = space.get("lanes", {})
     never = [ln for ln in lanes if (True not in switch[ln] if ln in switch else ln not in base_lanes)]
@@ -218,7 +222,7 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
                  {k: float(v) for k, v in tw.items()} if tw else None, latency, space, float(tolerance), raw, qrels)
 
 
-def _space(path: Path, raw: Any, lanes: list[str], exp: Any, lane_kinds: Mapping[str, Any]) -> dict[str, Any]:
+def _space(path: Path, raw: Any, lanes: list[str], exp: Any) -> dict[str, Any]:
     if not isinstance(raw, dict) or not raw:
         raise _err(path, "space", "must be a table with at least one dimension (e.g. k = { low = 1, high = 200 })")
     extra = set(raw) - SPACE_KEYS
@@ -277,22 +281,19 @@ def _space(path: Path, raw: Any, lanes: list[str], exp: Any, lane_kinds: Mapping
         for lane, params in table.items():
             if lane not in lanes:
                 raise _err(path, f"space.engine.{lane}", f"is not a lane of the study (lanes: {lanes})")
-            kind = exp.lanes[lane].kind
+            spec = exp.lanes[lane]
+            decl = retriever_kind(spec.kind)
             if not isinstance(params, dict) or not params:
                 raise _err(path, f"space.engine.{lane}", "must be a table param = [values]")
             out["engine"][lane] = {}
+            fields = decl.fields(spec.params)
+            tunable = [p for p in fields if p not in ("mode", "kind")]
             for param, values in params.items():
                 where = f"space.engine.{lane}.{param}"
-                check = lane_kinds[kind].get(param)
-                mode = exp.lanes[lane].params.get("mode")
-                if param == "embedder" and kind == "opensearch" and mode != "semantic":
-                    check = None
-                if check is None or param == "mode":
-                    allowed = [p for p in lane_kinds[kind] if p != "mode" and not (
-                        p == "embedder" and kind == "opensearch" and mode != "semantic")]
-                    raise _err(path, where, f"is not a tunable parameter of a {kind} lane; it has: "
-                               f"{', '.join(allowed) or 'none'}")
-                if param == "embedder":
+                if param not in tunable:
+                    raise _err(path, where, f"is not a tunable parameter of a {spec.kind} lane; it has: "
+                               f"{', '.join(tunable) or 'none'}")
+                if param == EMBEDDER_PARAM:
                     unknown_emb = [v for v in values if v not in exp.embedders] if isinstance(values, list) else []
                     if unknown_emb:
                         raise _err(path, where, f"names embedder(s) {unknown_emb} the experiment does not declare "
@@ -301,9 +302,12 @@ def _space(path: Path, raw: Any, lanes: list[str], exp: Any, lane_kinds: Mapping
                     raise _err(path, where, "must be a list of values (engine parameters are small categorical sets)")
                 dim = _dim(path, where, values)
                 for v in dim:
-                    problem = check(v)
-                    if problem:
-                        raise _err(path, where, f"value {v!r} {problem}")
+                    try:
+                        decl.parse({**spec.params, param: v}, f"space.engine.{lane}")
+                    except ConfigError as exc:
+                        why = str(exc)
+                        why = why[len(where):].lstrip(": ") if why.startswith(where) else why
+                        raise _err(path, where, f"value {v!r} {why}") from None
                 out["engine"][lane][param] = dim
     return out
 
@@ -349,7 +353,7 @@ def baseline_params(study: Study) -> tuple[dict[str, Any], list[str]]:
     cfg = study.experiment.configs[study.baseline]
     lanes_spec = study.experiment.lanes
     sp = study.space
-    want: dict[str, Any] = {"fusion": cfg.fusion if cfg.fusion != "none" else "rrf", "k": cfg.k, "norm": cfg.norm,
+    want: dict[str, Any] = {"fusion": cfg.method if cfg.method != "none" else "rrf", "k": cfg.k, "norm": cfg.norm,
                             "min_score": cfg.min_score if cfg.min_score is not None else 0.0, "top_k": cfg.top_k}
     for lane in study.lanes:
         want[f"lanes.{lane}"] = lane in cfg.lanes

@@ -302,12 +302,21 @@ def config_params(result, cr) -> dict[str, Any]:
     params: dict[str, Any] = {"dataset": cr.dataset, "config": cr.config.name, "splits": ",".join(exp.splits),
                               "depth": exp.depth, "measures": ",".join(exp.measures)}
     params.update({f"fusion.{k}": v for k, v in cr.config.flat().items()})
-    for lane in cr.config.lanes:
+    from workbench.registry import reranker_kind, retriever_kind
+
+    lanes = list(cr.config.lanes)
+    if cr.config.rerank is not None:
+        rspec = exp.rerankers[cr.config.rerank.reranker]
+        params["rerank.kind"] = rspec.kind
+        params.update({f"rerank.{k}": v for k, v in rspec.params.items()})
+        lanes += [ln for ln in reranker_kind(rspec.kind).lanes(rspec.parsed()) if ln not in lanes]
+    for lane in lanes:
         spec = exp.lanes[lane]
         params[f"lane.{lane}.kind"] = spec.kind
         params.update({f"lane.{lane}.{k}": v for k, v in spec.params.items()})
-        if spec.kind == "pgvector":
-            params[f"lane.{lane}.model_id"] = result.model_ids.get(spec.params["embedder"], "")
+        emb = retriever_kind(spec.kind).embedder_of(spec.parsed())  # every kind that reads a model, OpenSearch too
+        if emb is not None:
+            params[f"lane.{lane}.model_id"] = result.model_ids.get(emb, "")
     params.update({f"index.{k}": v for k, v in exp.index.items()})
     outputs = ds.manifest["outputs"]
     params.update({"hash.documents": outputs["documents.jsonl"], "hash.queries": outputs["queries.tsv"],

@@ -40,7 +40,7 @@ import functools
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -48,10 +48,12 @@ import numpy as np
 
 from workbench.durable import atomic_path, atomic_write_json, atomic_write_text, mkdirs, remove_temporaries, \
     repair_jsonl_tail, storage_error
-from workbench.errors import ConfigError, StorageError, WorkbenchError
-from workbench.fasteval import CandidateMatrix, FusionSetting
+from workbench.errors import ConfigError, DataError, StorageError, WorkbenchError
+from workbench.fasteval import CandidateMatrix
+from workbench.fusion import FusionSpec
 from workbench.space import Range, Study, baseline_params, suggest
 from workbench.stats import bootstrap_ci, paired_test
+from workbench.settings import PROJECT_ROOT
 
 
 _UNSET = object()
@@ -162,16 +164,16 @@ class Candidates:
 
 # ---------------------------------------------------------------- settings
 
-def setting_from(study: Study, params: dict[str, Any]) -> FusionSetting | None:
+def setting_from(study: Study, params: dict[str, Any]) -> FusionSpec | None:
     """The fusion setting of a trial's parameters on top of the baseline config (``None``: every lane off)."""
     cfg = study.experiment.configs[study.baseline]
     lanes = tuple(ln for ln in study.lanes if params.get(f"lanes.{ln}", ln in cfg.lanes))
     if not lanes:
         return None
-    method = params.get("fusion", cfg.fusion)
+    method = params.get("fusion", cfg.method)
     if method == "none" and len(lanes) > 1:
         method = "rrf"
-    if len(lanes) == 1 and "fusion" not in params and cfg.fusion == "none":
+    if len(lanes) == 1 and "fusion" not in params and cfg.method == "none":
         method = "none"
     weights = {ln: float(params.get(f"weights.{ln}", (cfg.weights or {}).get(ln, 1.0))) for ln in lanes}
     base_depth = cfg.depth
@@ -182,18 +184,18 @@ def setting_from(study: Study, params: dict[str, Any]) -> FusionSetting | None:
             depth[ln] = int(d)
     min_score = params.get("min_score", cfg.min_score)
     tb = cfg.tiebreak_lane if cfg.tiebreak_lane in lanes else None
-    return FusionSetting(lanes, method, float(params.get("k", cfg.k)), weights, depth or None,
-                         params.get("norm", cfg.norm), min_score, int(params.get("top_k", cfg.top_k)), tb)
+    return FusionSpec(lanes, method, float(params.get("k", cfg.k)), weights, depth or None,
+                      params.get("norm", cfg.norm), min_score, int(params.get("top_k", cfg.top_k)), tb)
 
 
-def baseline_setting(study: Study) -> FusionSetting:
+def baseline_setting(study: Study) -> FusionSpec:
     """The baseline config exactly as written (not projected into the space)."""
     cfg = study.experiment.configs[study.baseline]
-    return FusionSetting(cfg.lanes, cfg.fusion, cfg.k, cfg.weights, cfg.depth, cfg.norm, cfg.min_score, cfg.top_k,
-                         cfg.tiebreak_lane)
+    return FusionSpec(cfg.lanes, cfg.method, cfg.k, cfg.weights, cfg.depth, cfg.norm, cfg.min_score, cfg.top_k,
+                      cfg.tiebreak_lane)
 
 
-def objective_value(study: Study, m: CandidateMatrix, s: FusionSetting | None, queries: dict) -> float:
+def objective_value(study: Study, m: CandidateMatrix, s: FusionSpec | None, queries: dict) -> float:
     """The study's objective on matrix ``m``: the measure's mean, or the weighted mean of per-type means."""
     if s is None or not m.query_ids:
         return 0.0
@@ -210,24 +212,293 @@ def objective_value(study: Study, m: CandidateMatrix, s: FusionSetting | None, q
     return num / den if den else 0.0
 
 
+# ---------------------------------------------------------------- the study report (report.json)
+#
+# Each type below turns into the JSON report.json has always held (to_json) and back (from_json);
+# StudyReport.save and StudyReport.load write and read the file. from_json raises KeyError,
+# TypeError or ValueError on a missing or malformed field; StudyReport.from_json turns them into a
+# DataError naming the file.
+
+#: The key of a split's per-query-type table in report.json: the table is of the study's objective
+#: measure, which the key names ("R@10 by query_type"). Written and read only here.
+_BY_TYPE_KEY = "{measure} by query_type"
+
+
+def _pair(v: Any) -> tuple[float, float]:
+    lo, hi = v
+    return float(lo), float(hi)
+
+
+#: How :class:`_Record` reads a field of each annotated type.
+_READ = {"str": str, "int": int, "float": float, "tuple[float, float]": _pair}
+
+
+class _Record:
+    """``to_json`` / ``from_json`` of a flat frozen dataclass whose fields are ``str``, ``int``, ``float``
+    or ``tuple[float, float]`` (a CI, a JSON list): ``from_json`` converts each field by its type and
+    takes a field's default when the key is absent."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]):
+        import dataclasses
+
+        return cls(**{f.name: _READ[f.type](d[f.name]) for f in dataclasses.fields(cls)
+                      if f.name in d or f.default is dataclasses.MISSING})
+
+
+@dataclass(frozen=True)
+class MeasureComparison(_Record):
+    """One measure on one split, the chosen trial against the baseline config on the same queries.
+
+    Attributes:
+        chosen, baseline: the means of the per-query values (the measure's units, 0-1).
+        chosen_ci, baseline_ci: their 95% percentile-bootstrap CIs.
+        mean_diff: the mean of chosen − baseline per query; ``ci_low``, ``ci_high`` its 95% bootstrap CI.
+        p_value: the paired sign-flip randomisation test's two-sided p-value.
+    """
+
+    chosen: float
+    chosen_ci: tuple[float, float]
+    baseline: float
+    baseline_ci: tuple[float, float]
+    mean_diff: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+
+
+@dataclass(frozen=True)
+class TypeComparison(_Record):
+    """The objective measure on the ``n`` queries of one query type of a split: ``chosen`` and
+    ``baseline`` means (the measure's units), ``mean_diff`` with its 95% bootstrap CI and the paired
+    sign-flip ``p_value`` (as :class:`MeasureComparison`, without the CIs of the two means)."""
+
+    n: int
+    chosen: float
+    baseline: float
+    mean_diff: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+
+
+@dataclass(frozen=True)
+class SplitReport:
+    """The chosen trial against the baseline on one held-out split (dev or test).
+
+    Attributes:
+        queries: the queries evaluated; 0 when the split has none (``note`` says why).
+        measures: measure -> :class:`MeasureComparison` (the objective and the experiment's measures).
+        by_type_measure: the measure ``by_query_type`` is of (the study's objective).
+        by_query_type: query type -> :class:`TypeComparison`.
+        note: why the split has no queries.
+
+    JSON: ``{"queries", "measures", "<measure> by query_type"}``, or ``{"queries": 0, "note"}``.
+    """
+
+    queries: int
+    measures: dict[str, MeasureComparison] = field(default_factory=dict)
+    by_type_measure: str = ""
+    by_query_type: dict[str, TypeComparison] = field(default_factory=dict)
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        if not self.queries:
+            return {"queries": 0, "note": self.note}
+        out: dict[str, Any] = {"queries": self.queries, "measures": {m: r.to_json() for m, r in self.measures.items()}}
+        out[_BY_TYPE_KEY.format(measure=self.by_type_measure)] = {t: r.to_json() for t, r in self.by_query_type.items()}
+        if self.note:
+            out["note"] = self.note
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], by_type_measure: str) -> SplitReport:
+        """``by_type_measure``: the study's objective measure (its per-type table's key names it)."""
+        key = _BY_TYPE_KEY.format(measure=by_type_measure)
+        by_type = d.get(key) or {}
+        measures = d.get("measures") or {}
+        if not isinstance(by_type, dict) or not isinstance(measures, dict):
+            raise TypeError("measures and the per-query-type table must be objects")
+        return cls(int(d["queries"]), {str(m): MeasureComparison.from_json(r) for m, r in measures.items()},
+                   by_type_measure if key in d else "",
+                   {str(t): TypeComparison.from_json(r) for t, r in by_type.items()}, str(d.get("note", "")))
+
+
+@dataclass(frozen=True)
+class TrainSummary(_Record):
+    """The objective on the study's tuning split, as the study scores it (with query-type weights, the
+    weighted mean of the per-type means): ``objective`` names the measure, ``chosen`` is trial
+    ``trial``'s value, ``baseline`` the baseline config's (the measure's units)."""
+
+    objective: str
+    chosen: float
+    baseline: float
+    trial: int
+
+
+@dataclass(frozen=True)
+class QrelsSummary(_Record):
+    """The qrels layer a study was judged by: ``layer``, ``sha256`` of its qrels
+    (:func:`workbench.judging.layers.qrels_sha256`), ``human_pairs`` (pairs with a human grade), ``stale``
+    (judgments left out because the document changed) and ``queries_left_out`` (``human``: queries of
+    the dataset without a human grade)."""
+
+    layer: str = "built"
+    sha256: str = ""
+    human_pairs: int = 0
+    stale: int = 0
+    queries_left_out: int = 0
+
+
+@dataclass(frozen=True)
+class StudyEvaluation:
+    """The chosen trial re-evaluated (:func:`choose_and_report`): ``dev`` and ``test``
+    (:class:`SplitReport`), the ``train`` objective and the ``qrels`` layer. Any part is None in a
+    report that lacks it (``qrels``: reports written before the layers existed, judged by ``built``)."""
+
+    dev: SplitReport | None
+    test: SplitReport | None
+    train: TrainSummary | None
+    qrels: QrelsSummary | None
+
+    def split(self, name: str) -> SplitReport | None:
+        """``dev`` or ``test``."""
+        return {"dev": self.dev, "test": self.test}[name]
+
+    def to_json(self) -> dict[str, Any]:
+        parts = {"dev": self.dev, "test": self.test, "train": self.train, "qrels": self.qrels}
+        return {k: v.to_json() for k, v in parts.items() if v is not None}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> StudyEvaluation:
+        train = TrainSummary.from_json(d["train"]) if d.get("train") is not None else None
+        measure = train.objective if train else ""
+        dev, test = (SplitReport.from_json(d[k], measure) if d.get(k) is not None else None for k in ("dev", "test"))
+        return cls(dev, test, train, QrelsSummary.from_json(d["qrels"]) if d.get("qrels") is not None else None)
+
+
+@dataclass(frozen=True)
+class StudyReport:
+    """``report.json`` of a study's output folder (:func:`write_outputs`), what the dashboard's study page reads.
+
+    Attributes:
+        study: the study's name.
+        storage: where its trials live (``journal``, ``memory``, ``journal:PATH`` or a URL with the
+            password masked); ``""`` in reports written before it was recorded.
+        chosen_trial: the chosen trial's number; ``chosen_params`` its Optuna parameters.
+        notes: what the choice should be read with (a flatter trial chosen over the best, ...).
+        sensitivity: rows ``{"param", "value", "objective", "minus10", "plus10", "drop"}`` (:func:`sensitivity`).
+        evaluation: dev, test, train and qrels (:class:`StudyEvaluation`), flattened into the JSON object.
+    """
+
+    study: str
+    storage: str
+    chosen_trial: int
+    chosen_params: dict[str, Any]
+    notes: list[str]
+    sensitivity: list[dict[str, Any]]
+    evaluation: StudyEvaluation
+
+    @classmethod
+    def of(cls, result: StudyResult, storage: str | None = None) -> StudyReport:
+        """The report of ``result``, whose trials live in ``storage`` (None: the journal); a password in a
+        URL is masked."""
+        return cls(result.study.name, _masked(storage or "journal"), result.chosen.number, dict(result.chosen_params),
+                   list(result.notes), list(result.sensitivity), result.evaluation)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"study": self.study, "storage": self.storage, "chosen_trial": self.chosen_trial,
+                "chosen_params": self.chosen_params, "notes": self.notes, "sensitivity": self.sensitivity,
+                **self.evaluation.to_json()}
+
+    @classmethod
+    def from_json(cls, body: Any, source: str | Path) -> StudyReport:
+        """The inverse of :meth:`to_json`; ``source`` (the file) is named in errors.
+
+        Raises:
+            DataError: not a study report (no ``chosen_trial`` / ``chosen_params``), or a malformed one
+                (the message names the file and the key).
+        """
+        if not isinstance(body, dict) or not isinstance(body.get("chosen_trial"), int) \
+                or not isinstance(body.get("chosen_params"), dict):
+            raise DataError(f"{source} is not a study report (no chosen_trial / chosen_params); run the study again "
+                            "(`workbench tune STUDY.toml`) to rewrite it")
+        try:
+            notes, sens = body.get("notes") or [], body.get("sensitivity") or []
+            if not isinstance(notes, list) or not isinstance(sens, list) or not all(isinstance(r, dict) for r in sens):
+                raise TypeError("notes must be a list and sensitivity a list of objects")
+            return cls(str(body.get("study", "")), str(body.get("storage", "")), body["chosen_trial"],
+                       dict(body["chosen_params"]), [str(n) for n in notes], list(sens),
+                       StudyEvaluation.from_json(body))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"{source} is not a complete study report ({type(exc).__name__}: {exc}); run the study "
+                            "again (`workbench tune STUDY.toml`) to rewrite it") from None
+
+    def save(self, path: Path) -> Path:
+        """Write the report to ``path`` (``<output folder>/report.json``) atomically: a crash or a full disk
+        leaves the previous file whole. Returns ``path``.
+
+        Raises:
+            StorageError: the file cannot be written (names the path and the fix).
+        """
+        return atomic_write_json(path, self.to_json(), ensure_ascii=True)
+
+    @classmethod
+    def load(cls, path: Path) -> StudyReport:
+        """Read a ``report.json`` (:meth:`save`'s, or one written before this class existed).
+
+        Raises:
+            DataError: the file is missing, unreadable, not JSON or not a (complete) study report.
+        """
+        return cls.from_json(_read_report(path), path)
+
+    @staticmethod
+    def storage_of(path: Path) -> str:
+        """The ``storage`` a report file records, ``""`` when it records none or cannot be read (a study
+        list shows such a report anyway, and its page says what is wrong)."""
+        try:
+            body = _read_report(path)
+        except DataError:
+            return ""
+        return str(body.get("storage") or "") if isinstance(body, dict) else ""
+
+
+def _read_report(path: Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path} does not exist; run the study again (`workbench tune STUDY.toml`)") from None
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cannot read {path}: {exc}; run the study again to rewrite it") from None
+
+
 # ---------------------------------------------------------------- the study
 
 @dataclass
 class StudyResult:
-    """What ``workbench tune`` computed."""
+    """What ``workbench tune`` computed; :meth:`StudyReport.of` makes its ``report.json``."""
 
     study: Study
     optuna_study: Any
     chosen: Any
     chosen_params: dict[str, Any]
-    chosen_setting: FusionSetting
+    chosen_setting: FusionSpec
     baseline_value: float
     sensitivity: list[dict[str, Any]]
-    report: dict[str, Any]
+    evaluation: StudyEvaluation
     elapsed_s: float
     trials_run: int
     notes: list[str] = field(default_factory=list)
     manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def report(self) -> dict[str, Any]:
+        """:attr:`evaluation` as JSON (``dev``, ``test``, ``train``, ``qrels``, as report.json holds them), for
+        readers that take plain dicts (MLflow tracking); typed readers use :attr:`evaluation`."""
+        return self.evaluation.to_json()
 
 
 # ---------------------------------------------------------------- storage, and what survives a fault
@@ -951,28 +1222,27 @@ def choose_and_report(study: Study, ost, cands: Candidates, log: Callable[[str],
         notes.append(f"chose trial {chosen.number} ({chosen.values[0]:.4f}) over the best ({best:.4f}): "
                      "its ±10% neighbourhood is flatter")
     setting = setting_from(study, chosen.params)
-    report = honest_report(study, cands, chosen.params, setting)
+    splits = honest_report(study, cands, chosen.params, setting)
     base_m = cands.matrix(cands.engine_key({}), study.split)  # the baseline as written: no engine overrides
     base_val = objective_value(study, base_m, baseline_setting(study), cands.queries)
-    report["train"] = {"objective": study.measure, "chosen": chosen.values[0], "baseline": base_val,
-                       "trial": chosen.number}
-    report["qrels"] = qrels_report(cands)
+    evaluation = StudyEvaluation(splits["dev"], splits["test"],
+                                 TrainSummary(study.measure, chosen.values[0], base_val, chosen.number),
+                                 qrels_report(cands))
     manifest = {k: cands.ds.manifest.get(k) for k in ("inputs", "outputs")}
-    return StudyResult(study, ost, chosen, dict(chosen.params), setting, base_val, sens, report, 0.0, 0, notes,
+    return StudyResult(study, ost, chosen, dict(chosen.params), setting, base_val, sens, evaluation, 0.0, 0, notes,
                        manifest)
 
 
-def qrels_report(cands: Candidates) -> dict[str, Any]:
-    """The study's qrels layer for the report and the export: ``layer``, ``sha256`` (of the layer's qrels,
-    :func:`workbench.judging.layers.qrels_sha256`), ``human_pairs``, ``stale`` and ``queries_left_out``
-    (``human``: queries of the dataset without a human grade)."""
+def qrels_report(cands: Candidates) -> QrelsSummary:
+    """The study's qrels layer for the report and the export (:class:`QrelsSummary`)."""
     lq = cands.layer
-    return {"layer": lq.layer, "sha256": lq.sha256, "human_pairs": lq.human_pairs, "stale": lq.stale,
-            "queries_left_out": lq.left_out(cands.ds.queries)}
+    return QrelsSummary(lq.layer, lq.sha256, lq.human_pairs, lq.stale, lq.left_out(cands.ds.queries))
 
 
-def honest_report(study: Study, cands: Candidates, params: dict[str, Any], setting: FusionSetting) -> dict:
-    """The chosen setting and the baseline on dev and test: measures with 95% CIs, the paired test.
+def honest_report(study: Study, cands: Candidates, params: dict[str, Any],
+                  setting: FusionSpec) -> dict[str, SplitReport]:
+    """The chosen setting and the baseline on dev and test (``{"dev": ..., "test": ...}``): measures with
+    95% CIs, the paired test, and the objective measure per query type.
 
     Evaluated with :func:`workbench.evaluate.evaluate` (ir_measures) on the fused runs, not
     with the in-memory evaluator the study used.
@@ -981,14 +1251,14 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any], setti
 
     measures = list(dict.fromkeys([study.measure, *study.experiment.measures]))
     measures = [m for m in measures if _fast(m)]
-    out: dict[str, Any] = {}
+    out: dict[str, SplitReport] = {}
     key = cands.engine_key(params)
     base_lanes_key = cands.engine_key({})  # the baseline as written: no engine overrides
     for split in ("dev", "test"):
         qs = [q for q in cands.view.queries if q.split == split]
         if not qs:
             why = " with a human grade" if cands.layer.layer == "human" else ""
-            out[split] = {"queries": 0, "note": f"no {split} queries{why} in {cands.ds.name}"}
+            out[split] = SplitReport(0, note=f"no {split} queries{why} in {cands.ds.name}")
             continue
         m = cands.matrix(key, split)
         mb = cands.matrix(base_lanes_key, split)
@@ -998,18 +1268,17 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any], setti
         rows = {}
         for meas in measures:
             a, b = ev.loc[qids, meas].to_numpy(float), evb.loc[qids, meas].to_numpy(float)
-            rows[meas] = {"chosen": float(a.mean()), "chosen_ci": bootstrap_ci(a, study.seed),
-                          "baseline": float(b.mean()), "baseline_ci": bootstrap_ci(b, study.seed),
-                          **paired_test(a, b, study.seed)}
+            rows[meas] = MeasureComparison(float(a.mean()), _pair(bootstrap_ci(a, study.seed)), float(b.mean()),
+                                           _pair(bootstrap_ci(b, study.seed)), **paired_test(a, b, study.seed))
         by_type = {}
         types = ev.loc[qids, "query_type"]
         for t in sorted(set(types)):
             mask = (types == t).to_numpy()
             a = ev.loc[qids, study.measure].to_numpy(float)[mask]
             b = evb.loc[qids, study.measure].to_numpy(float)[mask]
-            by_type[t] = {"n": int(mask.sum()), "chosen": float(a.mean()), "baseline": float(b.mean()),
-                          **paired_test(a, b, study.seed)}
-        out[split] = {"queries": len(qids), "measures": rows, f"{study.measure} by query_type": by_type}
+            by_type[t] = TypeComparison(int(mask.sum()), float(a.mean()), float(b.mean()),
+                                        **paired_test(a, b, study.seed))
+        out[split] = SplitReport(len(qids), rows, study.measure, by_type)
     return out
 
 
@@ -1043,7 +1312,7 @@ def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
         lanes[ln] = {"kind": spec.kind, **params}
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).resolve().parent.parent, timeout=10).stdout.strip() or None
+                                cwd=PROJECT_ROOT, timeout=10).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         commit = None
     manifest = result.manifest
@@ -1062,9 +1331,10 @@ def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
             "objective": {"measure": st.measure, "split": st.split, "type_weights": st.type_weights,
                           "value": result.chosen.values[0], "baseline": result.baseline_value},
             "baseline_config": st.baseline, "experiment": str(st.experiment.path), "dataset": st.dataset,
-            "qrels": result.report.get("qrels", {"layer": "built"}),
+            "qrels": (result.evaluation.qrels or QrelsSummary()).to_json(),
             "inputs": manifest.get("inputs"), "outputs": manifest.get("outputs"), "code_commit": commit,
-            "dev": result.report.get("dev"), "test": result.report.get("test"),
+            **{split: (part.to_json() if part is not None else None)
+               for split, part in (("dev", result.evaluation.dev), ("test", result.evaluation.test))},
             "sensitivity": result.sensitivity, "seed": st.seed,
             "home": str(home),
         },
@@ -1134,14 +1404,12 @@ def write_outputs(result: StudyResult, home: Path, storage: str | None = None) -
     """
     out = mkdirs(outputs_dir(home, result.study.name, storage))
     remove_temporaries(out)
-    report = {"study": result.study.name, "storage": _masked(storage or "journal"),
-              "chosen_trial": result.chosen.number, "chosen_params": result.chosen_params,
-              "notes": result.notes, "sensitivity": result.sensitivity, **result.report}
+    report = StudyReport.of(result, storage)
     export = export_config(result, home)
     trials = result.optuna_study.trials_dataframe()
     figs = list(study_figures(result.optuna_study, f"train {result.study.measure}").values())
     html = [f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figs)]
-    atomic_write_json(out / "report.json", report, ensure_ascii=True)
+    report.save(out / "report.json")
     atomic_write_json(out / "export.json", export, ensure_ascii=True)
     with atomic_path(out / "trials.csv") as tmp:
         trials.to_csv(tmp, index=False)
@@ -1153,14 +1421,14 @@ def write_outputs(result: StudyResult, home: Path, storage: str | None = None) -
 def summary(result: StudyResult) -> str:
     """A plain-text summary: train objective, dev/test measures with CIs and p-values, sensitivity."""
     st = result.study
-    q = result.report.get("qrels") or {"layer": getattr(st, "qrels", "built")}
+    q = result.evaluation.qrels or QrelsSummary(getattr(st, "qrels", "built"))
     lines = [f"study {st.name}: {len(result.optuna_study.trials)} trials on {st.dataset} ({st.split}), "
              f"objective {st.measure}" + (" weighted by query type" if st.type_weights else ""),
-             f"  qrels: {q['layer']}" + (f" (sha256 {q['sha256'][:12]}, {q.get('human_pairs', 0)} human grades"
-                                         + (f", {q['stale']} stale judgments left out" if q.get("stale") else "")
-                                         + (f", {q['queries_left_out']} queries without a human grade left out"
-                                            if q.get("queries_left_out") and q["layer"] == "human" else "") + ")"
-                                         if q.get("sha256") else ""),
+             f"  qrels: {q.layer}" + (f" (sha256 {q.sha256[:12]}, {q.human_pairs} human grades"
+                                      + (f", {q.stale} stale judgments left out" if q.stale else "")
+                                      + (f", {q.queries_left_out} queries without a human grade left out"
+                                         if q.queries_left_out and q.layer == "human" else "") + ")"
+                                      if q.sha256 else ""),
              f"  {st.split}: chosen trial {result.chosen.number} = {result.chosen.values[0]:.4f}   "
              f"baseline {st.baseline} = {result.baseline_value:.4f}"]
     for note in result.notes:
@@ -1169,18 +1437,18 @@ def summary(result: StudyResult) -> str:
     lines.append(f"  chosen: lanes {', '.join(s.lanes)}; {s.method}" + (f" k={s.k:g}" if s.method == "rrf" else "") +
                  f"; weights {', '.join(f'{k}={v:.3g}' for k, v in (s.weights or {}).items())}; top_k {s.top_k}")
     for split in ("dev", "test"):
-        rep = result.report.get(split, {})
-        if not rep.get("queries"):
-            lines.append(f"  {split}: {rep.get('note', 'no queries')}")
+        rep = result.evaluation.split(split)
+        if rep is None or not rep.queries:
+            lines.append(f"  {split}: {(rep.note if rep else '') or 'no queries'}")
             continue
-        lines.append(f"  {split} ({rep['queries']} queries)   chosen [95% CI]   baseline [95% CI]   diff   p")
-        for m, r in rep["measures"].items():
-            lines.append(f"    {m:10s} {r['chosen']:.4f} [{r['chosen_ci'][0]:.3f}, {r['chosen_ci'][1]:.3f}]   "
-                         f"{r['baseline']:.4f} [{r['baseline_ci'][0]:.3f}, {r['baseline_ci'][1]:.3f}]   "
-                         f"{r['mean_diff']:+.4f}   {r['p_value']:.4f}")
-        for t, r in rep.get(f"{st.measure} by query_type", {}).items():
-            lines.append(f"    {st.measure} {t:10s} n={r['n']:4d}  {r['chosen']:.4f} vs {r['baseline']:.4f}  "
-                         f"{r['mean_diff']:+.4f}  p={r['p_value']:.4f}")
+        lines.append(f"  {split} ({rep.queries} queries)   chosen [95% CI]   baseline [95% CI]   diff   p")
+        for m, r in rep.measures.items():
+            lines.append(f"    {m:10s} {r.chosen:.4f} [{r.chosen_ci[0]:.3f}, {r.chosen_ci[1]:.3f}]   "
+                         f"{r.baseline:.4f} [{r.baseline_ci[0]:.3f}, {r.baseline_ci[1]:.3f}]   "
+                         f"{r.mean_diff:+.4f}   {r.p_value:.4f}")
+        for t, r in rep.by_query_type.items():
+            lines.append(f"    {rep.by_type_measure} {t:10s} n={r.n:4d}  {r.chosen:.4f} vs {r.baseline:.4f}  "
+                         f"{r.mean_diff:+.4f}  p={r.p_value:.4f}")
     if result.sensitivity:
         lines.append("  sensitivity (objective at -10% / +10% of each numeric parameter):")
         for r in result.sensitivity:

@@ -5,6 +5,7 @@ import streamlit as st
 
 from workbench.dashboard import gates, ui
 from workbench.errors import WorkbenchError
+from workbench.gate import GateReport
 
 st.title("Gate")
 home = ui.home()
@@ -25,19 +26,20 @@ path = st.sidebar.selectbox("Report", reports, format_func=_when, key="gate_repo
 if path is None:
     st.stop()
 try:
-    body = gates.load(path)
+    report = GateReport.load(path)
 except WorkbenchError as exc:
     ui.stop_with_error(exc)
 
-if gates.verdict(body) == "pass":
-    st.success(f"PASS — {len(body['results'])} gated config(s), {body.get('created', '')}")
+created = report.created.isoformat(timespec="seconds") if report.created else ""
+if report.verdict == "pass":
+    st.success(f"PASS — {len(report.results)} gated config(s), {created}")
 else:
-    st.error(f"REGRESSION — exit {body.get('exit_code')}, {body.get('created', '')}")
-st.code(" ".join(body.get("command", [])), language="bash")
+    st.error(f"REGRESSION — exit {report.exit_code}, {created}")
+st.code(" ".join(report.command), language="bash")
 
-checks = gates.checks_frame(body)
+checks = gates.checks_frame(report)
 if not checks.empty:
-    margin = max(float(r.get("margin", 0.0)) for r in body["results"])
+    margin = max(r.margin for r in report.results)
     st.plotly_chart(gates.figure(checks, margin), key="gate_fig")
 if not checks.empty:
     colours = {"pass": "#e8f5e9", "fail": "#ffebee", "inconclusive": "#fff8e1", "too-few": "#f5f5f5"}
@@ -45,22 +47,22 @@ if not checks.empty:
     st.dataframe(styled, hide_index=True, column_config={
         c: st.column_config.NumberColumn(format="%.4f")
         for c in ("candidate_value", "baseline_value", "diff", "ci_low", "ci_high")})
-for r in body["results"]:
-    with st.expander(f"{r['dataset']}: {r['candidate']} vs {r['baseline']} (margin {r['margin']:g})",
-                     expanded=bool(r.get("losses")) or r.get("exit_code", 0) != 0):
-        j = r.get("judged") or {}
+for r in report.results:
+    with st.expander(f"{r.dataset}: {r.candidate} vs {r.baseline} (margin {r.margin:g})",
+                     expanded=bool(r.losses) or r.exit_code != 0):
+        j = r.judged
         if j:
             st.markdown(f"Judged@{j['k']}: **{j['mean']:.3f}** (floor {j['floor']:g}) — {j['status']}")
             if j.get("to_judge"):
                 st.caption("Judge next")
                 st.dataframe(pd.DataFrame(j["to_judge"]).head(50), hide_index=True)
-        if r.get("losses"):
+        if r.losses:
             st.caption("Queries that lost most (and the relevant documents the candidate dropped)")
             st.dataframe(pd.DataFrame([{
                 "query_id": x["query_id"], "baseline": x["baseline"], "candidate": x["candidate"], "diff": x["diff"],
                 "dropped": "; ".join(f"{d['doc_id']} (found by {', '.join(d['baseline_lanes']) or 'the baseline'}"
                                      + (f"; missing lanes: {', '.join(d['lanes_missing_in_candidate'])}"
                                         if d['lanes_missing_in_candidate'] else "") + ")" for d in x["dropped"])}
-                for x in r["losses"]]), hide_index=True)
-        for w in r.get("warnings", []):
+                for x in r.losses]), hide_index=True)
+        for w in r.warnings:
             st.warning(w)

@@ -25,19 +25,20 @@ except WorkbenchError as exc:
     ui.stop_with_error(exc)
 
 st.caption(f"Folder `{outputs.folder}` · storage `{outputs.storage or '?'}`")
-train = rep.get("train") or {}
+ev = rep.evaluation
+train = ev.train
 if train:
     c1, c2, c3 = st.columns(3)
-    c1.metric(f"Chosen trial #{rep['chosen_trial']}: train objective ({train.get('objective', '?')}, as the "
-              "study scores it)", f"{train['chosen']:.4f}", f"{train['chosen'] - train['baseline']:+.4f} vs baseline",
+    c1.metric(f"Chosen trial #{rep.chosen_trial}: train objective ({train.objective}, as the "
+              "study scores it)", f"{train.chosen:.4f}", f"{train.chosen - train.baseline:+.4f} vs baseline",
               help="The study's objective on its tuning split: with query-type weights, the weighted mean of the "
                    "per-type means, not the mean over queries.")
-    c2.metric("Baseline (as written), same objective", f"{train['baseline']:.4f}")
-    test_m = ((rep.get("test") or {}).get("measures") or {}).get(train.get("objective", ""), {})
+    c2.metric("Baseline (as written), same objective", f"{train.baseline:.4f}")
+    test_m = ev.test.measures.get(train.objective) if ev.test else None
     if test_m:
-        c3.metric(f"Held-out test {train['objective']} (mean over queries)", f"{test_m['chosen']:.4f}",
-                  f"{test_m['mean_diff']:+.4f} (p = {test_m['p_value']:.4f})")
-for note in rep.get("notes", []):
+        c3.metric(f"Held-out test {train.objective} (mean over queries)", f"{test_m.chosen:.4f}",
+                  f"{test_m.mean_diff:+.4f} (p = {test_m.p_value:.4f})")
+for note in rep.notes:
     st.warning(note)
 left, right = st.columns([1, 2])
 try:
@@ -46,13 +47,13 @@ except WorkbenchError as exc:
     st.warning(str(exc))
     export = ""
 with left:
-    st.subheader(f"Chosen trial: #{rep['chosen_trial']}")
+    st.subheader(f"Chosen trial: #{rep.chosen_trial}")
     if export:
         st.caption("The config it ships as (export.json)")
         st.dataframe(studies.effective_config(json.loads(export)), hide_index=True)
     with st.expander("Raw trial parameters (Optuna's, including ones the config does not use)",
                      expanded=not export):
-        st.dataframe([{"parameter": k, "value": studies.fmt_value(v)} for k, v in rep["chosen_params"].items()],
+        st.dataframe([{"parameter": k, "value": studies.fmt_value(v)} for k, v in rep.chosen_params.items()],
                      hide_index=True)
 with right:
     st.subheader("Dev and test: chosen vs baseline")
@@ -63,14 +64,14 @@ with right:
         st.dataframe(table, hide_index=True, column_config={
             c: st.column_config.NumberColumn(format="%.4f") for c in ("chosen", "baseline", "delta", "p_value")})
     for split in ("dev", "test"):
-        by_type = {k: v for k, v in (rep.get(split) or {}).items() if k.endswith("by query_type")}
-        for key, rows in by_type.items():
-            st.caption(f"{split}: {key}")
-            st.dataframe([{"query_type": t, **r} for t, r in rows.items()], hide_index=True)
+        part = ev.split(split)
+        if part is not None and part.by_query_type:
+            st.caption(f"{split}: {part.by_type_measure} by query_type")
+            st.dataframe([{"query_type": t, **r.to_json()} for t, r in part.by_query_type.items()], hide_index=True)
 
 if export:
     st.download_button("Export the chosen trial (production config JSON)", export,
-                       file_name=f"{outputs.name}-trial{rep['chosen_trial']}.json", mime="application/json",
+                       file_name=f"{outputs.name}-trial{rep.chosen_trial}.json", mime="application/json",
                        type="primary", key="st_export")
     st.caption(f"The same file is `{outputs.folder / 'export.json'}`; `workbench export STUDY.toml -o FILE` writes it "
                "anew with its provenance checked against the stored study.")
@@ -101,9 +102,9 @@ elif (outputs.folder / "plots.html").is_file():
 
     components.html((outputs.folder / "plots.html").read_text(encoding="utf-8"), height=1800, scrolling=True)
 
-if rep.get("sensitivity"):
+if rep.sensitivity:
     with st.expander("Sensitivity: the objective at ±10% of each numeric parameter"):
-        st.dataframe(rep["sensitivity"], hide_index=True)
+        st.dataframe(rep.sensitivity, hide_index=True)
 try:
     trials = studies.trials(outputs)
 except WorkbenchError as exc:

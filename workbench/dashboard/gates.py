@@ -1,23 +1,18 @@
 """Gate reports for the dashboard: the JSON files ``workbench gate`` saves in ``<home>/gates/``.
 
-Each file (:func:`workbench.gate.save_report`) holds ``created``, ``command``,
-``exit_code`` and ``results``: one :class:`~workbench.gate.GateResult` per gated pair or
-expected-values config, with its checks (measure × stratum), judged coverage and losses.
+Each file is a :class:`workbench.gate.GateReport` (read with ``GateReport.load``, written with
+``GateReport.save``): ``created``, ``command``, ``exit_code`` and ``results``, one
+:class:`~workbench.gate.GateResult` per gated pair or expected-values config, with its checks
+(measure × stratum), judged coverage and losses.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
-from workbench.errors import DataError
-
-
-#: Keys every check of a report has (:class:`workbench.gate.Check`).
-CHECK_KEYS = ("measure", "stratum", "n", "candidate", "baseline", "diff", "ci_low", "ci_high", "status")
+from workbench.gate import GateReport
 
 
 def find(home: Path) -> list[Path]:
@@ -25,49 +20,17 @@ def find(home: Path) -> list[Path]:
     return sorted((home / "gates").glob("gate-*.json"), reverse=True)
 
 
-def load(path: Path) -> dict[str, Any]:
-    """One saved report.
-
-    Raises:
-        DataError: unreadable or not a gate report (names the file).
-    """
-    try:
-        body = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise DataError(f"cannot read the gate report {path}: {exc}") from None
-    if not isinstance(body, dict) or not isinstance(body.get("results"), list) or not body["results"]:
-        raise DataError(f"{path} is not a gate report (no 'results' list); `workbench gate` writes them")
-    try:
-        int(body.get("exit_code", 0))
-        for r in body["results"]:
-            for key in ("dataset", "candidate", "baseline", "margin", "checks"):
-                r[key]  # noqa: B018 - presence check
-            float(r["margin"])
-            for c in r["checks"]:
-                for key in CHECK_KEYS:
-                    c[key]  # noqa: B018
-    except (TypeError, KeyError, ValueError) as exc:
-        raise DataError(f"{path} is not a complete gate report ({type(exc).__name__}: {exc}); `workbench gate` "
-                        "writes them") from None
-    return body
-
-
-def checks_frame(body: dict[str, Any]) -> pd.DataFrame:
+def checks_frame(report: GateReport) -> pd.DataFrame:
     """Every check of every result: ``status, dataset, candidate, baseline, measure, stratum, n,
-    candidate_value, baseline_value, diff, ci_low, ci_high, note``."""
+    candidate_value, baseline_value, diff, ci_low, ci_high, note`` (values in the measures' units)."""
     rows = []
-    for r in body["results"]:
-        for c in r.get("checks", []):
-            rows.append({"status": c["status"], "dataset": r["dataset"], "candidate": r["candidate"],
-                         "baseline": r["baseline"], "measure": c["measure"], "stratum": c["stratum"], "n": c["n"],
-                         "candidate_value": c["candidate"], "baseline_value": c["baseline"], "diff": c["diff"],
-                         "ci_low": c["ci_low"], "ci_high": c["ci_high"], "note": c.get("note", "")})
+    for r in report.results:
+        for c in r.checks:
+            rows.append({"status": c.status, "dataset": r.dataset, "candidate": r.candidate, "baseline": r.baseline,
+                         "measure": c.measure, "stratum": c.stratum, "n": c.n, "candidate_value": c.candidate,
+                         "baseline_value": c.baseline, "diff": c.diff, "ci_low": c.ci_low, "ci_high": c.ci_high,
+                         "note": c.note})
     return pd.DataFrame(rows)
-
-
-def verdict(body: dict[str, Any]) -> str:
-    """``pass`` or ``regression`` (the gate's exit code 0 or 1)."""
-    return "regression" if int(body.get("exit_code", 0)) else "pass"
 
 
 def figure(checks: pd.DataFrame, margin: float):

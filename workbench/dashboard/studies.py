@@ -3,7 +3,8 @@
 A study folder is ``<home>/studies/<name>/`` with ``journal.log`` (the default Optuna
 storage) and one output folder per storage (``latest/``, ``latest-memory/``,
 ``latest-<hash>/``: ``report.json``, ``export.json``, ``trials.csv``, ``plots.html``).
-The Optuna study is read from the storage the report names: the journal file, or a
+``report.json`` is a :class:`workbench.tune.StudyReport` (read with ``StudyReport.load``, written
+with ``StudyReport.save``). The Optuna study is read from the storage the report names: the journal file, or a
 ``postgresql://`` URL; a study that ran in memory has only its output files, and the page
 shows those. Figures: :func:`workbench.tune.study_figures` (the same as ``plots.html``).
 """
@@ -18,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from workbench.errors import DataError
+from workbench.tune import StudyReport
 
 
 @dataclass(frozen=True)
@@ -37,30 +39,21 @@ def find(home: Path) -> list[StudyOutputs]:
     """Every study output folder under ``<home>/studies``, newest report first."""
     found = []
     for report in sorted((home / "studies").glob("*/latest*/report.json")):
-        try:
-            body = json.loads(report.read_text(encoding="utf-8"))
-            storage = str(body.get("storage", "")) if isinstance(body, dict) else ""
-        except (OSError, ValueError):
-            storage = ""  # listed anyway: the page reports what is wrong with it
+        storage = StudyReport.storage_of(report)  # "" when unreadable: listed anyway, the page says what is wrong
         if not storage:  # reports written before the storage was recorded: infer from the folder name
             storage = {"latest": "journal", "latest-memory": "memory"}.get(report.parent.name, "")
         found.append((report.stat().st_mtime, StudyOutputs(report.parent.parent.name, report.parent, storage)))
     return [s for _, s in sorted(found, key=lambda x: -x[0])]
 
 
-def report(outputs: StudyOutputs) -> dict[str, Any]:
+def report(outputs: StudyOutputs) -> StudyReport:
     """``report.json``: chosen trial and params, notes, sensitivity, dev/test measures with CIs.
 
     Raises:
-        DataError: the file is unreadable or lacks ``chosen_trial`` / ``chosen_params``.
+        DataError: the file is missing or unreadable, lacks ``chosen_trial`` / ``chosen_params``, or has a
+            malformed part (the message names the file).
     """
-    path = outputs.folder / "report.json"
-    rep = _json(path)
-    if not isinstance(rep, dict) or not isinstance(rep.get("chosen_trial"), int) \
-            or not isinstance(rep.get("chosen_params"), dict):
-        raise DataError(f"{path} is not a study report (no chosen_trial / chosen_params); run the study again "
-                        "(`workbench tune STUDY.toml`) to rewrite it")
-    return rep
+    return StudyReport.load(outputs.folder / "report.json")
 
 
 def export_text(outputs: StudyOutputs) -> str:
@@ -96,15 +89,6 @@ def trials(outputs: StudyOutputs) -> pd.DataFrame:
         return pd.read_csv(path)
     except (ValueError, OSError, UnicodeDecodeError) as exc:
         raise DataError(f"cannot read {path} ({exc}); run the study again to rewrite it") from None
-
-
-def _json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{path} does not exist; run the study again (`workbench tune STUDY.toml`)") from None
-    except (OSError, ValueError) as exc:
-        raise DataError(f"cannot read {path}: {exc}; run the study again to rewrite it") from None
 
 
 def storage_url(outputs: StudyOutputs, home: Path) -> str | None:
@@ -175,16 +159,17 @@ def fmt_value(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
-def measures_table(rep: dict[str, Any]) -> pd.DataFrame:
+def measures_table(rep: StudyReport) -> pd.DataFrame:
     """The dev/test comparison of the chosen trial and the baseline, one row per (split, measure):
     ``split, measure, chosen, chosen_ci, baseline, baseline_ci, delta, delta_ci, p_value``."""
     rows = []
     for split in ("dev", "test"):
-        for m, r in ((rep.get(split) or {}).get("measures") or {}).items():
-            rows.append({"split": split, "measure": m, "chosen": r["chosen"],
-                         "chosen_ci": f"[{r['chosen_ci'][0]:.3f}, {r['chosen_ci'][1]:.3f}]",
-                         "baseline": r["baseline"],
-                         "baseline_ci": f"[{r['baseline_ci'][0]:.3f}, {r['baseline_ci'][1]:.3f}]",
-                         "delta": r["mean_diff"], "delta_ci": f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]",
-                         "p_value": r["p_value"]})
+        part = rep.evaluation.split(split)
+        for m, r in (part.measures if part else {}).items():
+            rows.append({"split": split, "measure": m, "chosen": r.chosen,
+                         "chosen_ci": f"[{r.chosen_ci[0]:.3f}, {r.chosen_ci[1]:.3f}]",
+                         "baseline": r.baseline,
+                         "baseline_ci": f"[{r.baseline_ci[0]:.3f}, {r.baseline_ci[1]:.3f}]",
+                         "delta": r.mean_diff, "delta_ci": f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]",
+                         "p_value": r.p_value})
     return pd.DataFrame(rows)

@@ -189,7 +189,7 @@ def top_lists(cfg, runs: Mapping[str, Run], k: int) -> dict[str, tuple[str, ...]
     from workbench.job import fused_run
 
     keep = min(cfg.top_k, k)
-    if cfg.fusion == "none":
+    if cfg.method == "none":
         out = {}
         for qid, hits in runs[cfg.lanes[0]].items():
             if cfg.min_score is not None:

