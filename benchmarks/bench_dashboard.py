@@ -39,7 +39,7 @@ WARM_TARGET_S, COLD_TARGET_S = 1.5, 20.0
 
 def build_home(home: Path, n_queries: int = N_QUERIES, n_docs: int = N_DOCS, n_configs: int = N_CONFIGS) -> None:
     """The synthetic home in ``home``: a dataset ``synthetic`` and one MLflow eval of ``n_configs`` configs."""
-    from workbench.formats import write_documents, write_qrels, write_queries
+    from workbench.io.formats import write_documents, write_qrels, write_queries
     from workbench.types import Document, Qrel, Query, Text
 
     rng = np.random.default_rng(7)
@@ -62,7 +62,7 @@ def build_home(home: Path, n_queries: int = N_QUERIES, n_docs: int = N_DOCS, n_c
 
     import mlflow
 
-    from workbench.tracking import _quiet
+    from workbench.experiment.tracking import _quiet
 
     _quiet()
     mlflow.set_tracking_uri(f"sqlite:///{home / 'mlflow.db'}")

@@ -31,11 +31,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1, help="full builds to time (median reported)")
     args = ap.parse_args()
 
-    from workbench import catalog
-    from workbench.loaders.bilara import load_bilara
-    from workbench.loaders.cst4 import load_cst4
-    from workbench.loaders.dpd import load_dpd
-    from workbench.loaders.gita import load_gita
+    from workbench.data import catalog
+    from workbench.data.loaders.bilara import load_bilara
+    from workbench.data.loaders.cst4 import load_cst4
+    from workbench.data.loaders.dpd import load_dpd
+    from workbench.data.loaders.gita import load_gita
     from workbench.settings import data_dir
 
     data = data_dir()

@@ -66,7 +66,7 @@ def _text(words: list[str], i: int, n: int) -> str:
 
 def build_dataset(home: Path) -> None:
     """A built dataset ``bench`` in ``home``: queries, qrels, documents and a manifest."""
-    from workbench.formats import write_documents, write_qrels, write_queries
+    from workbench.io.formats import write_documents, write_qrels, write_queries
     from workbench.types import Document, Qrel, Query, Text
 
     ds = home / "datasets" / "bench"
@@ -214,7 +214,7 @@ def main() -> int:
         return 0 if ok else 1
     finally:
         os.environ.pop("WORKBENCH_PG_DSN", None)
-        from workbench.pg import remove_embedded
+        from workbench.engines.pg_client import remove_embedded
 
         remove_embedded(home)
         import shutil

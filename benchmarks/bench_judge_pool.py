@@ -60,9 +60,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
 
-    from workbench import pg
-    from workbench.experiment import load_experiment
-    from workbench.job import Engine
+    from workbench.engines import pg_client as pg
+    from workbench.experiment.config import load_experiment
+    from workbench.experiment.runner import Engine
     from workbench.judging import pooling
     from workbench.judging.store import JudgmentStore
     from workbench.settings import home_dir

@@ -64,7 +64,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-rater", type=int, default=300)
     args = ap.parse_args()
-    from workbench import pg
+    from workbench.engines import pg_client as pg
     from workbench.judging.store import JudgmentStore, PoolPair
 
     home = Path(tempfile.mkdtemp(prefix="wb-bench-judge-"))

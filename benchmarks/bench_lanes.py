@@ -58,9 +58,10 @@ def main() -> int:
     from retrievers.pgvector import VectorLane
     from retrievers.reference import ReferenceLane
     from retrievers.trigram import TrigramLane
-    from workbench import catalog, pg
-    from workbench.evaluate import latency_summary
-    from workbench.indexer import index_dataset
+    from workbench.data import catalog
+    from workbench.engines import pg_client as pg
+    from workbench.eval.evaluate import latency_summary
+    from workbench.engines.pg_index import index_dataset
 
     spec = {"kind": "sentence-transformers", "model": "all-MiniLM-L6-v2"} if args.embedder == "minilm" \
         else {"kind": "hash", "dim": 64}
@@ -116,8 +117,8 @@ def main() -> int:
     os_lanes = {}
     if not args.no_opensearch:
         from retrievers.opensearch import OpenSearchLane
-        from workbench import os_index, osearch
-        from workbench.loaders.dpd import load_dpd
+        from workbench.engines import os_index, os_client as osearch
+        from workbench.data.loaders.dpd import load_dpd
         from workbench.settings import data_dir
 
         url = osearch.cluster_url(start=True, log=lambda m: print(f"# {m}", file=sys.stderr))

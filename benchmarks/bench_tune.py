@@ -4,7 +4,7 @@ Synthetic but shaped like the real job: 1,000 queries × 4 lanes × 100 candidat
 from 2,000 documents (so lanes overlap), 5 graded relevant documents per query.
 
 * fusion-only evaluation (RRF over the 4 lanes, R@10 + nDCG@10 + RR@10): evaluations/s of
-  :class:`workbench.fasteval.CandidateMatrix` — target >= 250 evaluations/s — and the ratio
+  :class:`workbench.eval.fasteval.CandidateMatrix` — target >= 250 evaluations/s — and the ratio
   to ranx's ``fuse`` + ``evaluate`` (evaluations/s) on the same data in the same run — target >= 50×;
 * a 1,000-trial fusion study (TPE, 7 dimensions, in-memory storage) — target <= 30 s wall;
 * MLflow tracking of that study (batched metrics, the report and plots; the MLflow store
@@ -54,9 +54,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=5.0, help="time spent measuring evaluations/s")
     args = ap.parse_args()
 
-    from workbench import _fastkernel
-    from workbench.fasteval import CandidateMatrix
-    from workbench.fusion import FusionSpec
+    from workbench.eval import _fastkernel
+    from workbench.eval.fasteval import CandidateMatrix
+    from workbench.eval.fusion import FusionSpec
 
     runs, qrels, qids = synthetic()
     t = time.perf_counter()
@@ -91,7 +91,7 @@ def main() -> int:
 
     import optuna
 
-    from workbench.space import Range, Study
+    from workbench.tuning.space import Range, Study
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     import warnings
@@ -101,7 +101,7 @@ def main() -> int:
              "depth": {"a": (10, 20, 50, 100)}, "top_k": (10, 100)}
 
     def objective(trial):
-        from workbench.space import suggest
+        from workbench.tuning.space import suggest
 
         p = suggest(trial, st)
         s = FusionSpec(tuple(runs), "rrf", float(p["k"]), {ln: p[f"weights.{ln}"] for ln in runs},

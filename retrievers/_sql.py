@@ -1,7 +1,7 @@
 """What the PostgreSQL lanes share: :class:`SqlLane`, a lane over one index table with one session.
 
 The lane base class lives here, beside the lanes (pgvector, full text, trigram), not in the
-connection module :mod:`workbench.pg`: the core keeps connections and checks, the plug-ins keep
+connection module :mod:`workbench.engines.pg_client`: the core keeps connections and checks, the plug-ins keep
 what a lane does with them.
 """
 
@@ -10,9 +10,11 @@ from __future__ import annotations
 import sys
 from typing import Any, Mapping
 
-from workbench import doctext, indexer, pg
+from workbench.text import doctext
+
+from workbench.engines import pg_index as indexer, pg_client as pg
 from workbench.errors import PgError
-from workbench.pg import Session, _first_line
+from workbench.engines.pg_client import Session, _first_line
 from workbench.registry import RetrieverKind
 
 
@@ -29,7 +31,7 @@ class SqlLane:
     Args:
         name: the lane's name.
         dsn: the read-only role's DSN (:func:`reader_dsn`) or a connection factory.
-        table: an :class:`workbench.indexer.IndexInfo` or the table name (looked up
+        table: an :class:`workbench.engines.pg_index.IndexInfo` or the table name (looked up
             in the registry on first use).
     """
 
@@ -50,19 +52,19 @@ class SqlLane:
         self.last_latencies_ms: dict[str, float] = {}
 
     def index_info(self):
-        """The table's :class:`~workbench.indexer.IndexInfo` (from the registry when a name was given).
+        """The table's :class:`~workbench.engines.pg_index.IndexInfo` (from the registry when a name was given).
 
         Raises:
             PgError: the table is not a registered index on this server.
         """
         if self._info is None:
-            from workbench.indexer import lookup_table
+            from workbench.engines.pg_index import lookup_table
 
             conn = self._session.get()
             info = self._guard(lambda: lookup_table(conn, self.table))
             if info is None:
                 raise PgError(f"lane {self.name}: table {self.table!r} is not a registered workbench index at "
-                              f"{self._session.dsn}; run the indexer (workbench.indexer.index_dataset) first")
+                              f"{self._session.dsn}; run the indexer (workbench.engines.pg_index.index_dataset) first")
             self._info = info
         return self._info
 

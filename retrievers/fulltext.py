@@ -4,7 +4,7 @@ Raw score: **ts_rank_cd** (cover density) of the document's tsvector for the que
 the lane's normalisation bitmask (default 32: rank/(rank+1), so in [0, 1)); higher is
 better. Ties are broken by ``doc_id`` (code-point order, ``COLLATE "C"``).
 
-Configurations and their columns (built by :mod:`workbench.indexer`): ``simple``
+Configurations and their columns (built by :mod:`workbench.engines.pg_index`): ``simple``
 (``tsv_simple``: lower case, IAST diacritics kept), ``russian`` (``tsv_russian``:
 Russian stemming and stop words) and ``wb_fold`` (``tsv_fold``: ``simple`` plus
 ``unaccent``, so ``phalesu`` finds ``phaleṣu``).
@@ -32,7 +32,7 @@ from pydantic import Field
 
 from retrievers._sql import SqlLane, TextIndexKind
 from workbench.errors import ConfigError
-from workbench.indexer import TSV_COLUMNS
+from workbench.engines.pg_index import TSV_COLUMNS
 from workbench.registry import Params
 from workbench.run import Run
 from workbench.types import Query
@@ -55,7 +55,7 @@ class FullTextLane(SqlLane):
     Args:
         name: lane name.
         dsn: the read-only role's DSN or a connection factory.
-        table: the :class:`~workbench.indexer.IndexInfo` or its table name.
+        table: the :class:`~workbench.engines.pg_index.IndexInfo` or its table name.
         config: ``simple``, ``russian`` or ``wb_fold``.
         form: ``or``, ``and``, ``phrase`` or ``websearch``.
         normalization: ``ts_rank_cd`` normalisation bitmask, 0..63 (PostgreSQL docs §12.3.3).

@@ -1,4 +1,4 @@
-"""OpenSearch lanes: the third seed's search modes over an index built by :mod:`workbench.os_index`.
+"""OpenSearch lanes: the third seed's search modes over an index built by :mod:`workbench.engines.os_index`.
 
 One class, :class:`OpenSearchLane`, with a ``mode``:
 
@@ -12,7 +12,7 @@ One class, :class:`OpenSearchLane`, with a ``mode``:
   ``synonym_graph`` analyser, so any DPD form of a Pali word finds every form of its
   lemma. Raw score: BM25.
 * ``page_ref`` — searches ``page_refs`` / ``pages`` only: the query is read with the
-  reference grammar (:func:`workbench.refs.parse_page_ref`: ``M i 56``, ``MN i 56``,
+  reference grammar (:func:`workbench.text.refs.parse_page_ref`: ``M i 56``, ``MN i 56``,
   ``PTS M 1.56``, CST ``P1.56``) into the indexed canonical key; a ``term`` on
   ``page_refs`` (the page starts in the document, boost 2) or ``pages`` (the document
   lies on it, boost 1), ``constant_score``, so the raw score is 2 or 1 (3 when both).
@@ -44,9 +44,11 @@ from typing import Annotated, Any, Literal, Sequence, Union
 
 from pydantic import Field, field_validator
 
-from workbench import doctext, os_index, refs
+from workbench.text import doctext, refs
+
+from workbench.engines import os_index
 from workbench.errors import ConfigError
-from workbench.osearch import OpenSearchError, describe
+from workbench.engines.os_client import OpenSearchError, describe
 from workbench.registry import Params, RetrieverKind
 from workbench.run import Hit, Run
 from workbench.types import Query
@@ -79,7 +81,7 @@ class OpenSearchLane:
     Args:
         name: lane name.
         es: an ``opensearchpy.OpenSearch`` client.
-        index: the index name (:class:`~workbench.os_index.OsIndexInfo` ``.name``).
+        index: the index name (:class:`~workbench.engines.os_index.OsIndexInfo` ``.name``).
         mode: one of :data:`MODES`.
         url: the cluster URL, for error messages.
         embedder: for ``semantic``: the embedder the index was built with.
@@ -246,7 +248,7 @@ def page_query_key(text: str) -> str:
     """The indexed page key a query asks for: the canonical form (``PTS M 1.56``) of a page
     reference with a collection, the CST form (``P1.56``) of a CST reference, or the query
     itself (whitespace collapsed) when it is not a page reference."""
-    from workbench import refs
+    from workbench.text import refs
 
     res = refs.parse_page_ref(text)
     if res and isinstance(res.ref, refs.PageRef):
@@ -358,7 +360,7 @@ def dpd_digest() -> str:
 def _dpd_digest(data: Path) -> str:
     import hashlib
 
-    from workbench.loaders.dpd import dpd_files
+    from workbench.data.loaders.dpd import dpd_files
 
     files = dpd_files(data)
     h = hashlib.sha256()

@@ -31,7 +31,8 @@ from pydantic import Field
 
 from retrievers import _sql
 from retrievers._sql import SqlLane
-from workbench import doctext, indexer, pg
+from workbench.text import doctext
+from workbench.engines import pg_index as indexer, pg_client as pg
 from workbench.errors import ConfigError
 from workbench.registry import Params, RetrieverKind
 from workbench.run import Run
@@ -47,7 +48,7 @@ class VectorLane(SqlLane):
     Args:
         name: lane name.
         dsn: the read-only role's DSN or a connection factory.
-        table: the :class:`~workbench.indexer.IndexInfo` or its table name.
+        table: the :class:`~workbench.engines.pg_index.IndexInfo` or its table name.
         embedder: the embedder the table was built with (same ``model_id`` and ``dim``,
             checked on first search); queries go through ``embed_queries`` in one batch.
         ef_search: HNSW candidate list size, 1..1000 (raised to ``k`` per search).

@@ -1,6 +1,6 @@
 """The canonical-reference lane: a query that parses as a reference returns exactly what it addresses.
 
-No database and no guessing: the query is parsed with :func:`workbench.refs.parse`; an
+No database and no guessing: the query is parsed with :func:`workbench.text.refs.parse`; an
 unresolvable query (any ordinary text) returns an empty ranking. Raw score:
 
 * ``2.0``: the addressed unit itself — the verse (``BG 2.47``), the heading segments or
@@ -18,7 +18,7 @@ import re
 from collections import defaultdict
 from typing import Any, Sequence
 
-from workbench import refs
+from workbench.text import refs
 from workbench.registry import Params, RetrieverKind
 from workbench.run import Hit, Run
 from workbench.types import Document, Query
@@ -92,7 +92,7 @@ class ReferenceLane:
 
     def config(self) -> dict[str, Any]:
         """Engine parameters: none but the grammar's version (the reference lane has no knobs)."""
-        return {"kind": "reference", "grammar": "workbench.refs"}
+        return {"kind": "reference", "grammar": "workbench.text.refs"}
 
     def resolve(self, text: str) -> list[tuple[str, float]]:
         """``(doc_id, score)`` pairs the reference addresses, ``[]`` when it does not parse or addresses nothing here."""
@@ -130,7 +130,7 @@ class ReferenceKind(RetrieverKind):
     """``reference``: canonical references (``BG 2.47``, ``MN 10``, ``Бг 2.20``) read with the reference grammar."""
 
     kind = "reference"
-    summary = "canonical-reference lane (workbench.refs grammar); no index, no service"
+    summary = "canonical-reference lane (workbench.text.refs grammar); no index, no service"
     Params = Params
     code = (refs,)
 

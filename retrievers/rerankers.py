@@ -1,4 +1,4 @@
-"""Reranker kinds: the stage after fusion (:mod:`workbench.rerank`).
+"""Reranker kinds: the stage after fusion (:mod:`workbench.eval.rerank`).
 
 ``lane`` is the trivial honest reranker the rerank slot is tested with: it rescores the
 top candidates of a fused run by the score another lane of the experiment gave them
@@ -24,7 +24,7 @@ class LaneReranker:
         lane_run: the lane's candidates for every query (its own raw scores, higher is better).
 
     A candidate the lane did not return (below the lane's cached depth, or not matched at
-    all) is left out of the result: :func:`workbench.rerank.apply_rerank` keeps it after the
+    all) is left out of the result: :func:`workbench.eval.rerank.apply_rerank` keeps it after the
     scored ones, in fused order.
     """
 

@@ -46,7 +46,7 @@ class TrigramLane(SqlLane):
     Args:
         name: lane name.
         dsn: the read-only role's DSN or a connection factory.
-        table: the :class:`~workbench.indexer.IndexInfo` or its table name.
+        table: the :class:`~workbench.engines.pg_index.IndexInfo` or its table name.
         function: ``word_similarity`` or ``similarity``.
         threshold: the operator's threshold in [0, 1] (pg_trgm's defaults are 0.6 for
             word similarity and 0.3 for similarity; lower finds more).

@@ -51,7 +51,7 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def built_home(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A workbench home with every dataset of datasets/datasets.toml built once for the session."""
-    from workbench import catalog
+    from workbench.data import catalog
 
     home = tmp_path_factory.mktemp("home")
     defs = catalog.load_definitions()
@@ -71,7 +71,7 @@ def pg_dsn():
     import shutil
     import tempfile
 
-    from workbench.pg import remove_embedded, server_dsn
+    from workbench.engines.pg_client import remove_embedded, server_dsn
 
     if os.environ.get("WORKBENCH_PG_DSN", "").strip():
         yield server_dsn()
@@ -93,7 +93,7 @@ def os_cluster():
     stopped at the end only when this session started it. Indexes the tests create
     (``wb-*``) are deleted at the end.
     """
-    from workbench import osearch
+    from workbench.engines import os_client as osearch
     from workbench.services import opensearch as node
     from workbench.settings import home_dir
 

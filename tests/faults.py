@@ -30,7 +30,7 @@ def kill_at(target: str, n: int = 1, *, when: str = "before", sig: str = "SIGKIL
     """The environment for a subprocess that kills itself on the ``n``-th call of ``target``.
 
     Args:
-        target: ``module:Qualified.name``, e.g. ``workbench.cache:CandidateCache.put``.
+        target: ``module:Qualified.name``, e.g. ``workbench.experiment.cache:CandidateCache.put``.
         n: which call (1 = the first).
         when: ``before`` the call runs, or ``after`` it returned.
         sig: the signal's name (SIGKILL, SIGTERM, ...).

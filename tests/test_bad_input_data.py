@@ -19,15 +19,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from workbench import catalog
+from workbench.data import catalog
 from workbench.cli import app
 from workbench.errors import ConfigError, DataError, WorkbenchError
-from workbench.loaders import bilara
-from workbench.loaders._io import read_json
-from workbench.loaders.bilara import PUBLISHED, Expected, check_complete, load_bilara
-from workbench.loaders.dpd import dpd_files, load_dpd
-from workbench.loaders.gita import VERSES_PER_CHAPTER, load_gita
-from workbench.querysets.split import check_ratios
+from workbench.data.loaders import bilara
+from workbench.data.loaders._io import read_json
+from workbench.data.loaders.bilara import PUBLISHED, Expected, check_complete, load_bilara
+from workbench.data.loaders.dpd import dpd_files, load_dpd
+from workbench.data.loaders.gita import VERSES_PER_CHAPTER, load_gita
+from workbench.data.querysets.split import check_ratios
 from workbench.settings import data_dir, home_dir
 
 GITA_DEFS = """

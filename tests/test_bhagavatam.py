@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from workbench.errors import DataError
-from workbench.loaders.bhagavatam import RELATIVE_PATH, load_bhagavatam
+from workbench.data.loaders.bhagavatam import RELATIVE_PATH, load_bhagavatam
 from workbench.types import Document
 
 FIRST_VERSE = (

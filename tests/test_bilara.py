@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from workbench.errors import DataError
-from workbench.loaders.bilara import (
+from workbench.data.loaders.bilara import (
     BilaraCorpus,
     address_of,
     load_bilara,

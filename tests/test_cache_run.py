@@ -6,7 +6,7 @@ import gzip
 
 import pytest
 
-from workbench.cache import CandidateCache, cache_key
+from workbench.experiment.cache import CandidateCache, cache_key
 from workbench.errors import DataError
 from workbench.run import Hit, Run, read_trec_run, write_trec_run
 

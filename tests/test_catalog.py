@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from workbench import catalog
+from workbench.data import catalog
 from workbench.cli import app
 from workbench.errors import ConfigError, StaleError
 

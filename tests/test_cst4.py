@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from workbench.errors import DataError
-from workbench.loaders.cst4 import (
+from workbench.data.loaders.cst4 import (
     DN_BOOKS,
     MN_BOOKS,
     docs_on_page,

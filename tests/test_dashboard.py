@@ -228,14 +228,14 @@ def test_a_copied_home_reads_its_own_artifacts_and_one_broken_run_hides_no_other
 
 
 def test_every_run_is_finished_with_its_artifacts_and_names_its_writer(board):
-    """What the readers rely on (workbench.tracking): each run of the eval and the study ended
+    """What the readers rely on (workbench.experiment.tracking): each run of the eval and the study ended
     FINISHED with the tag listing its artifacts, which the store holds, and the writer's identity."""
     import os
     import socket
 
     import mlflow
 
-    from workbench.tracking import TAG_ARTIFACTS, TAG_HOST, TAG_PID, TAG_PROCESS, writer_state
+    from workbench.experiment.tracking import TAG_ARTIFACTS, TAG_HOST, TAG_PID, TAG_PROCESS, writer_state
 
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{board / 'mlflow.db'}")
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])

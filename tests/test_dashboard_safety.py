@@ -31,7 +31,7 @@ import pytest
 
 import faults
 from workbench.dashboard import auth, serving, store
-from workbench.tracking import (TAG_ARTIFACTS, TAG_ENDED_BY, TAG_HOST, TAG_PID, TAG_PROCESS, end_dead_runs,
+from workbench.experiment.tracking import (TAG_ARTIFACTS, TAG_ENDED_BY, TAG_HOST, TAG_PID, TAG_PROCESS, end_dead_runs,
                                 is_complete, process_identity, writer_state, writer_tags)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -236,7 +236,7 @@ def test_is_complete_needs_finished_and_for_tagged_runs_the_artifacts_tag():
 
 @pytest.mark.data
 def test_a_dataset_edited_after_its_build_is_flagged_on_every_page_showing_its_texts(at_home):
-    from workbench import catalog
+    from workbench.data import catalog
 
     queries = at_home / "datasets" / "gita" / "queries.tsv"
     original = queries.read_bytes()

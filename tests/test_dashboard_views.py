@@ -11,7 +11,7 @@ import pytest
 
 from workbench.dashboard import gates, store, studies, views
 from workbench.run import Hit, Run
-from workbench.stats import bootstrap_ci, bootstrap_ci_columns
+from workbench.eval.stats import bootstrap_ci, bootstrap_ci_columns
 from workbench.types import Document, Text
 
 
@@ -53,7 +53,7 @@ def test_bootstrap_columns_agree_with_scipy_and_keep_constants():
 def test_sign_flip_p_exact_by_hand_and_randomised_against_scipy():
     from scipy import stats
 
-    from workbench.stats import sign_flip_p
+    from workbench.eval.stats import sign_flip_p
 
     assert sign_flip_p(np.ones(10), seed=1) == pytest.approx(2 / 1024)  # only all-+ and all-- reach |sum| = 10
     assert sign_flip_p(np.array([0.0, 1.0, -0.5, 0.0]), seed=1) == 1.0     # sums ±0.5, ±1.5: all ≥ 0.5
@@ -132,7 +132,7 @@ def test_ranked_list_marks_judged_and_names_the_lanes_that_found_each_document()
 
 
 def store_lane_frame(runs):
-    from workbench.tracking import lane_frame
+    from workbench.experiment.tracking import lane_frame
 
     df = lane_frame(runs)
     for c in ("lane", "query_id", "doc_id"):
@@ -141,7 +141,7 @@ def store_lane_frame(runs):
 
 
 def test_lane_frame_round_trips_through_parquet(tmp_path):
-    from workbench.tracking import lane_frame
+    from workbench.experiment.tracking import lane_frame
 
     df = lane_frame({"a": Run({"q1": [Hit("x", 3.0), Hit("y", 1.0)], "q2": []}), "b": Run({"q1": [Hit("y", 0.5)]})})
     df.to_parquet(tmp_path / "l.parquet", index=False)
@@ -176,7 +176,7 @@ def test_missing_artifact_names_the_run_and_the_fix(tmp_path):
 
 def test_gate_reports_are_found_newest_first_and_checked(tmp_path):
     from workbench.errors import DataError
-    from workbench.gate import Check, GateReport, GateResult
+    from workbench.gate.check import Check, GateReport, GateResult
 
     res = GateResult("gita", "cand", "base", 0.01,
                      [Check("R@10", "all", 100, 0.5, 0.6, -0.1, -0.12, -0.08, "fail")], {}, [])
@@ -242,7 +242,7 @@ def test_study_figures_include_the_pareto_front_for_two_objectives():
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = optuna.create_study(directions=["maximize", "minimize"], sampler=optuna.samplers.RandomSampler(seed=1))
     study.optimize(lambda t: (t.suggest_float("w", 0, 1), t.suggest_int("k", 1, 100) / 10), n_trials=12)
-    from workbench.tune import study_figures
+    from workbench.tuning.tune import study_figures
 
     figs = study_figures(study, "R@10")
     assert set(figs) == {"history", "importances", "parallel", "pareto"}

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from workbench.errors import DataError
-from workbench.loaders.dpd import Lexicon, bare_lemma, dpd_files, load_dpd
+from workbench.data.loaders.dpd import Lexicon, bare_lemma, dpd_files, load_dpd
 
 #: Every indexed form of the bare lemma satipaṭṭhāna (ids EzR, EzS), from the raw index.
 SATIPATTHANA_FORMS = (

@@ -232,7 +232,7 @@ def test_a_home_of_another_user_or_open_to_others_is_refused(tmp_path, monkeypat
 _INIT_TRACKING = """
 import sys
 from pathlib import Path
-from workbench.tracking import check_tracking
+from workbench.experiment.tracking import check_tracking
 check_tracking(Path(sys.argv[1]))
 print("ok")
 """

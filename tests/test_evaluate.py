@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from workbench.errors import ConfigError
-from workbench.evaluate import (
+from workbench.eval.evaluate import (
     DEFAULT_MEASURES,
     EvalResult,
     cross_check,

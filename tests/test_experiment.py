@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from workbench.errors import ConfigError
-from workbench.experiment import load_experiment
-from workbench.tracking import metric_key
+from workbench.experiment.config import load_experiment
+from workbench.experiment.tracking import metric_key
 
 ROOT = Path(__file__).resolve().parent.parent
 KNOWN = {"gita", "bilara-segments", "bilara-passages", "cst4-mn"}
@@ -46,7 +46,7 @@ def test_shipped_experiments_load(path):
 
 @pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("gate-*.toml")))
 def test_shipped_gate_files_load(path):
-    from workbench.gate import load_gate_file
+    from workbench.gate.check import load_gate_file
 
     gf = load_gate_file(path)
     exp = load_experiment(gf.experiment, known_datasets=KNOWN)
@@ -56,7 +56,7 @@ def test_shipped_gate_files_load(path):
 
 @pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("tune-*.toml")))
 def test_shipped_studies_load(path):
-    from workbench.space import load_study
+    from workbench.tuning.space import load_study
 
     st = load_study(path, known_datasets=KNOWN)
     assert st.space and st.baseline in st.experiment.configs
@@ -131,7 +131,7 @@ def test_more_bad_values_fail_at_load(tmp_path, edit, needle):
 
 
 def test_tracking_uri_is_checked_before_the_evaluation(tmp_path, monkeypatch):
-    from workbench.tracking import check_tracking
+    from workbench.experiment.tracking import check_tracking
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "bogus://x")
     with pytest.raises(ConfigError, match="unsupported scheme"):

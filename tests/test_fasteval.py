@@ -11,10 +11,10 @@ import random
 
 import pytest
 
-from workbench.evaluate import evaluate
-from workbench.fasteval import CandidateMatrix, supported
-from workbench.fusion import FusionSpec
-from workbench.fusion import fuse
+from workbench.eval.evaluate import evaluate
+from workbench.eval.fasteval import CandidateMatrix, supported
+from workbench.eval.fusion import FusionSpec
+from workbench.eval.fusion import fuse
 from workbench.run import Hit, Run
 from workbench.types import Qrel, Query
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.fusion import comb, fuse, normalise, rrf, weighted
+from workbench.eval.fusion import comb, fuse, normalise, rrf, weighted
 from workbench.run import Hit, Run
 
 

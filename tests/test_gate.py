@@ -57,7 +57,8 @@ def test_an_identical_run_passes(env, tmp_path):
 
 
 def test_a_trec_run_file_against_the_config_it_came_from_passes(env, tmp_path):
-    from workbench import catalog, gate as g
+    from workbench.data import catalog
+    from workbench.gate import check as g
     from workbench.run import write_trec_run
 
     folder, home = env
@@ -181,7 +182,7 @@ def test_one_judged_floor_default_on_the_pair_path_and_in_a_gate_file(env, tmp_p
     """Neither the options nor the gate file set judged_floor: both paths take GatePolicy's 0.1, and the
     same candidate (config full) gets the same Judged@10 and the same status by it."""
     from workbench.dashboard.gates import find
-    from workbench.gate import GateReport
+    from workbench.gate.check import GateReport
 
     folder, home = env
     (tmp_path / "g.toml").write_text(f'experiment = "{folder}/e.toml"\n[expected.gita.full]\n"R@10" = 0.0\n')

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from workbench import gate
+from workbench.gate import check as gate
 from workbench.errors import ConfigError, DataError
-from workbench.gate import Check, GatePolicy, GateReport, GateResult
+from workbench.gate.check import Check, GatePolicy, GateReport, GateResult
 from workbench.run import Hit, Run
 from workbench.types import Qrel, Query
 
@@ -80,7 +80,8 @@ def test_a_bad_option_names_the_option():
 def test_the_cli_resolves_one_policy_on_both_paths(tmp_path, monkeypatch):
     """The CLI's pair path and a gate file reach the decisions with the same policy: the defaults when
     nothing is given, the file's value over the default, an option over both."""
-    from workbench import catalog, settings
+    from workbench.data import catalog
+    from workbench import settings
     from workbench.cli import app
 
     seen: list[tuple[str, GatePolicy]] = []
@@ -203,7 +204,7 @@ def test_junit_of_several_results_is_one_testsuites_document():
 
 # ---------------------------------------------------------------- reports
 
-#: A report file exactly as `workbench gate` wrote it before GateReport existed (workbench/gate.py's
+#: A report file exactly as `workbench gate` wrote it before GateReport existed (workbench/gate/check.py's
 #: save_report at 7cb5985): a paired result with a failing check, losses and a judged warning, and an
 #: expected-values result whose CIs are NaN.
 OLD_REPORT = """{

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from workbench.errors import DataError
-from workbench.loaders.gita import (
+from workbench.data.loaders.gita import (
     VERSES_PER_CHAPTER,
     GitaCorpus,
     load_gita,

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from fixtures.experiments import FTS, REF, VECTOR, experiment_toml, only, rrf
-from workbench.experiment import load_experiment
-from workbench.job import run_experiment
+from workbench.experiment.config import load_experiment
+from workbench.experiment.runner import run_experiment
 
 EXPERIMENT = experiment_toml(
     "e2e", ["R@10", "nDCG@10", "RR@10", "P@5", "Judged@10"],
@@ -66,7 +66,7 @@ def test_reference_config_values_follow_from_the_qrels(job):
 
 
 def test_fused_metrics_match_ranx(job):
-    from workbench.evaluate import cross_check
+    from workbench.eval.evaluate import cross_check
 
     exp, res, _home = job
     ds = res.datasets["gita"]
@@ -104,7 +104,7 @@ def test_second_run_reads_the_cache_and_touches_no_database(job, monkeypatch):
 def test_tracking_logs_sanitised_metrics_and_artifacts(job, tmp_path, monkeypatch):
     import mlflow
 
-    from workbench.tracking import log_job
+    from workbench.experiment.tracking import log_job
 
     exp, res, home = job
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from workbench.catalog import dataset_dir
+from workbench.data.catalog import dataset_dir
 from workbench.cli import app
 from workbench.judging import layers
 from workbench.judging.store import SCHEMA_VERSION, JudgmentStore, PoolPair, document_hash
@@ -19,7 +19,7 @@ from workbench.judging.store import SCHEMA_VERSION, JudgmentStore, PoolPair, doc
 @pytest.fixture(scope="module")
 def gita(data_dir, pg_dsn, tmp_path_factory):
     """A home with gita built (only gita: the judgments need its ids and texts), and the test server's DSN."""
-    from workbench import catalog
+    from workbench.data import catalog
 
     home = tmp_path_factory.mktemp("judge-home")
     defs = catalog.load_definitions()

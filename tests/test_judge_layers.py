@@ -99,7 +99,7 @@ def test_the_human_layer_evaluates_only_queries_with_a_human_grade():
 @pytest.fixture(scope="module")
 def gita_home(data_dir, tmp_path_factory):
     """A home with only the gita built (seconds)."""
-    from workbench import catalog
+    from workbench.data import catalog
 
     home = tmp_path_factory.mktemp("layers-home")
     catalog.build("gita", catalog.load_definitions(), data_dir, home)
@@ -126,7 +126,7 @@ def _judge(store, rater, dataset, grade_of, docs):
 
 
 def test_stale_text_judgments_stay_out_of_human_until_re_judged(gita_home, store):
-    from workbench import catalog
+    from workbench.data import catalog
     from workbench.types import Text
 
     ds = catalog.load("gita", home=gita_home, check=False)
@@ -200,8 +200,8 @@ def judged(gita_home, pg_dsn, store, tmp_path_factory):
     * a verse reference's only built label (grade 2): ann 1, bob 2, the adjudicator 0 -> 0;
     * a paraphrase query's first unjudged document in the fts top 10: ann 2, bob 2 (agreed 2);
     * its second unjudged document: ann 0, bob 0 (agreed 0)."""
-    from workbench.experiment import load_experiment
-    from workbench.job import run_experiment
+    from workbench.experiment.config import load_experiment
+    from workbench.experiment.runner import run_experiment
 
     folder = tmp_path_factory.mktemp("layers-exp")
     (folder / "e.toml").write_text(EXPERIMENT)
@@ -247,7 +247,7 @@ def judged(gita_home, pg_dsn, store, tmp_path_factory):
 
 
 def test_eval_with_merged_after_judging_shows_the_changed_judged_and_measures(judged, store):
-    from workbench.job import run_experiment
+    from workbench.experiment.runner import run_experiment
 
     j = judged
     after = run_experiment(j["exp"], home=j["home"], qrels="merged", store=store)
@@ -293,7 +293,7 @@ def test_eval_with_merged_after_judging_shows_the_changed_judged_and_measures(ju
 
 def test_the_eval_command_prints_the_layer_and_measures_what_the_job_measures(judged, store):
     from workbench.cli import app
-    from workbench.job import run_experiment
+    from workbench.experiment.runner import run_experiment
 
     j = judged
     exp_file = str(j["folder"] / "e.toml")
@@ -317,7 +317,7 @@ def test_the_eval_command_prints_the_layer_and_measures_what_the_job_measures(ju
 
 
 def test_the_human_layer_evaluates_only_the_judged_queries(judged, store):
-    from workbench.job import run_experiment
+    from workbench.experiment.runner import run_experiment
 
     j = judged
     res = run_experiment(j["exp"], home=j["home"], qrels="human", store=store)
@@ -335,8 +335,8 @@ def test_mlflow_logs_the_layer_and_its_hash_per_config_run_and_the_dashboard_lis
     import mlflow
 
     from workbench.dashboard import store as dash
-    from workbench.job import run_experiment
-    from workbench.tracking import log_job
+    from workbench.experiment.runner import run_experiment
+    from workbench.experiment.tracking import log_job
 
     j = judged
     res = run_experiment(j["exp"], home=j["home"], qrels="merged", store=store)
@@ -398,8 +398,8 @@ def test_the_overview_and_compare_pages_show_the_layer_of_each_run(judged, store
 
     from streamlit.testing.v1 import AppTest
 
-    from workbench.job import run_experiment
-    from workbench.tracking import log_job
+    from workbench.experiment.runner import run_experiment
+    from workbench.experiment.tracking import log_job
 
     j = judged
     merged = run_experiment(j["exp"], home=j["home"], qrels="merged", store=store)

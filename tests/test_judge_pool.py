@@ -49,9 +49,9 @@ lanes = ["ref"]
 @pytest.fixture(scope="module")
 def env(data_dir, pg_dsn, tmp_path_factory):
     """A home with the gita built and the experiment evaluated once (the candidate cache is warm)."""
-    from workbench import catalog
-    from workbench.experiment import load_experiment
-    from workbench.job import run_experiment
+    from workbench.data import catalog
+    from workbench.experiment.config import load_experiment
+    from workbench.experiment.runner import run_experiment
 
     home = tmp_path_factory.mktemp("pool-home")
     catalog.build("gita", catalog.load_definitions(), data_dir, home)
@@ -123,7 +123,7 @@ def test_pooling_is_deterministic_for_a_seed_and_ordered_by_priority(env, store)
 
 
 def test_a_warm_cache_makes_no_live_query(env, store, monkeypatch):
-    from workbench.job import Engine
+    from workbench.experiment.runner import Engine
 
     want = _plan(env, store, depth=10, seed=3)
     # a DSN that cannot work: any connection attempt by a lane or an index raises

@@ -40,7 +40,7 @@ def test_migrations_create_the_schema_once_and_refuse_a_newer_store(store, pg_ds
 
 
 def test_the_retrieval_role_cannot_read_the_store(store, pg_dsn):
-    from workbench.pg import ensure_reader, reader_dsn
+    from workbench.engines.pg_client import ensure_reader, reader_dsn
 
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         ensure_reader(conn)

@@ -17,11 +17,11 @@ from workbench.protocols import Retriever
 from retrievers.fulltext import FORMS, FullTextLane
 from retrievers.pgvector import VectorLane
 from retrievers.trigram import TrigramLane
-from workbench import catalog
-from workbench.catalog import Dataset
+from workbench.data import catalog
+from workbench.data.catalog import Dataset
 from workbench.errors import ConfigError
-from workbench.indexer import index_dataset
-from workbench.pg import PgError, connect, reader_dsn
+from workbench.engines.pg_index import index_dataset
+from workbench.engines.pg_client import PgError, connect, reader_dsn
 from workbench.types import Document, Query, Text
 
 EMB = WordHashEmbedder(64)
@@ -204,7 +204,7 @@ def test_hnsw_recall_against_exact(reader, index, gita):
 def _body_text(gita: Dataset, doc_id: str) -> str:
     import unicodedata
 
-    from workbench.doctext import index_text
+    from workbench.text.doctext import index_text
 
     return unicodedata.normalize("NFC", index_text(next(d for d in gita.documents if d.doc_id == doc_id)))
 

@@ -16,11 +16,12 @@ import pytest
 from workbench.testing import WordHashEmbedder, check_lane
 from workbench.protocols import Retriever
 from retrievers.opensearch import MODES, OpenSearchLane, page_query_key
-from workbench import catalog, osearch
-from workbench.catalog import Dataset
+from workbench.data import catalog
+from workbench.engines import os_client as osearch
+from workbench.data.catalog import Dataset
 from workbench.errors import ConfigError
-from workbench.loaders.dpd import load_dpd
-from workbench.os_index import index_body, index_dataset, lemma_rules, page_keys
+from workbench.data.loaders.dpd import load_dpd
+from workbench.engines.os_index import index_body, index_dataset, lemma_rules, page_keys
 from workbench.types import Query
 
 EMB = WordHashEmbedder(64)
@@ -185,7 +186,7 @@ def test_fuzzy_survives_a_misspelling_and_zero_fuzziness_does_not(os_cluster, in
 
 def test_semantic_scores_are_cosine_similarities(os_cluster, index, mn: Dataset):
     doc = next(d for d in mn.documents if d.doc_id == "mn10:2.1")
-    from workbench.doctext import index_text
+    from workbench.text.doctext import index_text
 
     body = index_text(doc)
     hits = lane(os_cluster, index, "semantic").search([Q("s", body)], 5)["s"]

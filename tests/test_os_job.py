@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from fixtures.experiments import REF, experiment_toml, only
-from workbench.experiment import load_experiment
-from workbench.job import run_experiment
+from workbench.experiment.config import load_experiment
+from workbench.experiment.runner import run_experiment
 
 pytestmark = pytest.mark.data
 
@@ -60,7 +60,7 @@ def test_page_ref_lane_finds_what_the_reference_lane_finds(job):
 
 
 def test_weighted_hybrid_is_fused_by_the_workbench(job):
-    from workbench.fusion import fuse
+    from workbench.eval.fusion import fuse
 
     _exp, res, _home = job
     lanes = {n: res.lanes[("cst4-mn", n)].run for n in ("fuzzy", "sem")}
@@ -79,7 +79,7 @@ def test_second_run_reads_the_cache_and_touches_no_cluster(job, monkeypatch):
 
 
 def test_a_down_cluster_names_its_url(built_home, data_dir, tmp_path, monkeypatch):
-    from workbench.osearch import OpenSearchError
+    from workbench.engines.os_client import OpenSearchError
 
     path = tmp_path / "e.toml"
     path.write_text(EXPERIMENT.replace('name = "os-e2e"', 'name = "os-down"').replace("depth = 100", "depth = 7"))

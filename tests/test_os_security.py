@@ -35,7 +35,7 @@ from types import SimpleNamespace
 import pytest
 
 import faults
-from workbench import osearch
+from workbench.engines import os_client as osearch
 from workbench.services import opensearch as node
 
 

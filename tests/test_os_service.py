@@ -37,7 +37,7 @@ def test_up_reuse_analyze_down(tmp_path, monkeypatch):
         again = node.up(home)  # reused: same node
         assert again.url == url and again.pid == st["pid"]
 
-        from workbench import osearch
+        from workbench.engines import os_client as osearch
 
         es = osearch.client(url)
         info = osearch.check_cluster(es, url)

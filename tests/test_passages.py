@@ -3,7 +3,7 @@ under random sizes (hypothesis), and the real bilara segments.
 
 The real-data numbers (1,847 passages at 512/50; MN 10: 226 segments in 8 passages with
 the boundaries below) were computed with a separate implementation of the rules of
-:mod:`workbench.passages` that reads the raw bilara JSON directly.
+:mod:`workbench.text.passages` that reads the raw bilara JSON directly.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.loaders.bilara import BilaraCorpus, load_bilara
-from workbench.passages import _windows, merge_segments, segment_tokens
+from workbench.data.loaders.bilara import BilaraCorpus, load_bilara
+from workbench.text.passages import _windows, merge_segments, segment_tokens
 from workbench.types import Document, Text
 
 

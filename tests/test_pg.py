@@ -20,12 +20,12 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from workbench.testing import WordHashEmbedder
-from workbench import catalog
-from workbench.catalog import Dataset
+from workbench.data import catalog
+from workbench.data.catalog import Dataset
 from workbench.errors import ConfigError, WorkbenchError
-from workbench.indexer import (REGISTRY, SCHEMA_VERSION, corpus_sha256, find_index, index_dataset, index_key,
+from workbench.engines.pg_index import (REGISTRY, SCHEMA_VERSION, corpus_sha256, find_index, index_dataset, index_key,
                                lookup_table, table_name)
-from workbench.pg import (PgError, check_server, connect, ensure_reader, reader_dsn, redact, server_dsn,
+from workbench.engines.pg_client import (PgError, check_server, connect, ensure_reader, reader_dsn, redact, server_dsn,
                           stop_embedded)
 from workbench.types import Document, Query, Text
 
@@ -75,7 +75,7 @@ def test_embedded_server_is_attached_once(pg_dsn):
 _HOLD_SERVER = """
 import sys, time
 from pathlib import Path
-from workbench.pg import server_dsn
+from workbench.engines.pg_client import server_dsn
 print(server_dsn(Path(sys.argv[1])), flush=True)
 time.sleep(120)
 """
@@ -108,7 +108,7 @@ def test_server_left_by_a_killed_process_is_stopped_by_the_next():
         assert stop_embedded(home) == 1
         assert not pidfile.exists()  # stopped: the killed process's share died with it
     finally:
-        from workbench.pg import remove_embedded
+        from workbench.engines.pg_client import remove_embedded
 
         remove_embedded(home)
         shutil.rmtree(home, ignore_errors=True)
@@ -312,8 +312,8 @@ _KILLED = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from workbench import catalog
-from workbench.indexer import index_dataset
+from workbench.data import catalog
+from workbench.engines.pg_index import index_dataset
 from workbench.testing import WordHashEmbedder
 
 class Slow(WordHashEmbedder):

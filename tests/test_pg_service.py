@@ -29,7 +29,7 @@ import psycopg
 import pytest
 
 from faults import REPO, as_user, is_root, kill_at, other_user, run, user_python
-from workbench import pg
+from workbench.engines import pg_client as pg
 from workbench.services import postgres
 
 pytestmark = [pytest.mark.pg,  # every test starts embedded servers of its own
@@ -105,7 +105,7 @@ def test_stale_postmaster_pid_of_an_unrelated_process_is_ignored_never_signalled
 
 def test_sigterm_to_a_command_stops_the_server_it_started(home):
     # the command SIGTERMs itself while fusing, i.e. after its lanes used the server
-    proc = _search(home, env=kill_at("workbench.fusion:fuse", 1, sig="SIGTERM", env=_env(home)), config="both")
+    proc = _search(home, env=kill_at("workbench.eval.fusion:fuse", 1, sig="SIGTERM", env=_env(home)), config="both")
     assert proc.returncode == 143, proc.stderr
     assert "Traceback" not in proc.stderr
     assert postgres.status(home)["state"] == "stopped"
@@ -116,7 +116,7 @@ def test_sigterm_to_a_command_stops_the_server_it_started(home):
 _HOLDER = """
 import sys
 from pathlib import Path
-from workbench import pg
+from workbench.engines import pg_client as pg
 print(pg.server_dsn(Path(sys.argv[1])), flush=True)
 sys.stdin.read()  # until the test closes stdin: then exit normally (atexit releases the server)
 """
@@ -144,7 +144,7 @@ def _release(proc: subprocess.Popen) -> None:
 _COPY_SCENARIO = """
 import json, subprocess, sys
 from pathlib import Path
-from workbench import pg
+from workbench.engines import pg_client as pg
 from workbench.services import postgres
 a, b = Path(sys.argv[1]), Path(sys.argv[2])
 holder = subprocess.Popen([sys.executable, "-c", sys.argv[3], str(a)], stdin=subprocess.PIPE,
@@ -226,8 +226,8 @@ import sys, time
 sys.path.insert(0, sys.argv[3])
 from pathlib import Path
 from workbench.testing import WordHashEmbedder
-from workbench import catalog
-from workbench.indexer import index_dataset
+from workbench.data import catalog
+from workbench.engines.pg_index import index_dataset
 
 class Slow(HashEmbedder):
     def embed_passages(self, texts):
@@ -243,8 +243,8 @@ print("built", info.reused, flush=True)
 
 def test_a_second_process_waits_for_an_index_build_says_for_whom_and_reuses_it(pg_dsn, built_home):
     from workbench.testing import WordHashEmbedder
-    from workbench import catalog
-    from workbench.indexer import index_dataset
+    from workbench.data import catalog
+    from workbench.engines.pg_index import index_dataset
 
     builder = subprocess.Popen([sys.executable, "-c", _SLOW_BUILD, pg_dsn, str(built_home), str(REPO / "tests")],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,

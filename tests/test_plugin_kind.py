@@ -20,7 +20,7 @@ from fixtures.experiments import REF, experiment_toml, only, rrf
 from test_registry import install_plugin
 
 from workbench import registry
-from workbench.rerank import apply_rerank
+from workbench.eval.rerank import apply_rerank
 from workbench.run import Run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,8 +62,8 @@ def plugin_site(tmp_path, monkeypatch):
 
 
 def test_a_plugin_kind_runs_through_the_main_job_with_values_from_the_qrels(plugin_site, built_home, tmp_path):
-    from workbench.experiment import load_experiment
-    from workbench.job import run_experiment
+    from workbench.experiment.config import load_experiment
+    from workbench.experiment.runner import run_experiment
 
     assert "address" in registry.retriever_kinds()
     path = tmp_path / "plugin.toml"

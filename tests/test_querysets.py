@@ -6,10 +6,12 @@ from collections import defaultdict
 
 import pytest
 
-from workbench import catalog, refs
-from workbench.formats import read_qrels, read_queries
-from workbench.querysets.builders import Candidate, finalize, project_to_passages
-from workbench.querysets.split import assign_split, check_ratios, unit_interval
+from workbench.data import catalog
+
+from workbench.text import refs
+from workbench.io.formats import read_qrels, read_queries
+from workbench.data.querysets.builders import Candidate, finalize, project_to_passages
+from workbench.data.querysets.split import assign_split, check_ratios, unit_interval
 from workbench.types import Document, Qrel, Text
 
 
@@ -157,8 +159,8 @@ def test_gita_verse_and_chapter_references(built_home):
 
 
 def test_pali_term_judgments_hold_an_inflected_form(built_home, data_dir):
-    from workbench.loaders.dpd import load_dpd
-    from workbench.textnorm import ascii_fold, tokens
+    from workbench.data.loaders.dpd import load_dpd
+    from workbench.text.normalize import ascii_fold, tokens
 
     lexicon = load_dpd(data_dir)
     queries, qrels = _load(built_home, "bilara-segments")
@@ -175,7 +177,7 @@ def test_pali_term_judgments_hold_an_inflected_form(built_home, data_dir):
 
 
 def test_pts_page_ref_mi56_starts_at_mn10_2_1(built_home, data_dir):
-    from workbench.querysets.builders import page_ref_candidates
+    from workbench.data.querysets.builders import page_ref_candidates
 
     docs = catalog.load("bilara-segments", home=built_home, data=data_dir).documents
     cands = page_ref_candidates([d for d in docs if d.work_id in ("mn9", "mn10")], seed=1, forms_per_page=10)
@@ -190,7 +192,7 @@ def test_pts_page_ref_mi56_starts_at_mn10_2_1(built_home, data_dir):
 
 
 def test_cst_page_ref_p156_starts_at_paragraph_106(built_home, data_dir):
-    from workbench.querysets.builders import page_ref_candidates
+    from workbench.data.querysets.builders import page_ref_candidates
 
     docs = catalog.load("cst4-mn", home=built_home, data=data_dir).documents
     cands = {c.text: c for c in page_ref_candidates(docs, seed=1, forms="cst", forms_per_page=1)}

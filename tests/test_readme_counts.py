@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from workbench import catalog
+from workbench.data import catalog
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

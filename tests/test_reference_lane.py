@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from retrievers.reference import ReferenceLane
-from workbench import catalog
+from workbench.data import catalog
 from workbench.types import Query
 
 

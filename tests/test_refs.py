@@ -1,4 +1,4 @@
-"""Tests of workbench.refs: the canonical-reference grammar."""
+"""Tests of workbench.text.refs: the canonical-reference grammar."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.refs import (
+from workbench.text.refs import (
     BOOKS,
     COLLECTIONS,
     EDITIONS,

@@ -21,7 +21,7 @@ import pytest
 
 from workbench import registry
 from workbench.errors import ConfigError, RegistryError
-from workbench.experiment import check_name, load_experiment
+from workbench.experiment.config import check_name, load_experiment
 from workbench.testing import check_kind
 
 PLUGIN = Path(__file__).parent / "fixtures" / "plugin" / "wb_address_lane.py"
@@ -138,7 +138,7 @@ def test_the_name_rule_is_mlflows(name):
 
 
 def test_a_study_space_is_checked_through_the_same_declaration(tmp_path):
-    from workbench.space import load_study
+    from workbench.tuning.space import load_study
 
     exp = _exp(tmp_path, '[lanes.vector]\nkind = "pgvector"\nembedder = "h"\n[lanes.ref]\nkind = "reference"\n'
                          '[configs.both]\nlanes = ["vector", "ref"]\n')
@@ -156,7 +156,7 @@ def test_a_study_space_is_checked_through_the_same_declaration(tmp_path):
 
 def test_the_code_fingerprint_is_the_sha256_of_the_kinds_module_sources():
     from retrievers import reference
-    from workbench import refs
+    from workbench.text import refs
 
     h = hashlib.sha256()
     for mod in (reference, refs):
@@ -210,9 +210,9 @@ def test_a_lazy_embedder_answers_from_the_embedding_cache_without_loading_its_mo
 def test_every_lane_that_reads_a_model_logs_its_model_id_opensearch_too(tmp_path, built_home):
     """The tracker asks each kind which embedder shapes its ranking: the pgvector lane and the OpenSearch
     semantic lane log their model id; the OpenSearch fuzzy lane and the reference lane log none."""
-    from workbench import catalog
-    from workbench.job import ConfigResult, JobResult
-    from workbench.tracking import config_params
+    from workbench.data import catalog
+    from workbench.experiment.runner import ConfigResult, JobResult
+    from workbench.experiment.tracking import config_params
 
     path = _exp(tmp_path, '[lanes.vec]\nkind = "pgvector"\nembedder = "h"\n'
                           '[lanes.sem]\nkind = "opensearch"\nmode = "semantic"\nembedder = "h"\n'

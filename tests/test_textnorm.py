@@ -4,7 +4,7 @@ import unicodedata
 
 import pytest
 
-from workbench.textnorm import ascii_fold, gita_to_iast, match_form, to_cyrillic, to_cyrillic_many, tokens
+from workbench.text.normalize import ascii_fold, gita_to_iast, match_form, to_cyrillic, to_cyrillic_many, tokens
 
 
 def test_nfd_input_equals_nfc():

@@ -14,8 +14,8 @@ import pytest
 
 import tune_fixture
 from workbench.errors import ConfigError
-from workbench.space import baseline_params, load_study
-from workbench.tune import make_study, paired_test, run_study, setting_from, storage_for
+from workbench.tuning.space import baseline_params, load_study
+from workbench.tuning.tune import make_study, paired_test, run_study, setting_from, storage_for
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -22,8 +22,8 @@ import pytest
 
 import faults
 import tune_fixture
-from workbench.space import baseline_params, load_study
-from workbench.tune import run_study
+from workbench.tuning.space import baseline_params, load_study
+from workbench.tuning.tune import run_study
 
 EXPERIMENT = """
 name = "faults"
@@ -62,7 +62,7 @@ NAME = "fault-study"
 # a `workbench` entry whose trials take 0.2 s each, so that two processes surely overlap
 SLOW_CLI = (
     "import sys, time\n"
-    "import workbench.tune as t\n"
+    "import workbench.tuning.tune as t\n"
     "f = t.objective_value\n"
     "def slow(*a, **k):\n"
     "    time.sleep(0.2)\n"
@@ -296,7 +296,7 @@ def test_a_read_only_home_is_one_clear_error(tmp_path, template):
 def _killed_baseline_resumes(tmp_path, template, storage_args: list[str], storage) -> None:
     home, study = _setup(tmp_path, template, STUDY.replace(f'name = "{NAME}"', f'name = "{tmp_path.name[:40]}"'))
     name = tmp_path.name[:40]
-    env = faults.kill_at("workbench.tune:objective_value", 1, env=_env(home))  # the first objective: trial 0
+    env = faults.kill_at("workbench.tuning.tune:objective_value", 1, env=_env(home))  # the first objective: trial 0
     r = _tune(study, home, "--trials", "5", *storage_args, env=env)
     assert r.returncode == -9, r.stderr
     store = _journal(home, name) if storage is None else storage
@@ -391,7 +391,7 @@ def test_a_trial_of_a_process_gone_on_another_machine_fails_by_its_heartbeat_in_
     trial without one for the grace period is failed, a trial whose heartbeat is fresh is not."""
     from optuna.trial import TrialState
 
-    from workbench import tune
+    from workbench.tuning import tune
 
     monkeypatch.setattr(tune, "PG_HEARTBEAT_S", 1)
     monkeypatch.setattr(tune, "PG_GRACE_S", 2)
@@ -413,7 +413,7 @@ def test_a_trial_of_a_process_gone_on_another_machine_fails_by_its_heartbeat_in_
 
 
 def test_which_running_trials_count_as_left_by_a_dead_process(tmp_path, monkeypatch):
-    from workbench import tune
+    from workbench.tuning import tune
 
     me = tune.this_process()
     assert me["pid"] == os.getpid() and tune.process_alive(me) is True
@@ -439,7 +439,7 @@ def test_which_running_trials_count_as_left_by_a_dead_process(tmp_path, monkeypa
 _HOLD_JOURNAL_LOCK = """
 import sys, time
 from pathlib import Path
-from workbench import tune
+from workbench.tuning import tune
 lock = tune._journal_lock_type()(Path(sys.argv[1]))
 lock.acquire()
 print("held", flush=True)
@@ -449,7 +449,7 @@ time.sleep(60)
 
 def test_a_process_killed_while_holding_the_journal_lock_costs_the_next_nothing(tmp_path):
     """Optuna's own lock (a symbolic link) outlives a killed holder by 30 s; the workbench's is an flock."""
-    from workbench import tune
+    from workbench.tuning import tune
 
     journal = tmp_path / "journal.log"
     journal.write_bytes(b"")

@@ -38,8 +38,8 @@ fts = { low = 0.0, high = 2.0 }
 @pytest.fixture(scope="module")
 def warm(built_home, data_dir, pg_dsn, tmp_path_factory):
     """The experiment evaluated once (fills the candidate cache), then the study files."""
-    from workbench.experiment import load_experiment
-    from workbench.job import run_experiment
+    from workbench.experiment.config import load_experiment
+    from workbench.experiment.runner import run_experiment
 
     folder = tmp_path_factory.mktemp("tune")
     (folder / "e.toml").write_text(EXPERIMENT)
@@ -54,8 +54,8 @@ def warm(built_home, data_dir, pg_dsn, tmp_path_factory):
 
 
 def test_fusion_only_trials_open_no_database(warm, monkeypatch):
-    from workbench.space import load_study
-    from workbench.tune import run_study
+    from workbench.tuning.space import load_study
+    from workbench.tuning.tune import run_study
 
     folder, home = warm
     monkeypatch.setenv("WORKBENCH_PG_DSN", "postgresql://nobody@/nowhere?host=/nonexistent-socket-dir")
@@ -71,8 +71,8 @@ def test_fusion_only_trials_open_no_database(warm, monkeypatch):
 
 
 def test_engine_parameters_fill_the_cache_once_per_setting(warm, pg_dsn, monkeypatch):
-    from workbench.space import load_study
-    from workbench.tune import Candidates, run_study
+    from workbench.tuning.space import load_study
+    from workbench.tuning.tune import Candidates, run_study
 
     folder, home = warm
     (folder / "study-ef.toml").write_text(STUDY.replace('name = "tune-e2e"', 'name = "tune-ef"') +
@@ -127,8 +127,8 @@ def test_cli_errors_exit_2(args, msg, monkeypatch, data_dir):
 
 
 def test_two_worker_processes_share_one_study_in_postgres(warm, pg_dsn, monkeypatch):
-    from workbench.space import load_study
-    from workbench.tune import run_study
+    from workbench.tuning.space import load_study
+    from workbench.tuning.tune import run_study
 
     folder, home = warm
     (folder / "study-w.toml").write_text(STUDY.replace('name = "tune-e2e"', 'name = "tune-workers"'))

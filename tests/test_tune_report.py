@@ -9,10 +9,10 @@ import json
 import pytest
 
 from workbench.errors import DataError
-from workbench.tune import (MeasureComparison, QrelsSummary, SplitReport, StudyEvaluation, StudyReport, TrainSummary,
+from workbench.tuning.tune import (MeasureComparison, QrelsSummary, SplitReport, StudyEvaluation, StudyReport, TrainSummary,
                             TypeComparison)
 
-#: report.json as `workbench tune` wrote it before StudyReport existed (workbench/tune.py's write_outputs
+#: report.json as `workbench tune` wrote it before StudyReport existed (workbench/tuning/tune.py's write_outputs
 #: at 7cb5985), values from a real study of experiments/tune-kb.toml trimmed to one measure and two
 #: query types; its dev split is written as a split without queries is.
 OLD_REPORT = {

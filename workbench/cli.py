@@ -17,7 +17,7 @@ from typing import Optional
 import typer
 
 from workbench.errors import WorkbenchError
-from workbench.gate import DEFAULT_SEED as _GATE_SEED, GatePolicy as _GatePolicy  # for `gate --help`: the defaults
+from workbench.gate.check import DEFAULT_SEED as _GATE_SEED, GatePolicy as _GatePolicy  # for `gate --help`: the defaults
 from workbench.settings import PROJECT_ROOT
 
 app = typer.Typer(help="Evaluation and relevance-tuning workbench for hybrid retrieval over scripture corpora.",
@@ -77,7 +77,7 @@ def data_build(
     Only the corpora the selected datasets read must be present. A dataset whose build
     fails keeps its previous build.
     """
-    from workbench import catalog
+    from workbench.data import catalog
     from workbench.settings import data_dir, home_dir
 
     try:
@@ -110,7 +110,7 @@ def data_list(
     definitions: Optional[Path] = typer.Option(None, "--definitions", help="Dataset definitions TOML."),
 ) -> None:
     """Show the defined datasets, whether each build is current, and counts per query type and split."""
-    from workbench import catalog
+    from workbench.data import catalog
     from workbench.settings import data_dir, home_dir
 
     try:
@@ -155,7 +155,7 @@ def ref_parse(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Parse references; unresolvable ones print the reason (exit 1 if any did not resolve, 2 on a bad --collection)."""
-    from workbench import refs
+    from workbench.text import refs
 
     def shown(text: str, limit: int = 60) -> str:
         return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -291,7 +291,7 @@ def services_status(
         return
     if st["state"] == "running":
         try:
-            from workbench import osearch
+            from workbench.engines import os_client as osearch
 
             es = osearch.client(st["url"])
             st["indexes"] = sorted(i["index"] for i in es.cat.indices(index="wb-*", format="json"))
@@ -304,7 +304,7 @@ def services_status(
                                                    f"{len(st.get('indexes', []))} workbench indexes, log {st['log']}"
                                                    if st["state"] != "stopped" else ""))
 
-    from workbench.osearch import URL_ENV
+    from workbench.engines.os_client import URL_ENV
 
     if os.environ.get(URL_ENV, "").strip():
         _log(f"note: {URL_ENV}={os.environ[URL_ENV].strip()} is set, so the lanes use that cluster, not this local node")
@@ -322,8 +322,8 @@ def eval_cmd(
                                         "default: the experiment file's."),
 ) -> None:
     """Index what is missing, evaluate every config on every dataset, print the comparison, track it in MLflow."""
-    from workbench.experiment import load_experiment
-    from workbench.job import run_experiment
+    from workbench.experiment.config import load_experiment
+    from workbench.experiment.runner import run_experiment
     from workbench.judging.layers import check_layer
     from workbench.settings import data_dir, home_dir
 
@@ -334,7 +334,7 @@ def eval_cmd(
         data_dir()
         home = home_dir()
         if track:
-            from workbench.tracking import check_tracking
+            from workbench.experiment.tracking import check_tracking
 
             check_tracking(home)
         _log(f"qrels layer: {layer}" + (" (--qrels)" if qrels is not None else f" ({experiment}"
@@ -344,7 +344,7 @@ def eval_cmd(
         elapsed = time.perf_counter() - t0
     except WorkbenchError as exc:
         _fail(exc)
-    from workbench import report
+    from workbench.experiment import report
 
     if as_json:
         typer.echo(report.comparison_frame(result).to_json(orient="records", indent=1))
@@ -353,7 +353,7 @@ def eval_cmd(
         typer.echo(f"\n{len(result.configs)} config runs in {elapsed:.1f} s; candidate cache: "
                    f"{result.cache_hits} hits, {result.cache_misses} misses")
     if track:
-        from workbench.tracking import log_job, tracking_uri
+        from workbench.experiment.tracking import log_job, tracking_uri
 
         try:
             run_id = log_job(result, home)
@@ -384,11 +384,11 @@ def tune_cmd(
     """Tune fusion and engine parameters with Optuna over cached candidates; report on dev and test."""
     from dataclasses import replace
 
-    from workbench import tune
+    from workbench.tuning import tune
     from workbench.errors import StorageError
     from workbench.judging.layers import check_layer
     from workbench.settings import data_dir, home_dir
-    from workbench.space import load_study
+    from workbench.tuning.space import load_study
 
     try:
         layer = check_layer(qrels, "--qrels") if qrels is not None else None
@@ -399,7 +399,7 @@ def tune_cmd(
         data_dir()
         home = home_dir()
         if track:
-            from workbench.tracking import check_tracking
+            from workbench.experiment.tracking import check_tracking
 
             check_tracking(home)
         result = tune.run_study(st, home=home, storage=storage, trials=trials, workers=workers, log=_log,
@@ -422,7 +422,7 @@ def tune_cmd(
     typer.echo(f"\n{result.trials_run} trials run in {result.elapsed_s:.1f} s; "
                + (f"report, export and plots in {folder}" if folder else "no report written"))
     if track and folder is not None:
-        from workbench.tracking import log_study, tracking_uri
+        from workbench.experiment.tracking import log_study, tracking_uri
 
         try:
             run_id = log_study(result, home, folder)
@@ -439,10 +439,10 @@ def export_cmd(
     storage: str = typer.Option("journal", "--storage", help="Where the study is stored (as for `tune`)."),
 ) -> None:
     """Write the chosen trial as the production config a seed system loads, with provenance."""
-    from workbench import tune
+    from workbench.tuning import tune
     from workbench.durable import atomic_write_text, mkdirs
     from workbench.settings import data_dir, home_dir
-    from workbench.space import load_study
+    from workbench.tuning.space import load_study
 
     try:
         st = load_study(study_file)
@@ -474,7 +474,7 @@ def export_cmd(
 
 def _policy_help(key: str) -> str:
     """The --help of a gate policy option: the field's description and its default, both from
-    :class:`workbench.gate.GatePolicy` (where the defaults are declared, once)."""
+    :class:`workbench.gate.check.GatePolicy` (where the defaults are declared, once)."""
     info = _GatePolicy.model_fields[key]
     return f"{info.description[0].upper()}{info.description[1:]} (default: the gate file's, else {info.default})."
 
@@ -503,9 +503,10 @@ def gate_cmd(
     """Gate a candidate against a baseline or expected values: exit 0 pass, 1 regression, 2 usage or data error.
 
     The policy options (--margin, --min-queries, --judged-floor, --judged-action) override a gate file's
-    values, which override the defaults of workbench.gate.GatePolicy; the rules are in workbench.gate.
+    values, which override the defaults of workbench.gate.check.GatePolicy; the rules are in workbench.gate.check.
     """
-    from workbench import durable, gate
+    from workbench import durable
+    from workbench.gate import check as gate
     from workbench.settings import data_dir, home_dir
 
     options = {"margin": margin, "min_queries": min_queries, "judged_floor": judged_floor,
@@ -589,7 +590,7 @@ def dashboard_cmd(
 
     from workbench.dashboard import auth, serving
     from workbench.settings import home_dir
-    from workbench.tracking import tracking_uri
+    from workbench.experiment.tracking import tracking_uri
 
     try:
         app_path = dashboard_app()
@@ -745,7 +746,7 @@ def judge_pool(
     pooled or labelled by the built qrels (but for an audit sample of those); ordered by priority tiers. Prints
     the pool's size and each config's Judged@10 now and once the pool is judged.
     """
-    from workbench.experiment import load_experiment
+    from workbench.experiment.config import load_experiment
     from workbench.judging import pooling
     from workbench.settings import data_dir, home_dir
 
@@ -792,7 +793,7 @@ def judge_pool(
 
 def _judge_dataset(name: str, *, build: bool = True):
     """The built dataset ``name`` (built first when missing or stale), or only its checked name (``build=False``)."""
-    from workbench import catalog
+    from workbench.data import catalog
     from workbench.settings import home_dir
 
     defs = catalog.load_definitions()
@@ -967,10 +968,10 @@ def search_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Run one config live and show each hit with its address, a snippet and its rank and score in every lane."""
-    from workbench import catalog
-    from workbench.doctext import snippet
-    from workbench.experiment import load_experiment
-    from workbench.job import Engine, config_run
+    from workbench.data import catalog
+    from workbench.text.doctext import snippet
+    from workbench.experiment.config import load_experiment
+    from workbench.experiment.runner import Engine, config_run
     from workbench.registry import reranker_kind
     from workbench.settings import home_dir
     from workbench.types import Query

@@ -16,7 +16,7 @@ The locks the workbench takes (one rule each, declared here and read everywhere)
   PostgreSQL or the local OpenSearch node of that home is started, checked or stopped.
 
 Database objects (index tables, the read-only role) are serialised inside PostgreSQL by
-an advisory lock (:mod:`workbench.indexer`); study journals by Optuna's own file lock.
+an advisory lock (:mod:`workbench.engines.pg_index`); study journals by Optuna's own file lock.
 
 A lock is reentrant within a process (the same path taken twice nests).
 """

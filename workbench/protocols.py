@@ -59,7 +59,7 @@ class Reranker(Protocol):
     ``rerank(queries, run, documents, depth)`` receives the fused run and returns a run
     of the reranker's own scores (higher is better) for candidates among the top
     ``depth`` hits of each query of ``run``. A candidate it cannot score may be left
-    out: :func:`workbench.rerank.apply_rerank` keeps it after the scored ones, in
+    out: :func:`workbench.eval.rerank.apply_rerank` keeps it after the scored ones, in
     fused order, and the hits below ``depth`` after those. ``documents`` maps doc_id to
     :class:`~workbench.types.Document` (the texts a cross-encoder reads).
     """
@@ -94,7 +94,7 @@ class Embedder(Protocol):
 
 class Resources(Protocol):
     """What a retriever or reranker kind may ask of the runner when it opens on a dataset
-    (:class:`workbench.job.Engine` implements it). Everything is started lazily:
+    (:class:`workbench.experiment.runner.Engine` implements it). Everything is started lazily:
     nothing a kind does not ask for is started or loaded.
     """
 

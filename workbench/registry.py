@@ -139,7 +139,7 @@ class RetrieverKind(Declaration):
 
         Args:
             params: the validated :attr:`Params` instance.
-            ds: the built :class:`workbench.catalog.Dataset`.
+            ds: the built :class:`workbench.data.catalog.Dataset`.
             res: the runner's :class:`~workbench.protocols.Resources`.
         """
         raise NotImplementedError(f"retriever kind {self.kind!r} does not implement open()")

@@ -123,7 +123,7 @@ def check_kind(kind: Any, *, valid: Mapping[str, Any] | None = None,
     parameter has a description; the code fingerprint is 16 hex digits and stable.
     """
     from workbench.errors import ConfigError
-    from workbench.experiment import check_name
+    from workbench.experiment.config import check_name
     from workbench.registry import Declaration, describe_kind
 
     _expect(isinstance(kind, type) and issubclass(kind, Declaration), f"{kind!r} is not a kind declaration class")

@@ -59,7 +59,7 @@ class Document:
         work_id: the work it belongs to (``mn10``, ``bg``, ``s0201m``): a sutta, a book.
         granularity: one of :data:`GRANULARITIES`.
         texts: the document's texts, one per field / language / script / source.
-        page_refs: canonical page references (see :mod:`workbench.refs`) of the pages
+        page_refs: canonical page references (see :mod:`workbench.text.refs`) of the pages
             that *start* inside this document.
         pages: canonical page references of every page the document's text lies on
             (a superset of ``page_refs``: it adds the page running on from before).

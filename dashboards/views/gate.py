@@ -5,7 +5,7 @@ import streamlit as st
 
 from workbench.dashboard import gates, ui
 from workbench.errors import WorkbenchError
-from workbench.gate import GateReport
+from workbench.gate.check import GateReport
 
 st.title("Gate")
 home = ui.home()

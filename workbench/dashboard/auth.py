@@ -306,7 +306,7 @@ class RaterSessions:
 def judgment_store_exists(home: Path) -> bool:
     """Whether a judgment store may hold raters, decided without creating anything:
     ``WORKBENCH_PG_DSN`` is set, or the home's embedded PostgreSQL has a data folder."""
-    from workbench.pg import DSN_ENV
+    from workbench.engines.pg_client import DSN_ENV
     from workbench.services import postgres
 
     if os.environ.get(DSN_ENV, "").strip():
@@ -323,7 +323,7 @@ def open_judgment_store(home: Path, *, migrate: bool = True, quiet: bool = False
         PgError: the server cannot be started or reached (names its log and the fix).
     """
     from workbench.judging.store import JudgmentStore
-    from workbench.pg import DSN_ENV, server_dsn
+    from workbench.engines.pg_client import DSN_ENV, server_dsn
 
     if quiet and not os.environ.get(DSN_ENV, "").strip():
         from workbench.services import postgres
@@ -342,7 +342,7 @@ def token_kinds(home: Path, *, release: bool = False) -> set[str]:
         ConfigError: the token file cannot be trusted.
         PgError: a store exists but its server cannot be reached.
     """
-    from workbench.pg import DSN_ENV
+    from workbench.engines.pg_client import DSN_ENV
 
     kinds = {"access"} if required(sources(home)) else set()
     if judgment_store_exists(home):

@@ -12,8 +12,8 @@ show and do, without Streamlit: the pages in ``dashboards/views/`` only draw it.
   of the document shown, which goes with the judgment. **Blind**: nothing about a config,
   lane, rank, score, pool tier or why the pair was pooled is part of it.
 * :func:`query_terms` / :func:`highlight_html` — which words are marked. Matching is
-  diacritic-folded (:func:`workbench.textnorm.match_form`, then
-  :func:`workbench.textnorm.ascii_fold`: ``satipatthana`` marks ``satipaṭṭhānaṁ``; ``ṃ`` and
+  diacritic-folded (:func:`workbench.text.normalize.match_form`, then
+  :func:`workbench.text.normalize.ascii_fold`: ``satipatthana`` marks ``satipaṭṭhānaṁ``; ``ṃ`` and
   ``ṁ`` are one letter). A text word is marked when it is a query word, or that word's stem
   with an inflectional ending of its script (:data:`ENDINGS`: Pali and Sanskrit nominal
   endings and English ``-s -es -ed -ing`` for the Latin script, Russian endings for Cyrillic,
@@ -40,7 +40,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from workbench.textnorm import ascii_fold, match_form
+from workbench.text.normalize import ascii_fold, match_form
 
 #: The rater's buttons: (grade or None for "cannot judge", label, keyboard shortcut, widget-key stem).
 #: A button's widget key is the stem and the assignment it grades (:func:`grade_key`), so a key press
@@ -339,7 +339,7 @@ def _transliteration_label(field: str, source: str) -> str:
     if field == "transliteration_iast":
         return "IAST"
     if field == "transliteration":
-        if source == "gita":  # workbench.loaders.gita: the data's own Hindi-oriented romanisation
+        if source == "gita":  # workbench.data.loaders.gita: the data's own Hindi-oriented romanisation
             return "the edition's own simplified scheme (ṣh, śh, ch, ṛi for IAST ṣ, ś, c, ṛ)"
         return f"as {source} romanises it" if source else "as the source romanises it"
     return field.removeprefix("transliteration_").replace("_", " ").upper()
@@ -365,7 +365,7 @@ def text_sections(doc: Any, derive_cyrillic: bool = False) -> list[tuple[str, li
     """A document's texts in sections for a reader, in this order: ``Original`` (field ``root``,
     labelled by language and script), ``Transliterations`` (by scheme: the edition's own,
     IAST, or — for Latin-script Pali with ``derive_cyrillic`` and none stored — a Cyrillic one
-    derived with :func:`workbench.textnorm.to_cyrillic`), ``Translations`` (by translator,
+    derived with :func:`workbench.text.normalize.to_cyrillic`), ``Translations`` (by translator,
     :attr:`workbench.types.Text.source`, and language), then every other field under its name
     in words (``Word meanings``). Within a section an exact duplicate text is shown once,
     labelled with every source that gave it. Empty texts are left out; so are empty sections."""
@@ -389,7 +389,7 @@ def text_sections(doc: Any, derive_cyrillic: bool = False) -> list[tuple[str, li
     if derive_cyrillic and "Transliterations" not in sections:
         root = next((t for t in doc.texts if t.field == "root" and t.script == "Latn" and t.text.strip()), None)
         if root is not None:
-            from workbench.textnorm import to_cyrillic
+            from workbench.text.normalize import to_cyrillic
             from workbench.types import Text
 
             add("Transliterations", "Cyrillic, derived (Aksharamukha's Russian scheme)",

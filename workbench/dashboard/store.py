@@ -1,7 +1,7 @@
 """Reading what the main job left behind: MLflow runs, their artifacts, the built datasets.
 
 Nothing here queries a retrieval service: the tracking store (``MLFLOW_TRACKING_URI`` or
-``sqlite:///<home>/mlflow.db``, :func:`workbench.tracking.tracking_uri`), the artifacts
+``sqlite:///<home>/mlflow.db``, :func:`workbench.experiment.tracking.tracking_uri`), the artifacts
 ``workbench eval`` logged (``per_query.csv``, ``run.trec``, ``config.json`` per config run;
 ``lanes/<dataset>.parquet`` per eval), and the files of ``<home>/datasets/<name>/``.
 
@@ -30,11 +30,11 @@ RUN_COLUMNS = ("run_id", "parent_run_id", "experiment", "dataset", "config", "st
 def config_runs(uri: str) -> pd.DataFrame:
     """Every complete config run ``workbench eval`` logged (tag ``workbench.kind = config``), newest first.
 
-    Complete: ended ``FINISHED`` with its artifacts in (:func:`workbench.tracking.is_complete`);
+    Complete: ended ``FINISHED`` with its artifacts in (:func:`workbench.experiment.tracking.is_complete`);
     a run still RUNNING (its eval is under way, or was killed) or FAILED is not a result and
     is left out, so "the newest run of a config" is its newest complete one. Before reading,
     runs left RUNNING by processes that are gone are ended KILLED
-    (:func:`workbench.tracking.end_dead_runs`; skipped where the store cannot be written).
+    (:func:`workbench.experiment.tracking.end_dead_runs`; skipped where the store cannot be written).
 
     Returns:
         one row per run: :data:`RUN_COLUMNS` (``started`` a UTC timestamp, ``lanes`` the
@@ -47,7 +47,7 @@ def config_runs(uri: str) -> pd.DataFrame:
     Raises:
         DataError: the store cannot be read (names the URI and the fix).
     """
-    from workbench.tracking import _quiet, end_dead_runs, is_complete
+    from workbench.experiment.tracking import _quiet, end_dead_runs, is_complete
 
     _quiet()  # quiet logs; an unreachable server fails in seconds (one retry, 15 s timeout)
     if uri.startswith("sqlite:///"):
@@ -173,7 +173,7 @@ def per_query(artifact_uri: str, run_id: str) -> pd.DataFrame:
                          keep_default_na=False)
     except (ValueError, OSError, UnicodeDecodeError) as exc:
         raise DataError(f"run {run_id}: cannot read {path} ({exc}); run `workbench eval` again") from None
-    from workbench.evaluate import GROUP_COLUMNS
+    from workbench.eval.evaluate import GROUP_COLUMNS
 
     missing = [c for c in ("query_id", "query_type", "split") if c not in df.columns]
     measures = [c for c in df.columns if c not in ("query_id", *GROUP_COLUMNS)]
@@ -209,7 +209,7 @@ def parent_artifact_uri(artifact_uri: str, run_id: str, parent_run_id: str) -> s
 
 def lane_hits(parent_artifact_uri: str, dataset: str) -> pd.DataFrame | None:
     """Every lane's candidates of one eval on one dataset (``lanes/<dataset>.parquet``:
-    ``lane, query_id, doc_id, rank, score``, :func:`workbench.tracking.lane_frame`), or
+    ``lane, query_id, doc_id, rank, score``, :func:`workbench.experiment.tracking.lane_frame`), or
     ``None`` when that eval did not log them (older runs)."""
     if not parent_artifact_uri:
         return None
@@ -247,9 +247,9 @@ class DatasetFiles:
 
 def modified_outputs(home: str | Path, name: str) -> tuple[str, ...]:
     """The files of ``<home>/datasets/<name>/`` that no longer match the build's manifest
-    (:func:`workbench.catalog.modified_outputs`; corpus inputs are not hashed: the dashboard
+    (:func:`workbench.data.catalog.modified_outputs`; corpus inputs are not hashed: the dashboard
     may run on a copy of the home without the corpora)."""
-    from workbench import catalog
+    from workbench.data import catalog
 
     return catalog.modified_outputs(name, Path(home))
 
@@ -267,7 +267,7 @@ def modified_message(ds: DatasetFiles) -> str:
 def dataset_signature(home: str, name: str) -> tuple:
     """``(size, mtime_ns, inode)`` of the dataset's manifest and files: a cache key that changes
     when any of them is edited or replaced, so a cached dataset is read (and checked) again."""
-    from workbench import catalog
+    from workbench.data import catalog
 
     folder = Path(home) / "datasets" / name
     sig = []
@@ -289,8 +289,8 @@ def dataset_files(home: str, name: str) -> DatasetFiles:
         DataError: the dataset is not built in this home (names the command to build it),
             or a file is missing or cannot be parsed (names it and the rebuild command).
     """
-    from workbench import catalog
-    from workbench.formats import read_documents, read_qrels, read_queries
+    from workbench.data import catalog
+    from workbench.io.formats import read_documents, read_qrels, read_queries
 
     folder = Path(home) / "datasets" / name
     if not (folder / "manifest.json").is_file():

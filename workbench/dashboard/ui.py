@@ -387,7 +387,7 @@ def config_runs(uri: str) -> pd.DataFrame:
 
 def runs_or_stop() -> tuple[str, pd.DataFrame]:
     """The tracking URI and its config runs; stops the page with what to run when there are none."""
-    from workbench.tracking import tracking_uri
+    from workbench.experiment.tracking import tracking_uri
 
     uri = tracking_uri(home())
     try:

@@ -3,7 +3,7 @@
 Conventions: a per-query table has ``query_id, query_type, split, language`` and one
 column per ir_measures measure (``R@10``…), higher is better; the comparison page calls
 the two configs *baseline* (A) and *candidate* (B), and a delta is ``B − A`` (positive:
-the candidate wins that query). Statistics come from :mod:`workbench.stats`.
+the candidate wins that query). Statistics come from :mod:`workbench.eval.stats`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from workbench.evaluate import GROUP_COLUMNS
+from workbench.eval.evaluate import GROUP_COLUMNS
 from workbench.run import Run
-from workbench.stats import bootstrap_ci_columns, paired_test
+from workbench.eval.stats import bootstrap_ci_columns, paired_test
 
 #: Per-query columns that describe a query rather than measure it.
 KEY_COLUMNS = ("query_id", *GROUP_COLUMNS)
@@ -47,7 +47,7 @@ def overview(tables: Mapping[str, pd.DataFrame], measures: Sequence[str], *, spl
 
     Configs are compared on the queries they share (inner join on ``query_id``), and one
     set of resamples serves every config and measure of a stratum
-    (:func:`workbench.stats.bootstrap_ci_columns`), so the intervals are paired.
+    (:func:`workbench.eval.stats.bootstrap_ci_columns`), so the intervals are paired.
 
     Args:
         tables: config label → per-query table (same dataset).
@@ -153,7 +153,7 @@ def significance(cmp: pd.DataFrame, seed: int = 20261129) -> pd.DataFrame:
         ``stratum, n, baseline, candidate, delta, ci_low, ci_high, p_value, wins, losses,
         ties``: means, the mean paired difference with its 95% bootstrap CI and the
         two-sided p-value of the paired sign-flip randomisation test
-        (:func:`workbench.stats.paired_test`: Smucker et al. 2007).
+        (:func:`workbench.eval.stats.paired_test`: Smucker et al. 2007).
     """
     rows = []
     strata = [(ALL, cmp)] + [(t, g) for t, g in cmp.groupby("query_type", sort=True)]
@@ -200,7 +200,7 @@ def _lane_text(found: Mapping[str, tuple[int, float]], lanes: Sequence[str]) -> 
 def doc_texts(doc: Any, derive_cyrillic: bool = False) -> dict[str, str]:
     """A document's texts grouped for reading: ``original`` (field ``root``), ``transliteration``
     (stored transliterations; for Pali in Latin script with ``derive_cyrillic``, a Cyrillic
-    transliteration by :func:`workbench.textnorm.to_cyrillic`, marked as derived) and
+    transliteration by :func:`workbench.text.normalize.to_cyrillic`, marked as derived) and
     ``translation`` (each labelled with its language); other fields under ``other``."""
     groups: dict[str, list[str]] = {"original": [], "transliteration": [], "translation": [], "other": []}
     for t in doc.texts:
@@ -217,7 +217,7 @@ def doc_texts(doc: Any, derive_cyrillic: bool = False) -> dict[str, str]:
     if derive_cyrillic and not groups["transliteration"]:
         root = next((t for t in doc.texts if t.field == "root" and t.script == "Latn" and t.text.strip()), None)
         if root is not None:
-            from workbench.textnorm import to_cyrillic
+            from workbench.text.normalize import to_cyrillic
 
             groups["transliteration"].append("[Cyrillic, derived] " + to_cyrillic(root.text))
     return {k: "\n\n".join(v) for k, v in groups.items()}
@@ -233,7 +233,7 @@ def ranked_list(run: Run, query_id: str, qrels: Mapping[str, int], found: Mappin
         ``"unjudged"``), ``lanes`` (``vector #3 (0.812) · fts #1 (0.2)``: each of the
         config's lanes that retrieved it, with its rank and raw score), ``snippet``.
     """
-    from workbench.doctext import snippet
+    from workbench.text.doctext import snippet
 
     rows = []
     for rank, h in enumerate(run.get_hits(query_id)[:k], 1):

@@ -316,7 +316,7 @@ def _rng(seed: int, label: str) -> np.random.Generator:
 
 def _resample_counts(n: int, resamples: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
     """Batches of ``(b, n)`` bootstrap count vectors: how often each of n units is drawn in a
-    resample of n draws with replacement (as :func:`workbench.stats.bootstrap_ci_columns`)."""
+    resample of n draws with replacement (as :func:`workbench.eval.stats.bootstrap_ci_columns`)."""
     batch = max(1, 4_000_000 // max(n, 1))
     for start in range(0, resamples, batch):
         b = min(batch, resamples - start)
@@ -510,7 +510,7 @@ def agreement(rows: Iterable[Mapping], *, query_types: Mapping[str, str] | None 
 
 def doc_hashes_of(ds, doc_ids: Iterable[str] | None = None) -> dict[str, str]:
     """doc_id → :func:`~workbench.judging.store.document_hash` of the built dataset's documents
-    (``ds``: :class:`workbench.catalog.Dataset`), only for ``doc_ids`` when given (hashing is
+    (``ds``: :class:`workbench.data.catalog.Dataset`), only for ``doc_ids`` when given (hashing is
     the slow part on a large dataset)."""
     from workbench.judging.store import document_hash
 
@@ -525,7 +525,7 @@ def store_agreement(store: JudgmentStore, dataset: str, *, ds=None, query_types:
     and the adjudicators' panel, never for a plain rater's page).
 
     Args:
-        ds: the built dataset (:class:`workbench.catalog.Dataset`); when given, ``query_types``
+        ds: the built dataset (:class:`workbench.data.catalog.Dataset`); when given, ``query_types``
             and ``doc_hashes`` default to its queries' types and its documents' hashes.
 
     Raises:
@@ -605,7 +605,7 @@ def adjudication_queue(store: JudgmentStore, dataset: str, rater: Rater, *, ds=N
         store: the judgment store.
         dataset: the dataset name.
         rater: who asks (from :meth:`JudgmentStore.rater_by_token`).
-        ds: the built dataset (:class:`workbench.catalog.Dataset`): ``doc_hashes`` default to its
+        ds: the built dataset (:class:`workbench.data.catalog.Dataset`): ``doc_hashes`` default to its
             documents' (:func:`doc_hashes_of`).
         doc_hashes: doc_id → built document hash (:func:`workbench.judging.store.document_hash`);
             stale judgments need re-judging, not adjudication, and are left out. None (and no

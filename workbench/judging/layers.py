@@ -214,7 +214,7 @@ def stale_count(judgments: Iterable[Mapping], adjudications: Iterable[Mapping] =
 
 
 def built_layer(ds) -> LayerQrels:
-    """The ``built`` layer of a loaded dataset (:class:`~workbench.catalog.Dataset`); touches no database."""
+    """The ``built`` layer of a loaded dataset (:class:`~workbench.data.catalog.Dataset`); touches no database."""
     qrels = tuple(sorted(ds.qrels))
     return LayerQrels("built", ds.name, qrels, qrels_sha256(qrels))
 
@@ -228,7 +228,7 @@ def human_layers(ds, store) -> tuple[LayerQrels, LayerQrels]:
     judgment made on another text is stale (:func:`final_grades`, :func:`stale_count`).
 
     Args:
-        ds: the built dataset (:class:`~workbench.catalog.Dataset`).
+        ds: the built dataset (:class:`~workbench.data.catalog.Dataset`).
         store: a :class:`~workbench.judging.store.JudgmentStore`.
 
     Raises:

@@ -16,7 +16,7 @@ the union of every named config's fused top ``depth`` and every one of their lan
   audit pairs from the others (blind: the store never shows why a pair was pooled).
 
 Candidates come from the candidate cache exactly as ``workbench eval`` leaves them
-(:func:`workbench.job.lane_candidates`; fusion in memory, :func:`workbench.job.fused_run`):
+(:func:`workbench.experiment.runner.lane_candidates`; fusion in memory, :func:`workbench.experiment.runner.fused_run`):
 with a warm cache nothing is queried. A lane whose candidates are missing runs once and is
 cached, as in ``eval``.
 
@@ -179,14 +179,14 @@ def priorities(systems: Mapping[str, tuple[float, Mapping[str, Sequence[str]]]],
 
 def top_lists(cfg, runs: Mapping[str, Run], k: int) -> dict[str, tuple[str, ...]]:
     """The first ``k`` doc ids of config ``cfg``'s ranking per query, exactly as
-    :func:`workbench.job.fused_run` ranks them (a prefix of that run), without building the whole run.
+    :func:`workbench.experiment.runner.fused_run` ranks them (a prefix of that run), without building the whole run.
 
     Args:
-        cfg: a :class:`~workbench.experiment.FusedConfig`.
+        cfg: a :class:`~workbench.experiment.config.FusedConfig`.
         runs: its lanes' runs (lane name → :class:`~workbench.run.Run`).
         k: how many doc ids to keep per query.
     """
-    from workbench.job import fused_run
+    from workbench.experiment.runner import fused_run
 
     keep = min(cfg.top_k, k)
     if cfg.method == "none":
@@ -208,7 +208,7 @@ def judged_at(ranking: Mapping[str, Sequence[str]], judged: Mapping[str, set], q
         ranking: query_id → doc ids, best first (at least the first ``k``).
         judged: query_id → the doc ids with a judgment (any grade, 0 included).
         query_ids: the evaluation set; a query with no judgment at all is left out, as in
-            :func:`workbench.evaluate.evaluate`.
+            :func:`workbench.eval.evaluate.evaluate`.
         k: the cutoff.
 
     Returns:
@@ -271,7 +271,7 @@ def plan_pool(exp, dataset: str, *, configs: Sequence[str] | None = None, depth:
     dataset and the judgment store; writes nothing (:func:`store_pool` stores the plan).
 
     Args:
-        exp: a loaded :class:`~workbench.experiment.Experiment`.
+        exp: a loaded :class:`~workbench.experiment.config.Experiment`.
         dataset: one of the experiment's datasets.
         configs: config names (default: every config of the experiment).
         depth: how many of each config's and lane's hits are pooled (1 .. the experiment's ``depth``).
@@ -282,7 +282,7 @@ def plan_pool(exp, dataset: str, *, configs: Sequence[str] | None = None, depth:
         seed: breaks ties and draws the audit sample.
         home: the workbench home (datasets, caches); default :func:`workbench.settings.home_dir`.
         store: a :class:`~workbench.judging.store.JudgmentStore` (default: the home's).
-        engine: a :class:`workbench.job.Engine` of ``exp`` to reuse (its embedders stay loaded between
+        engine: a :class:`workbench.experiment.runner.Engine` of ``exp`` to reuse (its embedders stay loaded between
             calls); default: a new one.
         log: progress messages.
 
@@ -292,9 +292,9 @@ def plan_pool(exp, dataset: str, *, configs: Sequence[str] | None = None, depth:
             query in the chosen splits.
         DataError, StaleError, PgError: from the dataset, the lanes or the store.
     """
-    from workbench import catalog
-    from workbench.cache import CandidateCache
-    from workbench.job import Engine, lane_candidates
+    from workbench.data import catalog
+    from workbench.experiment.cache import CandidateCache
+    from workbench.experiment.runner import Engine, lane_candidates
     from workbench.judging import layers
     from workbench.settings import home_dir
 

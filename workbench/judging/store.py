@@ -289,7 +289,7 @@ class JudgmentStore:
 
     Args:
         dsn: a DSN with the right to create the schema the first time (the embedded
-            server's superuser: :func:`workbench.pg.server_dsn`).
+            server's superuser: :func:`workbench.engines.pg_client.server_dsn`).
 
     Every method opens its own short connection work on one kept connection (reopened
     when broken); the object is not thread-safe: use one per thread or process.
@@ -307,7 +307,7 @@ class JudgmentStore:
     @classmethod
     def open(cls, home=None) -> "JudgmentStore":
         """The store of the workbench's server (``WORKBENCH_PG_DSN``, else the home's embedded one)."""
-        from workbench.pg import server_dsn
+        from workbench.engines.pg_client import server_dsn
 
         return cls(server_dsn(home))
 
@@ -797,17 +797,17 @@ class JudgmentStore:
 
 class _WriteSession:
     """One connection for the store (autocommit; reopened when broken). Unlike retrieval's
-    :class:`workbench.pg.Session` it may write."""
+    :class:`workbench.engines.pg_client.Session` it may write."""
 
     def __init__(self, dsn: str):
-        from workbench.pg import redact
+        from workbench.engines.pg_client import redact
 
         self._dsn = dsn
         self._conn = None
         self.where = redact(dsn)
 
     def get(self):
-        from workbench.pg import connect
+        from workbench.engines.pg_client import connect
 
         if self._conn is None or self._conn.closed or self._conn.broken:
             self._conn = connect(self._dsn)

@@ -2,7 +2,7 @@
 
 **Export** (:func:`export`, ``workbench judge export -d DATASET -o FILE``) writes the ``human``
 layer (or ``merged``: human over built) of :mod:`workbench.judging.layers` as TREC qrels
-(``query_id 0 doc_id grade``, sorted; :func:`workbench.formats.write_qrels`, atomic), or
+(``query_id 0 doc_id grade``, sorted; :func:`workbench.io.formats.write_qrels`, atomic), or
 with ``fmt="csv"`` every rater's current grade (``query_id,doc_id,relevance,rater``: the
 import format, so a store's judgments move to another store). Beside it,
 ``FILE.provenance.json`` (:func:`provenance_path`) says what the file holds: the dataset and
@@ -244,7 +244,7 @@ def check_ids(path: Path, rows: list[ImportRow], ds) -> None:
     Args:
         path: the file (for the message).
         rows: from :func:`read_judgments_file`.
-        ds: the built dataset (:class:`workbench.catalog.Dataset`).
+        ds: the built dataset (:class:`workbench.data.catalog.Dataset`).
 
     Raises:
         DataError: ``FILE:LINE: unknown query id …`` (or document id) for the first, with the
@@ -268,7 +268,7 @@ def import_file(store: JudgmentStore, ds, path: Path, *, rater: str | None = Non
 
     Args:
         store: the judgment store.
-        ds: the built dataset (:class:`workbench.catalog.Dataset`) the judgments are for.
+        ds: the built dataset (:class:`workbench.data.catalog.Dataset`) the judgments are for.
         path: TREC qrels or CSV (see the module docstring).
         rater: who judged a TREC file.
 
@@ -300,7 +300,7 @@ def import_file(store: JudgmentStore, ds, path: Path, *, rater: str | None = Non
 
 
 def _manifest_sha256(ds) -> str | None:
-    from workbench.catalog import dataset_dir
+    from workbench.data.catalog import dataset_dir
 
     try:
         return hashlib.sha256((dataset_dir(ds.name) / "manifest.json").read_bytes()).hexdigest()
@@ -333,7 +333,7 @@ def export(store: JudgmentStore, ds, path: Path, *, layer: str = "human", fmt: s
 
     Args:
         store: the judgment store.
-        ds: the built dataset (:class:`workbench.catalog.Dataset`): its documents' hashes decide
+        ds: the built dataset (:class:`workbench.data.catalog.Dataset`): its documents' hashes decide
             which judgments are stale, its qrels are the ``built`` side of ``merged``.
         path: the file to write (replaced atomically).
         layer: ``human`` (human grades only) or ``merged`` (human over built) for TREC; a CSV is
@@ -364,7 +364,7 @@ def export(store: JudgmentStore, ds, path: Path, *, layer: str = "human", fmt: s
         PgError: the server cannot be reached.
     """
     from workbench import durable
-    from workbench.formats import write_qrels
+    from workbench.io.formats import write_qrels
     from workbench.judging import agreement as ag
     from workbench.judging.layers import final_grades, human_qrels, merged_qrels, qrels_sha256
 

@@ -2,7 +2,7 @@
 
 ``workbench services up opensearch`` (:func:`up`) fetches, installs, configures and
 starts it; ``workbench services down opensearch`` (:func:`down`) stops it. Any other
-cluster is used instead by setting ``WORKBENCH_OS_URL`` (see :mod:`workbench.osearch`).
+cluster is used instead by setting ``WORKBENCH_OS_URL`` (see :mod:`workbench.engines.os_client`).
 
 **What is installed** (:data:`ARTIFACTS`, fetched by Maven, so the Maven local
 repository ``~/.m2`` is the download cache kept between runs):
@@ -55,7 +55,7 @@ configuration, the data or the logs. The node state (URL, pid, folders) is in
   password (the secrets were removed, but not the data), :func:`up` resets the user's
   hash with the admin certificate.
 
-:func:`local_credentials` gives the clients (:func:`workbench.osearch.client`) the
+:func:`local_credentials` gives the clients (:func:`workbench.engines.os_client.client`) the
 credentials of the node whose URL they talk to.
 
 **Node settings:** bound to 127.0.0.1 on a free HTTP port (or ``port``),

@@ -37,7 +37,7 @@ home's server lock (:func:`workbench.locks.server_lock`), which also serialises 
 process killed with SIGKILL loses its lock with its life, so it never keeps the server up
 for ever: the next process attaches to the running server and stops it when it is done.
 
-Errors are :class:`~workbench.pg.PgError` naming the folder, the log and the fix.
+Errors are :class:`~workbench.engines.pg_client.PgError` naming the folder, the log and the fix.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from workbench.errors import DataError
-from workbench.loaders._io import read_json
-from workbench.textnorm import nfc
+from workbench.data.loaders._io import read_json
+from workbench.text.normalize import nfc
 from workbench.types import Document, Text
 
 RELATIVE_PATH = Path("sanskritsahitya-bhagavatam") / "srimadbhaagavatam" / "srimadbhaagavatam.json"

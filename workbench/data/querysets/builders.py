@@ -2,7 +2,7 @@
 
 Each builder returns :class:`Candidate` queries with their graded judgments; :func:`finalize`
 samples them (seeded, per query type), numbers them and assigns splits by group
-(:mod:`workbench.querysets.split`). Grades: 2 = the exact target (the verse, the segment
+(:mod:`workbench.data.querysets.split`). Grades: 2 = the exact target (the verse, the segment
 where a page starts, a sutta's heading), 1 = also relevant (the rest of the page or
 sutta, verses sharing one translation, documents holding the term).
 
@@ -16,11 +16,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from workbench import refs
-from workbench.loaders.dpd import Lexicon
-from workbench.loaders.gita import GitaCorpus, shared_translation_groups, word_meanings_pairs
-from workbench.querysets.split import DEFAULT_RATIOS, assign_split, unit_interval
-from workbench.textnorm import ascii_fold, gita_to_iast, match_form, to_cyrillic_many, tokens
+from workbench.text import refs
+from workbench.data.loaders.dpd import Lexicon
+from workbench.data.loaders.gita import GitaCorpus, shared_translation_groups, word_meanings_pairs
+from workbench.data.querysets.split import DEFAULT_RATIOS, assign_split, unit_interval
+from workbench.text.normalize import ascii_fold, gita_to_iast, match_form, to_cyrillic_many, tokens
 from workbench.types import QUERY_TYPES, Document, Qrel, Query
 
 _ABBREV = {"paraphrase": "para", "term": "term", "reference": "ref", "page_ref": "page"}
@@ -279,7 +279,7 @@ def page_ref_candidates(documents: Sequence[Document], seed: int, forms: str = "
     """Page references; relevant = documents on that page, grade 2 where the page starts.
 
     Args:
-        documents: documents with canonical ``page_refs`` / ``pages`` (see :mod:`workbench.refs`).
+        documents: documents with canonical ``page_refs`` / ``pages`` (see :mod:`workbench.text.refs`).
         seed: chooses the forms issued per page.
         forms: ``pts`` for the scholarly forms of PTS pages (``M i 56``, ``MN i 56``,
             ``PTS M 1.56``), keyed by the canonical page; or ``cst`` for the CST notation

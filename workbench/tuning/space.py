@@ -50,7 +50,7 @@ from typing import Any
 
 from workbench.errors import ConfigError
 from workbench.registry import EMBEDDER_PARAM, retriever_kind
-from workbench.tomlfile import read_toml
+from workbench.io.toml import read_toml
 
 FUSION_CHOICES = ("rrf", "weighted", "combsum", "combmnz")
 TOP_LEVEL = {"name", "description", "experiment", "dataset", "lanes", "baseline", "trials", "seed", "split",
@@ -74,7 +74,7 @@ class Study:
 
     path: Path
     name: str
-    experiment: Any  # workbench.experiment.Experiment
+    experiment: Any  # workbench.experiment.config.Experiment
     dataset: str
     lanes: tuple[str, ...]
     baseline: str
@@ -131,8 +131,8 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     Raises:
         ConfigError: the file, the experiment or the space is invalid; the message names the key and the fix.
     """
-    from workbench.experiment import load_experiment
-    from workbench.fasteval import supported
+    from workbench.experiment.config import load_experiment
+    from workbench.eval.fasteval import supported
     from workbench.types import QUERY_TYPES
 
     path = Path(path)

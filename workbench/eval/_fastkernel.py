@@ -1,7 +1,7 @@
-"""The per-query fusion and top-k kernel of :mod:`workbench.fasteval`, compiled with numba.
+"""The per-query fusion and top-k kernel of :mod:`workbench.eval.fasteval`, compiled with numba.
 
 Kept apart so that the arithmetic is visible in one place: for each query, lane values are
-added to their document's cell lane after lane (as :mod:`workbench.fusion` adds them), then
+added to their document's cell lane after lane (as :mod:`workbench.eval.fusion` adds them), then
 the top ``K`` cells are selected and ordered by (fused score desc, tie-break score desc,
 column asc = doc_id asc). ``cache=True`` keeps the compiled code on disk between runs.
 """

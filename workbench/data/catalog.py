@@ -4,7 +4,7 @@ A *dataset* is a document collection plus its query set, defined in
 ``datasets/datasets.toml`` and built into ``<home>/datasets/<name>/``:
 
 * ``documents.jsonl``: the documents to index (held-out texts removed);
-* ``queries.tsv`` and ``qrels.txt``: the query set (see :mod:`workbench.formats`);
+* ``queries.tsv`` and ``qrels.txt``: the query set (see :mod:`workbench.io.formats`);
 * ``manifest.json``: the definition, the sha256 of every input file and output file,
   and counts per query type, split and language.
 
@@ -37,7 +37,7 @@ from typing import Any, Callable
 from workbench import durable
 from workbench.errors import ConfigError, DataError, StaleError, StorageError
 from workbench.procs import pid_exists
-from workbench.formats import BINARY_THRESHOLD, read_documents, read_qrels, read_queries, write_documents, write_qrels, write_queries
+from workbench.io.formats import BINARY_THRESHOLD, read_documents, read_qrels, read_queries, write_documents, write_qrels, write_queries
 from workbench.settings import data_dir as _data_dir
 from workbench.settings import home_dir
 from workbench.types import QUERY_TYPES, Document, Qrel, Query
@@ -48,7 +48,10 @@ BUILDER_VERSION = 1
 
 def _code_modules() -> tuple:
     """The modules whose code shapes a build (module objects: moving a file moves its entry with it)."""
-    from workbench import formats, loaders, passages, querysets, refs, textnorm, types
+    from workbench.io import formats
+    from workbench.data import loaders, querysets
+    from workbench.text import passages, refs, normalize as textnorm
+    from workbench import types
 
     return (sys.modules[__name__], formats, passages, refs, textnorm, types, loaders, querysets)
 
@@ -159,8 +162,8 @@ def query_types_of(defn: dict[str, Any]) -> tuple[str, ...]:
 
 def _check_dataset(path: Path, name: str, d: object, datasets: dict[str, Any]) -> None:
     """Validate one ``[dataset.NAME]`` section (see :func:`load_definitions`)."""
-    from workbench.loaders.bilara import COLLECTIONS, LANGUAGES
-    from workbench.loaders.cst4 import BOOKS
+    from workbench.data.loaders.bilara import COLLECTIONS, LANGUAGES
+    from workbench.data.loaders.cst4 import BOOKS
 
     where = f"dataset.{name}"
     if not _NAME_RE.match(name):
@@ -228,7 +231,7 @@ def load_definitions(path: Path | None = None, *, option: str | None = None) -> 
             0 <= overlap < max_tokens, or a ``segments_from`` that names no bilara
             dataset. The message names the file and the key.
     """
-    from workbench.querysets.split import check_ratios
+    from workbench.data.querysets.split import check_ratios
 
     if path is None:
         path = default_definitions_path()
@@ -368,8 +371,8 @@ def _strip_held_out(docs: list[Document], *, translators=(), languages=()) -> li
 
 
 def _build_gita(defn: dict, defs: Definitions, data: Path, step: Callable[[str], None]) -> Built:
-    from workbench.loaders.gita import load_gita
-    from workbench.querysets import builders as b
+    from workbench.data.loaders.gita import load_gita
+    from workbench.data.querysets import builders as b
 
     step("loading gita")
     corpus = load_gita(data)
@@ -389,8 +392,8 @@ def _build_gita(defn: dict, defs: Definitions, data: Path, step: Callable[[str],
 
 
 def _bilara_parts(defn: dict, defs: Definitions, data: Path, step: Callable[[str], None]):
-    from workbench.loaders import bilara
-    from workbench.querysets import builders as b
+    from workbench.data.loaders import bilara
+    from workbench.data.querysets import builders as b
 
     step("loading bilara")
     # Checked against the published corpus: a partial copy fails instead of building fewer documents.
@@ -401,7 +404,7 @@ def _bilara_parts(defn: dict, defs: Definitions, data: Path, step: Callable[[str
     if "paraphrase" in types:
         cands += b.bilara_paraphrase_ru(corpus.documents)
     if "term" in types:
-        from workbench.loaders.dpd import load_dpd
+        from workbench.data.loaders.dpd import load_dpd
 
         step("loading ms-dpd")
         lexicon = load_dpd(data)
@@ -425,8 +428,8 @@ def _build_bilara(defn: dict, defs: Definitions, data: Path, step: Callable[[str
 
 
 def _build_passages(defn: dict, defs: Definitions, data: Path, step: Callable[[str], None]) -> Built:
-    from workbench.passages import merge_segments
-    from workbench.querysets.builders import project_to_passages
+    from workbench.text.passages import merge_segments
+    from workbench.data.querysets.builders import project_to_passages
 
     parent = defs.definition(defn["segments_from"])
     segs, qs, notes = _bilara_parts(parent, defs, data, step)
@@ -440,8 +443,8 @@ def _build_passages(defn: dict, defs: Definitions, data: Path, step: Callable[[s
 
 
 def _build_cst4(defn: dict, defs: Definitions, data: Path, step: Callable[[str], None]) -> Built:
-    from workbench.loaders.cst4 import load_cst4
-    from workbench.querysets import builders as b
+    from workbench.data.loaders.cst4 import load_cst4
+    from workbench.data.querysets import builders as b
 
     step("loading CST4 XML")
     docs = load_cst4(data, tuple(defn["books"]))

@@ -209,7 +209,7 @@ def connect(dsn: str, *, role: str | None = None, autocommit: bool = True):
         msg = _first_line(exc)
         if "password authentication failed" in msg or "role" in msg and "does not exist" in msg:
             fix = (f"check the user and password in {DSN_ENV}" if role is None else
-                   f"create the role first (workbench.pg.ensure_reader, done by indexing) or set {READER_PASSWORD_ENV}")
+                   f"create the role first (workbench.engines.pg_client.ensure_reader, done by indexing) or set {READER_PASSWORD_ENV}")
         elif "database" in msg and "does not exist" in msg:
             fix = "create the database or name an existing one in the DSN"
         else:

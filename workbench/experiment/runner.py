@@ -6,8 +6,8 @@
 2. for each lane some config uses: take its top-``depth`` candidates for *every* query
    of the dataset from the candidate cache, or run the lane (starting Postgres and
    indexing the dataset with the lane's embedder only then) and store them;
-3. for each config: fuse the lanes' candidates in memory (:mod:`workbench.fusion`),
-   evaluate on the experiment's splits (:mod:`workbench.evaluate`) against the qrels
+3. for each config: fuse the lanes' candidates in memory (:mod:`workbench.eval.fusion`),
+   evaluate on the experiment's splits (:mod:`workbench.eval.evaluate`) against the qrels
    layer (the experiment's ``qrels``, or ``--qrels``: :mod:`workbench.judging.layers`;
    ``built`` reads no database, ``human`` and ``merged`` read the judgment store), and
    record latency.
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench import catalog
-from workbench.cache import CandidateCache
-from workbench.experiment import Experiment, FusedConfig, LaneSpec
+from workbench.data import catalog
+from workbench.experiment.cache import CandidateCache
+from workbench.experiment.config import Experiment, FusedConfig, LaneSpec
 from workbench.registry import reranker_kind, retriever_kind
 from workbench.run import Run
 from workbench.settings import home_dir
@@ -51,7 +51,7 @@ class ConfigResult:
     dataset: str
     config: FusedConfig
     run: Run
-    evaluation: Any  # workbench.evaluate.EvalResult
+    evaluation: Any  # workbench.eval.evaluate.EvalResult
     latency_ms: dict[str, float]
     fusion_ms: float
 
@@ -100,7 +100,7 @@ class Engine:
     def dsn(self) -> str:
         """The admin DSN (embedded server by default), checked and with the reader role in place."""
         if self._dsn is None:
-            from workbench import pg
+            from workbench.engines import pg_client as pg
 
             self.log("connecting to Postgres (the embedded server unless WORKBENCH_PG_DSN is set)")
             self._dsn = pg.server_dsn(self.home)
@@ -154,7 +154,7 @@ class Engine:
                                   "an [embedders.NAME] table; declare one (e.g. kind = \"sentence-transformers\")")
         key = (ds.name, embedder_name)
         if key not in self._indexes:
-            from workbench.indexer import index_dataset
+            from workbench.engines.pg_index import index_dataset
 
             self.log(f"indexing {ds.name} with {embedder_name}")
             self._indexes[key] = index_dataset(self.dsn(), ds, self.embedder(embedder_name),
@@ -164,7 +164,7 @@ class Engine:
     def opensearch(self) -> tuple[Any, str]:
         """``(client, url)`` of the checked cluster: ``WORKBENCH_OS_URL``, else the local node (started if needed)."""
         if self._os is None:
-            from workbench import osearch
+            from workbench.engines import os_client as osearch
 
             url = osearch.cluster_url(self.home, start=True, log=self.log)
             es = osearch.client(url)
@@ -175,7 +175,7 @@ class Engine:
     def lexicon(self):
         """The ms-dpd lexicon (lemma synonyms of the OpenSearch index), loaded once."""
         if self._lexicon is None:
-            from workbench.loaders.dpd import load_dpd
+            from workbench.data.loaders.dpd import load_dpd
             from workbench.settings import data_dir
 
             self.log("loading ms-dpd for the OpenSearch lemma synonyms")
@@ -186,7 +186,7 @@ class Engine:
         """The dataset's OpenSearch index with this embedder's vectors (``None``: no vector field), built when missing."""
         key = (ds.name, embedder_name)
         if key not in self._os_indexes:
-            from workbench.os_index import index_dataset
+            from workbench.engines.os_index import index_dataset
 
             es, url = self.opensearch()
             pali = any(t.language == "pi" for d in ds.documents for t in d.texts)
@@ -263,16 +263,16 @@ def lane_candidates(exp: Experiment, ds: catalog.Dataset, engine: Engine, cache:
 
 
 def fused_run(cfg: FusedConfig, runs: dict[str, Run]) -> Run:
-    """The fused run of ``cfg`` from its lanes' runs (:func:`workbench.fusion.fuse`; ``none`` included),
+    """The fused run of ``cfg`` from its lanes' runs (:func:`workbench.eval.fusion.fuse`; ``none`` included),
     before any rerank stage."""
-    from workbench.fusion import fuse_spec
+    from workbench.eval.fusion import fuse_spec
 
     return fuse_spec(runs, cfg, cfg.name)
 
 
 def config_run(cfg: FusedConfig, runs: dict[str, Run], ds: catalog.Dataset, engine: "Engine",
                queries=None) -> Run:
-    """The run of ``cfg``: fused, then its rerank stage when it has one (:mod:`workbench.rerank`).
+    """The run of ``cfg``: fused, then its rerank stage when it has one (:mod:`workbench.eval.rerank`).
 
     Args:
         runs: lane name → run, holding the config's lanes and those its reranker reads.
@@ -281,7 +281,7 @@ def config_run(cfg: FusedConfig, runs: dict[str, Run], ds: catalog.Dataset, engi
     run = fused_run(cfg, runs)
     if cfg.rerank is None:
         return run
-    from workbench.rerank import apply_rerank
+    from workbench.eval.rerank import apply_rerank
 
     reranker = engine.reranker(ds, cfg.rerank.reranker, runs)
     docs = {d.doc_id: d for d in ds.documents}
@@ -299,7 +299,7 @@ def evaluate_config(exp: Experiment, ds: catalog.Dataset, cfg: FusedConfig, lane
             None: the built qrels. Under ``human`` only queries with a human grade are evaluated.
         engine: the job's engine (a reranker opens through it); None: a new one on the default home.
     """
-    from workbench.evaluate import evaluate
+    from workbench.eval.evaluate import evaluate
 
     if cfg.rerank is not None and engine is None:
         engine = Engine(exp, home_dir())
@@ -340,7 +340,7 @@ def run_experiment(exp: Experiment, *, home: Path | None = None, progress: bool 
         StorageError: a dataset that had to be built cannot be written (a full disk,
             a read-only home); the message names the path and the fix.
     """
-    from workbench.evaluate import latency_or_nan
+    from workbench.eval.evaluate import latency_or_nan
     from workbench.judging import layers
 
     home = home or home_dir()

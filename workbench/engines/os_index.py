@@ -18,7 +18,7 @@
   language of its texts), ``resource_type`` (``origin_text``), ``granularity``, ``path``
   (``/<dataset>/<work_id>``).
 
-``content`` is :func:`workbench.doctext.index_text`, the same body the Postgres lanes
+``content`` is :func:`workbench.text.doctext.index_text`, the same body the Postgres lanes
 match, so the two engines are compared on the same text. Only ``display`` fields are
 kept in ``_source`` (the searchable copies and the vector are excluded).
 
@@ -56,8 +56,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from workbench.doctext import index_text
-from workbench.osearch import OpenSearchError, describe
+from workbench.text.doctext import index_text
+from workbench.engines.os_client import OpenSearchError, describe
 
 #: Bump when the mapping or what is indexed changes: every index gets a new name.
 SCHEMA_VERSION = 1
@@ -95,7 +95,7 @@ def lemma_rules(documents: Sequence[Any], lexicon: Any) -> list[str]:
 
     Args:
         documents: :class:`~workbench.types.Document` objects.
-        lexicon: a :class:`workbench.loaders.dpd.Lexicon` (``lemmas(form)`` → bare lemmas).
+        lexicon: a :class:`workbench.data.loaders.dpd.Lexicon` (``lemmas(form)`` → bare lemmas).
 
     Returns:
         Sorted, unique rules; ``[]`` when no text is Pali.
@@ -184,7 +184,7 @@ def index_body(rules: Sequence[str], dim: int | None, *, m: int = 16, ef_constru
 
 def page_keys(canonical_refs: Sequence[str]) -> list[str]:
     """Canonical page references plus their CST notation (``PTS M 1.56`` → ``PTS M 1.56``, ``P1.56``), unique, in order."""
-    from workbench import refs
+    from workbench.text import refs
 
     out: dict[str, None] = {}
     for p in canonical_refs:
@@ -224,7 +224,7 @@ def index_name(dataset: str, key: str) -> str:
 
 def index_key(corpus: str, body: dict[str, Any], model_id: str | None) -> str:
     """sha256 hex of the corpus hash, the index body, the model id and :data:`SCHEMA_VERSION`."""
-    from workbench.indexer import body_fingerprint
+    from workbench.engines.pg_index import body_fingerprint
 
     parts = {"corpus": corpus, "body": body, "model_id": model_id, "schema": SCHEMA_VERSION,
              "text": body_fingerprint()}
@@ -237,7 +237,7 @@ def index_dataset(es, url: str, dataset: Any, embedder: Any | None, *, lexicon: 
 
     Args:
         es: an ``opensearchpy.OpenSearch`` client; ``url`` names it in errors.
-        dataset: a :class:`workbench.catalog.Dataset` (``name``, ``documents``, ``manifest``).
+        dataset: a :class:`workbench.data.catalog.Dataset` (``name``, ``documents``, ``manifest``).
         embedder: fills ``content.vector`` (``embed_passages``), or ``None`` for no vector field.
         lexicon: the ms-dpd lexicon for the lemma rules (``None``: no rules).
         m, ef_construction: HNSW parameters.
@@ -246,7 +246,7 @@ def index_dataset(es, url: str, dataset: Any, embedder: Any | None, *, lexicon: 
     Raises:
         OpenSearchError: the cluster refuses the index or a bulk request (names the URL and the reason).
     """
-    from workbench.indexer import corpus_sha256
+    from workbench.engines.pg_index import corpus_sha256
 
     t0 = time.perf_counter()
     rules = lemma_rules(dataset.documents, lexicon) if lexicon is not None else []

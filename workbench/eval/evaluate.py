@@ -24,7 +24,7 @@ judgment-rate code. :func:`cross_check` recomputes the means with `ranx
   documents, 2 of them judged, has Judged@10 = 2/4 (P@10 would divide by 10).
 
 **Binary threshold.** Recall, precision and RR count a document as relevant when its
-relevance is >= 1 (:data:`workbench.formats.BINARY_THRESHOLD`; ir_measures' default
+relevance is >= 1 (:data:`workbench.io.formats.BINARY_THRESHOLD`; ir_measures' default
 ``rel=1``). A judgment of 0 is *judged non-relevant*: it counts for Judged@k, never as
 a hit. nDCG uses the grades as gains.
 
@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.errors import ConfigError
-from workbench.formats import BINARY_THRESHOLD
+from workbench.io.formats import BINARY_THRESHOLD
 from workbench.run import Run
 from workbench.types import Qrel, Query
 

@@ -58,7 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workbench.errors import ConfigError, DataError
 from workbench.run import Run
-from workbench.tomlfile import read_toml
+from workbench.io.toml import read_toml
 from workbench.types import SPLITS
 from workbench.settings import PROJECT_ROOT
 
@@ -322,8 +322,8 @@ _ENGINES: dict[tuple, Any] = {}
 
 
 def _config_ranking(exp, cfg, dataset, home: Path, log, label: str) -> Ranking:
-    from workbench.cache import CandidateCache
-    from workbench.job import Engine, config_run, lane_candidates
+    from workbench.experiment.cache import CandidateCache
+    from workbench.experiment.runner import Engine, config_run, lane_candidates
 
     sub = replace(exp, configs={cfg.name: cfg}, splits=("train", "dev", "test"))
     key = (str(exp.path), json.dumps(exp.embedders, sort_keys=True, default=str), str(home))
@@ -359,7 +359,7 @@ def source_layer(spec: str) -> str | None:
 def experiment_layer(path: Path) -> str | None:
     """The ``qrels`` layer an experiment file declares (``built`` when it declares none); None when the
     file does not load (its own error comes when it is read)."""
-    from workbench.experiment import load_experiment
+    from workbench.experiment.config import load_experiment
     from workbench.errors import WorkbenchError
 
     try:
@@ -369,7 +369,7 @@ def experiment_layer(path: Path) -> str | None:
 
 
 def _from_experiment(path: Path, config: str, dataset, home: Path, log) -> Ranking:
-    from workbench.experiment import load_experiment
+    from workbench.experiment.config import load_experiment
 
     exp = load_experiment(path)
     if config not in exp.configs:
@@ -381,7 +381,7 @@ def _from_experiment(path: Path, config: str, dataset, home: Path, log) -> Ranki
 
 def _from_export(path: Path, dataset, home: Path, log) -> Ranking:
     """An exported production config: lanes with their engine parameters, fusion parameters."""
-    from workbench.experiment import _config, lane_spec, load_experiment
+    from workbench.experiment.config import _config, lane_spec, load_experiment
 
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
@@ -430,7 +430,7 @@ def paired_checks(cand, base, measures: Sequence[str], *, policy: GatePolicy = G
                   seed: int = DEFAULT_SEED) -> list[Check]:
     """Per measure and stratum, the paired non-inferiority decision (see the module docstring) with
     ``policy.margin`` (absolute, in the measure's units) and ``policy.min_queries``."""
-    from workbench.stats import bootstrap_ci
+    from workbench.eval.stats import bootstrap_ci
 
     margin, min_queries = policy.margin, policy.min_queries
     joined = cand.merge(base[["query_id", *measures]], on="query_id", how="inner", suffixes=("", "__base"))
@@ -764,7 +764,7 @@ def load_gate_file(path: Path) -> GateFile:
         ConfigError: a missing or malformed file, an unknown key, a policy value out of range or of the
             wrong type, a bad measure; the message names the file and the key.
     """
-    from workbench.evaluate import parse_measures
+    from workbench.eval.evaluate import parse_measures
 
     raw = read_toml(path, "gate")
     extra = set(raw) - set(GATE_FILE_KEYS) - set(GatePolicy.model_fields)
@@ -808,7 +808,7 @@ def load_gate_file(path: Path) -> GateFile:
 # ---------------------------------------------------------------- the gate
 
 def _evaluate(ranking: Ranking, dataset, splits: Sequence[str], measures: Sequence[str]):
-    from workbench.evaluate import evaluate
+    from workbench.eval.evaluate import evaluate
 
     queries = [q for q in dataset.queries if q.split in splits]
     ev = evaluate(ranking.run, dataset.qrels, queries, list(measures))
@@ -943,7 +943,7 @@ def run_gate_file(path: Path, *, home: Path, options: Mapping[str, Any] | None =
         WorkbenchError: a config that cannot be gated; the message names the file and its
             ``[expected.DATASET.CONFIG]`` table.
     """
-    from workbench import catalog
+    from workbench.data import catalog
     from workbench.errors import WorkbenchError
 
     splits, qrels = _checked(splits, qrels)
@@ -991,9 +991,9 @@ def run_pair(candidate: str, baseline: str, dataset: str, *, home: Path, measure
         WorkbenchError: a source that cannot be read (the message starts with ``--candidate`` or
             ``--baseline``).
     """
-    from workbench import catalog
+    from workbench.data import catalog
     from workbench.errors import WorkbenchError
-    from workbench.evaluate import parse_measures
+    from workbench.eval.evaluate import parse_measures
 
     policy = GatePolicy().override(options or {})
     splits, qrels = _checked(splits, qrels)

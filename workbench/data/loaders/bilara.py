@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from workbench.errors import DataError
-from workbench.loaders._io import json_kind, read_json
+from workbench.data.loaders._io import json_kind, read_json
 from workbench.types import Document, Text
 
 #: collection → (folder under ``sutta/``, PTS collection letter or None, address label)

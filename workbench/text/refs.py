@@ -62,7 +62,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from workbench.textnorm import ascii_fold, nfc
+from workbench.text.normalize import ascii_fold, nfc
 
 __all__ = [
     "BOOKS",

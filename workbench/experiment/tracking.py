@@ -342,7 +342,7 @@ def qrels_params(result, dataset: str) -> dict[str, Any]:
 
 def config_metrics(cr) -> dict[str, float]:
     """The metrics logged for one (dataset, config) child run."""
-    from workbench.evaluate import latency_or_nan
+    from workbench.eval.evaluate import latency_or_nan
 
     
     ev = cr.evaluation
@@ -389,7 +389,7 @@ def lane_frame(lanes: dict) -> "pd.DataFrame":
 
 
 def log_job(result, home: Path) -> str:
-    """Log a :class:`~workbench.job.JobResult` to MLflow; returns the parent run id.
+    """Log a :class:`~workbench.experiment.runner.JobResult` to MLflow; returns the parent run id.
 
     Runs left RUNNING in the store by dead processes are ended first (:func:`end_dead_runs`).
     Each run is tagged with its writer (:func:`writer_tags`) and ended FINISHED only after

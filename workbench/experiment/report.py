@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.evaluate import latency_or_nan
+from workbench.eval.evaluate import latency_or_nan
 
 
 
 def qrels_layer(result) -> str:
-    """The qrels layer a :class:`~workbench.job.JobResult` was evaluated with (``built`` for results
+    """The qrels layer a :class:`~workbench.experiment.runner.JobResult` was evaluated with (``built`` for results
     made before layers existed)."""
     return getattr(result, "qrels_layer", "built") or "built"
 

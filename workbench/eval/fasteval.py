@@ -4,21 +4,21 @@ A tuning study evaluates thousands of fusion settings on the *same* candidates. 
 module turns the lanes' runs and the qrels into dense arrays once
 (:class:`CandidateMatrix`), then fuses and scores a setting with array operations
 (:meth:`CandidateMatrix.evaluate`), giving **exactly** what
-:func:`workbench.fusion.fuse` followed by :func:`workbench.evaluate.evaluate` (ir_measures,
+:func:`workbench.eval.fusion.fuse` followed by :func:`workbench.eval.evaluate.evaluate` (ir_measures,
 trec_eval semantics) gives, to 1e-9 (a test proves it on real runs):
 
-* fusion: the formulas and float operations of :mod:`workbench.fusion` (RRF
+* fusion: the formulas and float operations of :mod:`workbench.eval.fusion` (RRF
   ``Σ w / (k + rank)``, weighted sums of per-query min-max / z-scored scores, CombSUM /
   CombMNZ), summed lane by lane in the config's lane order, so fused ties are the same;
 * ranking: fused score desc, then the tie-break lane's raw score desc (−inf when that
   lane did not retrieve the document), then doc_id asc (candidate columns are kept in
   doc_id order), after ``min_score``, cut at ``top_k``;
-* measures (binary relevance = grade >= 1, :data:`workbench.formats.BINARY_THRESHOLD`):
+* measures (binary relevance = grade >= 1, :data:`workbench.io.formats.BINARY_THRESHOLD`):
   ``R@k`` (relevant retrieved in the top k / relevant judged), ``P@k`` (/ k), ``RR@k``
   (1 / rank of the first relevant, 0 past k), ``nDCG@k`` (trec_eval ``ndcg_cut``: gain =
   grade, discount log2(rank + 1), ideal from all judged grades), ``Judged@k``
   (judged documents in the top k / the number retrieved there, at most k). Queries without any judgment are left out, as
-  :func:`workbench.evaluate.evaluate` leaves them out; a judged query a setting
+  :func:`workbench.eval.evaluate.evaluate` leaves them out; a judged query a setting
   retrieves nothing for (or that has no relevant judgment) scores 0.
 
 Shapes: Q queries × C candidate columns (the union of every lane's hits for a query,
@@ -33,7 +33,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from workbench.fusion import FusionSpec
+from workbench.eval.fusion import FusionSpec
 from workbench.run import Run
 
 #: Measures the in-memory evaluator computes (name → kind); others need ir_measures.
@@ -61,7 +61,7 @@ class CandidateMatrix:
         runs: lane name → :class:`~workbench.run.Run` (each query's hits best first).
         qrels: ``(query_id, doc_id, relevance)`` triples (TREC graded qrels).
         query_ids: the queries to evaluate (typically the train split); those without any
-            judgment are dropped, as :func:`workbench.evaluate.evaluate` drops them.
+            judgment are dropped, as :func:`workbench.eval.evaluate.evaluate` drops them.
 
     Attributes:
         query_ids: the evaluated queries, in the given order.
@@ -73,7 +73,7 @@ class CandidateMatrix:
         for r in qrels:
             qid, doc, rel = (r.query_id, r.doc_id, r.relevance) if hasattr(r, "query_id") else r
             judged.setdefault(qid, {})[doc] = int(rel)
-        from workbench.formats import BINARY_THRESHOLD
+        from workbench.io.formats import BINARY_THRESHOLD
 
         self.threshold = BINARY_THRESHOLD
         self.query_ids = [q for q in query_ids if judged.get(q)]
@@ -125,7 +125,7 @@ class CandidateMatrix:
 
     def _normalised(self, lane: str, depth: int, norm: str) -> np.ndarray:
         """(Q, depth) per-query ``minmax`` or ``zscore`` scores of a lane's top-``depth`` hits (NaN past its end),
-        with the operations of :func:`workbench.fusion.normalise`."""
+        with the operations of :func:`workbench.eval.fusion.normalise`."""
         cols = self.cols[lane][:, :depth]
         sc = self.scores[lane][:, :depth]
         valid = cols >= 0
@@ -158,14 +158,14 @@ class CandidateMatrix:
         """The top ``min(depth, top_k)`` per query in tie-break order: column indices (Q, depth), −1 past
         the end, and their fused scores (Q, depth) (for ``none``, minus the lane rank).
 
-        The lane values are computed here with the float operations of :mod:`workbench.fusion`
+        The lane values are computed here with the float operations of :mod:`workbench.eval.fusion`
         (RRF terms per rank, per-query normalised scores); adding them up, ``min_score`` and the
-        selection run per query in :func:`workbench._fastkernel.fuse_rank` (numba).
+        selection run per query in :func:`workbench.eval._fastkernel.fuse_rank` (numba).
 
         Raises:
             ValueError: an unknown method, a lane not in the matrix, ``none`` with several lanes.
         """
-        from workbench._fastkernel import fuse_rank
+        from workbench.eval._fastkernel import fuse_rank
 
         self._check(s)
         Q, C = len(self.query_ids), self.n_cols

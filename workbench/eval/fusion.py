@@ -41,7 +41,7 @@ ALL_METHODS = (*METHODS, "none")
 @dataclass(frozen=True)
 class FusionSpec:
     """How a config fuses its lanes: the one spec that experiments (``[configs.X]``), :func:`fuse`, fast
-    evaluation (:mod:`workbench.fasteval`) and tuning read, with its defaults here.
+    evaluation (:mod:`workbench.eval.fasteval`) and tuning read, with its defaults here.
 
     Attributes:
         lanes: lane names, in order.

@@ -7,7 +7,7 @@ granularity ``verse``. Texts:
 * ``transliteration`` (sa, Latn, source ``gita``): the romanisation as given (a
   Hindi-oriented scheme with ``ṣh``, ``ch``, ``ṛi``);
 * ``transliteration_iast`` (sa, Latn, source ``iast``): the same in strict IAST
-  (:func:`workbench.textnorm.gita_to_iast`);
+  (:func:`workbench.text.normalize.gita_to_iast`);
 * ``word_meanings`` (en, Latn): the word-by-word gloss ``karmaṇi—in prescribed duties; …``;
 * ``word_meanings_iast`` (en, Latn, source ``iast``): the same with each Sanskrit word
   (left of the dash) in strict IAST and the English gloss untouched;
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.errors import DataError
-from workbench.loaders._io import json_kind, read_json
-from workbench.textnorm import gita_to_iast, nfc
+from workbench.data.loaders._io import json_kind, read_json
+from workbench.text.normalize import gita_to_iast, nfc
 from workbench.types import Document, Text
 
 #: Verses per chapter in this 701-verse edition (13.1 is Arjuna's question).

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.loaders._io import read_js_object, str_map
-from workbench.textnorm import match_form
+from workbench.data.loaders._io import read_js_object, str_map
+from workbench.text.normalize import match_form
 
 _HOMONYM = re.compile(r"\s+\d+(\.\d+)*$")
 

@@ -3,10 +3,10 @@
 ``run_study`` is what ``workbench tune`` calls:
 
 1. the dataset is loaded; each lane's candidates come from the candidate cache of the
-   main job (:func:`workbench.job.lane_candidates`), or are computed once and cached;
-2. every trial draws a point (:func:`workbench.space.suggest`). **Fusion-only**
+   main job (:func:`workbench.experiment.runner.lane_candidates`), or are computed once and cached;
+2. every trial draws a point (:func:`workbench.tuning.space.suggest`). **Fusion-only**
    parameters (method, k, weights, depths, lanes on/off, min_score, top_k) are scored
-   in memory by :class:`workbench.fasteval.CandidateMatrix` on the study's split (no
+   in memory by :class:`workbench.eval.fasteval.CandidateMatrix` on the study's split (no
    database, no model). **Engine** parameters (``engine.<lane>.<param>``) pick a lane
    variant: its candidates are fetched once per distinct setting (cache, or the engine
    on a miss) and every later trial with that setting reuses them;
@@ -29,7 +29,7 @@
    with bootstrap confidence intervals and a paired randomisation test against the
    baseline config (:func:`honest_report`).
 
-Statistics: :mod:`workbench.stats` (percentile bootstrap, paired sign-flip randomisation
+Statistics: :mod:`workbench.eval.stats` (percentile bootstrap, paired sign-flip randomisation
 test), with the study's seed.
 """
 
@@ -49,10 +49,10 @@ import numpy as np
 from workbench.durable import atomic_path, atomic_write_json, atomic_write_text, mkdirs, remove_temporaries, \
     repair_jsonl_tail, storage_error
 from workbench.errors import ConfigError, DataError, StorageError, WorkbenchError
-from workbench.fasteval import CandidateMatrix
-from workbench.fusion import FusionSpec
-from workbench.space import Range, Study, baseline_params, suggest
-from workbench.stats import bootstrap_ci, paired_test
+from workbench.eval.fasteval import CandidateMatrix
+from workbench.eval.fusion import FusionSpec
+from workbench.tuning.space import Range, Study, baseline_params, suggest
+from workbench.eval.stats import bootstrap_ci, paired_test
 from workbench.settings import PROJECT_ROOT
 
 
@@ -85,9 +85,9 @@ class Candidates:
 
     def __init__(self, study: Study, home: Path, log: Callable[[str], None] = lambda _m: None,
                  progress: bool = False, store: Any = None):
-        from workbench import catalog
-        from workbench.cache import CandidateCache
-        from workbench.job import Engine
+        from workbench.data import catalog
+        from workbench.experiment.cache import CandidateCache
+        from workbench.experiment.runner import Engine
         from workbench.judging import layers
 
         self.study, self.home, self.log = study, Path(home), log
@@ -121,8 +121,8 @@ class Candidates:
 
     def lane_run(self, lane: str, overrides: dict[str, Any]):
         """(run, latencies) of ``lane`` with engine parameter ``overrides`` (cache first)."""
-        from workbench.experiment import LaneSpec
-        from workbench.job import lane_result
+        from workbench.experiment.config import LaneSpec
+        from workbench.experiment.runner import lane_result
 
         key = (lane, tuple(sorted(overrides.items())))
         if key not in self._runs:
@@ -564,7 +564,7 @@ def storage_for(study: Study, home: Path, storage: str | None, *, create: bool =
     if spec == "postgresql" or spec.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
         url = spec
         if spec == "postgresql":
-            from workbench import pg
+            from workbench.engines import pg_client as pg
 
             url = pg.server_dsn(home)
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
@@ -574,7 +574,7 @@ def storage_for(study: Study, home: Path, storage: str | None, *, create: bool =
                 return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True},
                                                   heartbeat_interval=PG_HEARTBEAT_S, grace_period=PG_GRACE_S)
         except Exception as exc:  # sqlalchemy OperationalError and friends
-            from workbench.pg import redact
+            from workbench.engines.pg_client import redact
 
             first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
             raise ConfigError(f"cannot use PostgreSQL study storage {redact(spec)}: {first}; check the URL "
@@ -1128,7 +1128,7 @@ def make_objective(study: Study, cands: Candidates) -> Callable[[Any], Any]:
 def _worker(path: str, home: str, storage: str, n: int) -> None:  # pragma: no cover - subprocess
     import optuna
 
-    from workbench.space import load_study
+    from workbench.tuning.space import load_study
 
     st = load_study(Path(path))
     cands = Candidates(st, Path(home))
@@ -1244,10 +1244,10 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any],
     """The chosen setting and the baseline on dev and test (``{"dev": ..., "test": ...}``): measures with
     95% CIs, the paired test, and the objective measure per query type.
 
-    Evaluated with :func:`workbench.evaluate.evaluate` (ir_measures) on the fused runs, not
+    Evaluated with :func:`workbench.eval.evaluate.evaluate` (ir_measures) on the fused runs, not
     with the in-memory evaluator the study used.
     """
-    from workbench.evaluate import evaluate
+    from workbench.eval.evaluate import evaluate
 
     measures = list(dict.fromkeys([study.measure, *study.experiment.measures]))
     measures = [m for m in measures if _fast(m)]
@@ -1283,7 +1283,7 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any],
 
 
 def _fast(measure: str) -> bool:
-    from workbench.fasteval import supported
+    from workbench.eval.fasteval import supported
 
     return supported(measure)
 

@@ -11,7 +11,7 @@ Layout::
 
     name = "seeds"
     datasets = ["gita", "bilara-passages"]
-    measures = ["R@10", "nDCG@10"]        # optional; default workbench.evaluate.DEFAULT_MEASURES
+    measures = ["R@10", "nDCG@10"]        # optional; default workbench.eval.evaluate.DEFAULT_MEASURES
     depth = 100                           # candidates per lane kept in the cache
     splits = ["train", "dev", "test"]     # optional; queries of these splits are evaluated
     qrels = "built"                       # optional; built | human | merged (workbench.judging.layers)
@@ -35,7 +35,7 @@ Layout::
     k = 60
     top_k = 100
 
-    [rerankers.by_fts]                    # optional: a stage after fusion (workbench.rerank)
+    [rerankers.by_fts]                    # optional: a stage after fusion (workbench.eval.rerank)
     kind = "lane"
     lane = "fts_simple"
 
@@ -62,9 +62,9 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from workbench.errors import ConfigError
-from workbench.fusion import ALL_METHODS, FusionSpec
+from workbench.eval.fusion import ALL_METHODS, FusionSpec
 from workbench.registry import EMBEDDER_PARAM, Declaration, Params, reranker_kind, retriever_kind
-from workbench.tomlfile import read_toml
+from workbench.io.toml import read_toml
 from workbench.types import SPLITS
 
 
@@ -161,11 +161,11 @@ class RerankStage:
 
 @dataclass(frozen=True)
 class FusedConfig(FusionSpec):
-    """One evaluated configuration ``[configs.NAME]``: its :class:`~workbench.fusion.FusionSpec` (lanes and
+    """One evaluated configuration ``[configs.NAME]``: its :class:`~workbench.eval.fusion.FusionSpec` (lanes and
     fusion parameters, defaults there), its name and its rerank stage."""
 
     name: str = ""
-    #: The rerank stage after fusion, or None (:mod:`workbench.rerank`).
+    #: The rerank stage after fusion, or None (:mod:`workbench.eval.rerank`).
     rerank: RerankStage | None = None
 
     def flat(self) -> dict[str, Any]:
@@ -234,7 +234,7 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
     Raises:
         ConfigError: the file is missing or invalid; the message names the key and the fix.
     """
-    from workbench.evaluate import DEFAULT_MEASURES, parse_measures
+    from workbench.eval.evaluate import DEFAULT_MEASURES, parse_measures
 
     path = Path(path)
     raw = read_toml(path, "experiment", "see experiments/ for examples")
@@ -252,7 +252,7 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
     if not isinstance(raw.get("description", ""), str):
         raise _err(path, "description", "must be a string")
     if known_datasets is None:
-        from workbench.catalog import load_definitions
+        from workbench.data.catalog import load_definitions
 
         known_datasets = set(load_definitions().datasets)
     datasets = raw.get("datasets")

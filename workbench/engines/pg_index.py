@@ -7,7 +7,7 @@ dataset's ``documents.jsonl`` sha256), the embedder's ``model_id`` and ``dim``, 
 Indexing a key that is registered does nothing (``IndexInfo.reused``).
 
 **Table.** ``doc_id`` (primary key), ``ord`` (corpus order), ``address``, ``work_id``,
-``body`` (:func:`workbench.doctext.index_text` in NFC: what every lane matches),
+``body`` (:func:`workbench.text.doctext.index_text` in NFC: what every lane matches),
 ``embedding`` (``vector(dim)`` or ``halfvec(dim)``) and three stored tsvector columns
 generated from ``body``: ``tsv_russian`` (``russian``: stems Cyrillic), ``tsv_simple``
 (``simple``: lower case, diacritics kept) and ``tsv_fold`` (``wb_fold``: ``simple`` with
@@ -34,9 +34,9 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from workbench.doctext import index_text
+from workbench.text.doctext import index_text
 from workbench.errors import ConfigError
-from workbench.pg import READER_ROLE, PgError, check_server, connect, ddl_lock, ensure_reader
+from workbench.engines.pg_client import READER_ROLE, PgError, check_server, connect, ddl_lock, ensure_reader
 
 #: Bump when the table layout or what is indexed changes: every index gets a new key.
 SCHEMA_VERSION = 1
@@ -118,9 +118,9 @@ def corpus_sha256(dataset: Any) -> str:
 
 
 def body_fingerprint() -> str:
-    """sha256 (16 hex) of :mod:`workbench.doctext`, which defines the indexed and embedded body:
+    """sha256 (16 hex) of :mod:`workbench.text.doctext`, which defines the indexed and embedded body:
     a change to it (say, the order of the fields) gives every index a new key."""
-    from workbench import doctext
+    from workbench.text import doctext
 
     return hashlib.sha256(Path(doctext.__file__).read_bytes()).hexdigest()[:16]
 
@@ -160,7 +160,7 @@ def index_dataset(dsn: str, dataset: Any, embedder: Any, *, m: int = 16, ef_cons
 
     Args:
         dsn: the server (as a user that may create tables, roles and extensions).
-        dataset: a :class:`workbench.catalog.Dataset` (``name``, ``documents``, ``manifest``).
+        dataset: a :class:`workbench.data.catalog.Dataset` (``name``, ``documents``, ``manifest``).
         embedder: a :class:`workbench.protocols.Embedder`; ``embed_passages`` gets batches
             of :data:`BATCH_SIZE` bodies and must return float32 ``(n, dim)`` arrays.
         m, ef_construction: HNSW settings (2..100; ``ef_construction`` >= 2*m, <= 1000).

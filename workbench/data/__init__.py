@@ -1,0 +1,1 @@
+"""Datasets: the catalog of datasets.toml, the source loaders, the query-set builders."""

@@ -1,0 +1,1 @@
+"""The engines' clients and indexers: PostgreSQL (pgvector, full text, trigram) and OpenSearch."""

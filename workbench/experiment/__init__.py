@@ -1,0 +1,1 @@
+"""Experiments: the config (experiments/*.toml), the candidate cache, the runner, tracking, reports."""

@@ -1,0 +1,1 @@
+"""The regression gate: gate files, sources, paired non-inferiority decisions, reports."""

@@ -1,0 +1,1 @@
+"""Files: queries, qrels, documents and TREC runs; TOML reading with clear errors."""

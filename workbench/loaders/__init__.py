@@ -1,8 +1,0 @@
-"""Loaders: one module per source under the data directory, each yielding :class:`~workbench.types.Document`.
-
-* :mod:`workbench.loaders.bilara`: SuttaCentral bilara-data (DN, MN, SN 56, Dhp), segments.
-* :mod:`workbench.loaders.cst4`: CST4 / CSCD XML (UTF-16), MN mūla and aṭṭhakathā paragraphs.
-* :mod:`workbench.loaders.gita`: the Bhagavad-gītā, 701 verses.
-* :mod:`workbench.loaders.dpd`: the Digital Pāḷi Dictionary's form → lemma lexicon.
-* :mod:`workbench.loaders.bhagavatam`: the Bhāgavatam sample (test data only; no licence stated).
-"""

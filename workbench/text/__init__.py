@@ -1,0 +1,1 @@
+"""Text: normalisation and folding, the reference grammar, passages, the text of a document."""

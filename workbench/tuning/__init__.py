@@ -1,0 +1,1 @@
+"""Tuning: the study file and its search space, studies with Optuna, choice, export."""
