@@ -246,7 +246,7 @@ def test_datasets_path_that_is_a_file_fails_before_building(gita_tree, tmp_path,
     def never(*_a, **_k):
         raise AssertionError("the corpus was read before the home was checked")
 
-    monkeypatch.setattr(catalog, "hash_inputs", never)
+    monkeypatch.setattr("workbench.data.build.hash_inputs", never)
     with pytest.raises(ConfigError) as exc:
         catalog.build("g", catalog.load_definitions(p), gita_tree, home)
     msg = str(exc.value)
@@ -263,7 +263,7 @@ def test_unwritable_datasets_folder_fails_before_building(gita_tree, tmp_path, m
     def deny(*_a, **_k):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(catalog, "hash_inputs", lambda *_a, **_k: (_ for _ in ()).throw(AssertionError("built")))
+    monkeypatch.setattr("workbench.data.build.hash_inputs", lambda *_a, **_k: (_ for _ in ()).throw(AssertionError("built")))
     monkeypatch.setattr(tempfile, "mkstemp", deny)
     with pytest.raises(ConfigError) as exc:
         catalog.build("g", catalog.load_definitions(p), gita_tree, home)

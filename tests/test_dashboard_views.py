@@ -176,7 +176,8 @@ def test_missing_artifact_names_the_run_and_the_fix(tmp_path):
 
 def test_gate_reports_are_found_newest_first_and_checked(tmp_path):
     from workbench.errors import DataError
-    from workbench.gate.check import Check, GateReport, GateResult
+    from workbench.gate.decide import Check, GateResult
+    from workbench.gate.report import GateReport
 
     res = GateResult("gita", "cand", "base", 0.01,
                      [Check("R@10", "all", 100, 0.5, 0.6, -0.1, -0.12, -0.08, "fail")], {}, [])
@@ -242,7 +243,7 @@ def test_study_figures_include_the_pareto_front_for_two_objectives():
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = optuna.create_study(directions=["maximize", "minimize"], sampler=optuna.samplers.RandomSampler(seed=1))
     study.optimize(lambda t: (t.suggest_float("w", 0, 1), t.suggest_int("k", 1, 100) / 10), n_trials=12)
-    from workbench.tuning.tune import study_figures
+    from workbench.tuning.outputs import study_figures
 
     figs = study_figures(study, "R@10")
     assert set(figs) == {"history", "importances", "parallel", "pareto"}

@@ -46,7 +46,7 @@ def test_shipped_experiments_load(path):
 
 @pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("gate-*.toml")))
 def test_shipped_gate_files_load(path):
-    from workbench.gate.check import load_gate_file
+    from workbench.gate.policy import load_gate_file
 
     gf = load_gate_file(path)
     exp = load_experiment(gf.experiment, known_datasets=KNOWN)

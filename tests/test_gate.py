@@ -58,12 +58,12 @@ def test_an_identical_run_passes(env, tmp_path):
 
 def test_a_trec_run_file_against_the_config_it_came_from_passes(env, tmp_path):
     from workbench.data import catalog
-    from workbench.gate import check as g
+    from workbench.gate.sources import load_source
     from workbench.run import write_trec_run
 
     folder, home = env
     ds = catalog.ensure("gita", catalog.load_definitions(), home=home)
-    ranking = g.load_source(f"{folder}/e.toml:full", ds, home=home)
+    ranking = load_source(f"{folder}/e.toml:full", ds, home=home)
     write_trec_run(tmp_path / "full.run", ranking.run, tag="full")
     res = gate("--candidate", str(tmp_path / "full.run"), "--baseline", f"{folder}/e.toml:full", "-d", "gita")
     assert res.exit_code == 0, res.output
@@ -182,7 +182,7 @@ def test_one_judged_floor_default_on_the_pair_path_and_in_a_gate_file(env, tmp_p
     """Neither the options nor the gate file set judged_floor: both paths take GatePolicy's 0.1, and the
     same candidate (config full) gets the same Judged@10 and the same status by it."""
     from workbench.dashboard.gates import find
-    from workbench.gate.check import GateReport
+    from workbench.gate.report import GateReport
 
     folder, home = env
     (tmp_path / "g.toml").write_text(f'experiment = "{folder}/e.toml"\n[expected.gita.full]\n"R@10" = 0.0\n')

@@ -14,9 +14,12 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from workbench.gate import check as gate
 from workbench.errors import ConfigError, DataError
-from workbench.gate.check import Check, GatePolicy, GateReport, GateResult
+from workbench.gate import runner as gate_runner
+from workbench.gate.decide import Check, GateResult, expected_checks, judged_check, paired_checks
+from workbench.gate.policy import GatePolicy, load_gate_file
+from workbench.gate.report import GateReport, junit
+from workbench.gate.sources import Ranking
 from workbench.run import Hit, Run
 from workbench.types import Qrel, Query
 
@@ -35,7 +38,7 @@ def test_the_policy_declares_each_default_once():
 
 def test_a_gate_file_without_policy_keys_gets_the_pair_paths_defaults(tmp_path):
     (tmp_path / "g.toml").write_text('experiment = "e.toml"\n[expected.gita.full]\n"MRR@10" = 0.5\n')
-    gf = gate.load_gate_file(tmp_path / "g.toml")
+    gf = load_gate_file(tmp_path / "g.toml")
     pair = GatePolicy().override({"margin": None, "min_queries": None, "judged_floor": None, "judged_action": None})
     assert gf.policy == pair == GatePolicy()
     assert gf.policy.judged_floor == pair.judged_floor == 0.1
@@ -46,7 +49,7 @@ def test_a_gate_file_without_policy_keys_gets_the_pair_paths_defaults(tmp_path):
 def test_precedence_option_over_file_over_default(tmp_path):
     (tmp_path / "g.toml").write_text('experiment = "e.toml"\njudged_floor = 0.0\nmargin = 0.02\n'
                                      '[expected.gita.full]\n"R@10" = 0.5\n')
-    filed = gate.load_gate_file(tmp_path / "g.toml").policy
+    filed = load_gate_file(tmp_path / "g.toml").policy
     assert (filed.margin, filed.min_queries, filed.judged_floor) == (0.02, 30, 0.0)
     over = filed.override({"judged_floor": 0.3, "min_queries": None})
     assert (over.margin, over.min_queries, over.judged_floor) == (0.02, 30, 0.3)
@@ -64,7 +67,7 @@ def test_a_bad_policy_value_names_the_file_and_the_key(tmp_path, line, message):
     path = tmp_path / "gate-x.toml"
     path.write_text(f'experiment = "e.toml"\n{line}\n[expected.gita.full]\n"R@10" = 0.5\n')
     with pytest.raises(ConfigError) as exc:
-        gate.load_gate_file(path)
+        load_gate_file(path)
     assert str(exc.value).startswith(f"{path}: {message}: ")
 
 
@@ -97,10 +100,10 @@ def test_the_cli_resolves_one_policy_on_both_paths(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(settings, "data_dir", lambda: tmp_path)
     monkeypatch.setattr(catalog, "ensure", lambda name, defs, home, log=None: SimpleNamespace(name=name))
-    monkeypatch.setattr(gate, "load_source", lambda spec, ds, home, log: gate.Ranking(spec, Run({})))
-    monkeypatch.setattr(gate._Layers, "__call__", lambda self, ds: None)
-    monkeypatch.setattr(gate, "gate_pair", fake_pair)
-    monkeypatch.setattr(gate, "gate_expected", fake_expected)
+    monkeypatch.setattr(gate_runner, "load_source", lambda spec, ds, home, log: Ranking(spec, Run({})))
+    monkeypatch.setattr(gate_runner._Layers, "__call__", lambda self, ds: None)
+    monkeypatch.setattr(gate_runner, "gate_pair", fake_pair)
+    monkeypatch.setattr(gate_runner, "gate_expected", fake_expected)
     (tmp_path / "plain.toml").write_text('experiment = "e.toml"\n[expected.gita.full]\n"R@10" = 0.5\n')
     (tmp_path / "floor0.toml").write_text('experiment = "e.toml"\njudged_floor = 0.0\n[expected.gita.full]\n"R@10" = 0.5\n')
     pair = ["gate", "--candidate", "a.run", "--baseline", "b.run", "-d", "gita"]
@@ -129,13 +132,13 @@ def test_the_policy_decides_paired_checks():
     types = {f"t{i}": "term" for i in range(40)} | {f"r{i}": "reference" for i in range(5)}
     base = _pq({q: 0.5 for q in types}, types)
     cand = _pq({q: 0.45 for q in types}, types)
-    got = {c.stratum: c for c in gate.paired_checks(cand, base, ["R@10"])}
+    got = {c.stratum: c for c in paired_checks(cand, base, ["R@10"])}
     assert got["term"].status == "fail" and got["term"].n == 40
     assert got["term"].diff == pytest.approx(-0.05) and got["term"].ci_high == pytest.approx(-0.05)
     assert got["reference"].status == "too-few" and got["all"].status == "fail"
-    loose = {c.stratum: c.status for c in gate.paired_checks(cand, base, ["R@10"], policy=GatePolicy(margin=0.1))}
+    loose = {c.stratum: c.status for c in paired_checks(cand, base, ["R@10"], policy=GatePolicy(margin=0.1))}
     assert loose == {"all": "pass", "reference": "too-few", "term": "pass"}
-    few = {c.stratum: c.status for c in gate.paired_checks(cand, base, ["R@10"], policy=GatePolicy(min_queries=5))}
+    few = {c.stratum: c.status for c in paired_checks(cand, base, ["R@10"], policy=GatePolicy(min_queries=5))}
     assert few["reference"] == "fail"
 
 
@@ -143,12 +146,12 @@ def test_the_policy_decides_expected_checks():
     """Mean 0.5 against 0.52: below 0.52 − 0.01 fails; within 0.52 − 0.03 passes."""
     types = {f"q{i}": "term" for i in range(30)}
     cand = _pq({q: (1.0 if i % 2 else 0.0) for i, q in enumerate(types)}, types)
-    (c,) = [c for c in gate.expected_checks(cand, {"R@10/term": 0.52}) if c.stratum == "term"]
+    (c,) = [c for c in expected_checks(cand, {"R@10/term": 0.52}) if c.stratum == "term"]
     assert (c.n, c.candidate, c.status) == (30, 0.5, "fail") and c.diff == pytest.approx(-0.02)
     assert math.isnan(c.ci_low) and math.isnan(c.ci_high)
-    assert gate.expected_checks(cand, {"R@10/term": 0.52}, policy=GatePolicy(margin=0.03))[0].status == "pass"
+    assert expected_checks(cand, {"R@10/term": 0.52}, policy=GatePolicy(margin=0.03))[0].status == "pass"
     with pytest.raises(ConfigError, match="no 'page_ref' queries"):
-        gate.expected_checks(cand, {"R@10/page_ref": 0.5})
+        expected_checks(cand, {"R@10/page_ref": 0.5})
 
 
 def test_judged_coverage_by_hand():
@@ -157,13 +160,13 @@ def test_judged_coverage_by_hand():
                "q2": [Hit("d5", 2.0), Hit("d6", 1.0)]})
     qrels = [Qrel("q1", "d1", 1), Qrel("q1", "d3", 0), Qrel("q2", "d9", 2)]
     queries = [Query("q1", "a", "term", "en", "test"), Query("q2", "b", "term", "en", "test")]
-    j = gate.judged_check(run, qrels, queries, k=4)
+    j = judged_check(run, qrels, queries, k=4)
     assert (j["k"], j["mean"], j["floor"], j["status"]) == (4, 0.25, 0.1, "pass")
     assert [(t["query_id"], t["doc_id"], t["rank"]) for t in j["to_judge"]] == [
         ("q2", "d5", 1), ("q1", "d2", 2), ("q2", "d6", 2), ("q1", "d4", 4)]  # best-ranked first
-    assert gate.judged_check(run, qrels, queries, k=4, policy=GatePolicy(judged_floor=0.3))["status"] == "warn"
+    assert judged_check(run, qrels, queries, k=4, policy=GatePolicy(judged_floor=0.3))["status"] == "warn"
     failing = GatePolicy(judged_floor=0.3, judged_action="fail")
-    assert gate.judged_check(run, qrels, queries, k=4, policy=failing)["status"] == "fail"
+    assert judged_check(run, qrels, queries, k=4, policy=failing)["status"] == "fail"
 
 
 # ---------------------------------------------------------------- JUnit
@@ -178,7 +181,7 @@ def _paired() -> GateResult:
 
 
 def test_junit_of_one_result_is_a_testsuite_with_escaped_names():
-    root = ET.fromstring(gate.junit([_paired()]))
+    root = ET.fromstring(junit([_paired()]))
     assert root.tag == "testsuite" and root.get("name") == 'gate e.toml:no-ref <&"x">'
     assert (root.get("tests"), root.get("failures")) == ("4", "2")  # 3 checks + Judged@10; the fail and the floor
     cases = root.findall("testcase")
@@ -194,7 +197,7 @@ def test_junit_of_one_result_is_a_testsuite_with_escaped_names():
 def test_junit_of_several_results_is_one_testsuites_document():
     passing = GateResult("gita", "seeds.toml:a", "expected values", 0.01,
                          [Check("R@10", "all", 1800, 0.42, 0.41, 0.01, math.nan, math.nan, "pass")], {}, [])
-    text = gate.junit([_paired(), passing])
+    text = junit([_paired(), passing])
     assert text.startswith('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites')
     root = ET.fromstring(text)
     assert root.tag == "testsuites" and (root.get("tests"), root.get("failures")) == ("5", "2")
@@ -280,7 +283,7 @@ def test_a_report_from_before_the_qrels_layers_loads_as_built(tmp_path):
 
 
 def test_a_report_round_trips_through_save_and_load(tmp_path):
-    result = gate.GateResult("gita", "cand", "base", 0.02,
+    result = GateResult("gita", "cand", "base", 0.02,
                              [Check("nDCG@10", "all", 50, 0.3, 0.35, -0.05, -0.07, -0.03, "fail", "x")],
                              {"k": 10, "mean": 0.5, "floor": 0.1, "status": "pass", "to_judge": []},
                              [], ["w"], "merged", "f" * 64)

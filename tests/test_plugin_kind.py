@@ -125,3 +125,4 @@ def test_the_plugin_runs_from_the_command_line_in_eval_and_a_tiny_tune(plugin_si
                            "memory"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert tune.returncode == 0, tune.stderr[-2000:]
     assert "engine.addr.case_sensitive" in tune.stdout + tune.stderr
+

@@ -333,7 +333,7 @@ def test_read_only_home_reads_what_is_built_and_refuses_writes_in_one_line(gita_
 
 
 def test_gate_report_is_written_atomically(tmp_path):
-    from workbench.gate.check import GateReport
+    from workbench.gate.report import GateReport
 
     with small_disk(tmp_path / "home", "1m") as home:
         path = GateReport.of([], ["workbench", "gate"]).save(home)

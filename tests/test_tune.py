@@ -14,8 +14,11 @@ import pytest
 
 import tune_fixture
 from workbench.errors import ConfigError
+from workbench.eval.stats import paired_test
+from workbench.tuning.objective import setting_from
 from workbench.tuning.space import baseline_params, load_study
-from workbench.tuning.tune import make_study, paired_test, run_study, setting_from, storage_for
+from workbench.tuning.storage import storage_for
+from workbench.tuning.study import make_study, run_study
 
 ROOT = Path(__file__).resolve().parent.parent
 

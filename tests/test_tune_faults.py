@@ -23,7 +23,7 @@ import pytest
 import faults
 import tune_fixture
 from workbench.tuning.space import baseline_params, load_study
-from workbench.tuning.tune import run_study
+from workbench.tuning.study import run_study
 
 EXPERIMENT = """
 name = "faults"
@@ -62,7 +62,7 @@ NAME = "fault-study"
 # a `workbench` entry whose trials take 0.2 s each, so that two processes surely overlap
 SLOW_CLI = (
     "import sys, time\n"
-    "import workbench.tuning.tune as t\n"
+    "import workbench.tuning.objective as t\n"
     "f = t.objective_value\n"
     "def slow(*a, **k):\n"
     "    time.sleep(0.2)\n"
@@ -296,7 +296,7 @@ def test_a_read_only_home_is_one_clear_error(tmp_path, template):
 def _killed_baseline_resumes(tmp_path, template, storage_args: list[str], storage) -> None:
     home, study = _setup(tmp_path, template, STUDY.replace(f'name = "{NAME}"', f'name = "{tmp_path.name[:40]}"'))
     name = tmp_path.name[:40]
-    env = faults.kill_at("workbench.tuning.tune:objective_value", 1, env=_env(home))  # the first objective: trial 0
+    env = faults.kill_at("workbench.tuning.objective:objective_value", 1, env=_env(home))  # the first objective: trial 0
     r = _tune(study, home, "--trials", "5", *storage_args, env=env)
     assert r.returncode == -9, r.stderr
     store = _journal(home, name) if storage is None else storage
@@ -391,14 +391,14 @@ def test_a_trial_of_a_process_gone_on_another_machine_fails_by_its_heartbeat_in_
     trial without one for the grace period is failed, a trial whose heartbeat is fresh is not."""
     from optuna.trial import TrialState
 
-    from workbench.tuning import tune
+    from workbench.tuning import recovery, storage, study
 
-    monkeypatch.setattr(tune, "PG_HEARTBEAT_S", 1)
-    monkeypatch.setattr(tune, "PG_GRACE_S", 2)
+    monkeypatch.setattr(storage, "PG_HEARTBEAT_S", 1)
+    monkeypatch.setattr(storage, "PG_GRACE_S", 2)
     text = tune_fixture.STUDY.replace('name = "synthetic-study"', f'name = "{tmp_path.name[:40]}"')
     st = load_study(tune_fixture.write(tmp_path, text), known_datasets={"gita"})
-    store = tune.storage_for(st, tmp_path, pg_dsn)
-    ost = tune.make_study(st, store)
+    store = storage.storage_for(st, tmp_path, pg_dsn)
+    ost = study.make_study(st, store)
     elsewhere = {"host": "another-machine", "pid": 1, "process": "linux:x:y:1:1"}
     gone, live = ost.ask(), ost.ask()
     for t in (gone, live):
@@ -406,41 +406,41 @@ def test_a_trial_of_a_process_gone_on_another_machine_fails_by_its_heartbeat_in_
         store.record_heartbeat(t._trial_id)
     time.sleep(3.5)
     store.record_heartbeat(live._trial_id)
-    assert tune.fail_dead_trials(ost) == [gone.number]
+    assert recovery.fail_dead_trials(ost) == [gone.number]
     states = {t.number: t.state for t in ost.get_trials()}
     assert states == {gone.number: TrialState.FAIL, live.number: TrialState.RUNNING}
-    assert tune.process_alive(elsewhere) is None  # this machine cannot check another machine's pid
+    assert recovery.process_alive(elsewhere) is None  # this machine cannot check another machine's pid
 
 
 def test_which_running_trials_count_as_left_by_a_dead_process(tmp_path, monkeypatch):
-    from workbench.tuning import tune
+    from workbench.tuning import recovery, storage, study
 
-    me = tune.this_process()
-    assert me["pid"] == os.getpid() and tune.process_alive(me) is True
+    me = recovery.this_process()
+    assert me["pid"] == os.getpid() and recovery.process_alive(me) is True
     other_start = me["process"].rsplit(":", 1)[0] + ":0"
-    assert tune.process_alive({**me, "process": other_start}) is False  # the pid now belongs to another process
+    assert recovery.process_alive({**me, "process": other_start}) is False  # the pid now belongs to another process
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
-    assert tune.process_alive({**me, "pid": child.pid}) is False  # exited
-    assert tune.process_alive(None) is None and tune.process_alive({"pid": "1"}) is None
+    assert recovery.process_alive({**me, "pid": child.pid}) is False  # exited
+    assert recovery.process_alive(None) is None and recovery.process_alive({"pid": "1"}) is None
 
     st = load_study(tune_fixture.write(tmp_path), known_datasets={"gita"})
-    ost = tune.make_study(st, tune.storage_for(st, tmp_path, f"journal:{tmp_path / 'j.log'}"))
+    ost = study.make_study(st, storage.storage_for(st, tmp_path, f"journal:{tmp_path / 'j.log'}"))
     mine, dead, unowned = ost.ask(), ost.ask(), ost.ask()
     mine.set_user_attr("process", me)
     dead.set_user_attr("process", {**me, "pid": child.pid})
-    assert tune.fail_dead_trials(ost) == [dead.number]  # an unowned trial is given UNOWNED_STALE_S
-    monkeypatch.setattr(tune, "UNOWNED_STALE_S", 0)
+    assert recovery.fail_dead_trials(ost) == [dead.number]  # an unowned trial is given UNOWNED_STALE_S
+    monkeypatch.setattr(recovery, "UNOWNED_STALE_S", 0)
     time.sleep(0.01)
-    assert tune.fail_dead_trials(ost) == [unowned.number]
+    assert recovery.fail_dead_trials(ost) == [unowned.number]
     assert [t.state.name for t in ost.get_trials()] == ["RUNNING", "FAIL", "FAIL"]
 
 
 _HOLD_JOURNAL_LOCK = """
 import sys, time
 from pathlib import Path
-from workbench.tuning import tune
-lock = tune._journal_lock_type()(Path(sys.argv[1]))
+from workbench.tuning import storage
+lock = storage._journal_lock_type()(Path(sys.argv[1]))
 lock.acquire()
 print("held", flush=True)
 time.sleep(60)
@@ -449,7 +449,7 @@ time.sleep(60)
 
 def test_a_process_killed_while_holding_the_journal_lock_costs_the_next_nothing(tmp_path):
     """Optuna's own lock (a symbolic link) outlives a killed holder by 30 s; the workbench's is an flock."""
-    from workbench.tuning import tune
+    from workbench.tuning import storage
 
     journal = tmp_path / "journal.log"
     journal.write_bytes(b"")
@@ -459,6 +459,6 @@ def test_a_process_killed_while_holding_the_journal_lock_costs_the_next_nothing(
     holder.kill()
     holder.wait()
     t0 = time.perf_counter()
-    storage = tune.open_journal(journal)
+    journal_storage = storage.open_journal(journal)
     assert time.perf_counter() - t0 < 2.0
-    assert storage is not None and oct((tmp_path / "journal.log.flock").stat().st_mode & 0o777) == "0o600"
+    assert journal_storage is not None and oct((tmp_path / "journal.log.flock").stat().st_mode & 0o777) == "0o600"

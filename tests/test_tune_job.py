@@ -55,7 +55,7 @@ def warm(built_home, data_dir, pg_dsn, tmp_path_factory):
 
 def test_fusion_only_trials_open_no_database(warm, monkeypatch):
     from workbench.tuning.space import load_study
-    from workbench.tuning.tune import run_study
+    from workbench.tuning.study import run_study
 
     folder, home = warm
     monkeypatch.setenv("WORKBENCH_PG_DSN", "postgresql://nobody@/nowhere?host=/nonexistent-socket-dir")
@@ -72,7 +72,8 @@ def test_fusion_only_trials_open_no_database(warm, monkeypatch):
 
 def test_engine_parameters_fill_the_cache_once_per_setting(warm, pg_dsn, monkeypatch):
     from workbench.tuning.space import load_study
-    from workbench.tuning.tune import Candidates, run_study
+    from workbench.tuning.candidates import Candidates
+    from workbench.tuning.study import run_study
 
     folder, home = warm
     (folder / "study-ef.toml").write_text(STUDY.replace('name = "tune-e2e"', 'name = "tune-ef"') +
@@ -128,7 +129,7 @@ def test_cli_errors_exit_2(args, msg, monkeypatch, data_dir):
 
 def test_two_worker_processes_share_one_study_in_postgres(warm, pg_dsn, monkeypatch):
     from workbench.tuning.space import load_study
-    from workbench.tuning.tune import run_study
+    from workbench.tuning.study import run_study
 
     folder, home = warm
     (folder / "study-w.toml").write_text(STUDY.replace('name = "tune-e2e"', 'name = "tune-workers"'))

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from workbench.errors import DataError
-from workbench.tuning.tune import (MeasureComparison, QrelsSummary, SplitReport, StudyEvaluation, StudyReport, TrainSummary,
-                            TypeComparison)
+from workbench.tuning.report import (MeasureComparison, QrelsSummary, SplitReport, StudyEvaluation, StudyReport,
+                                     TrainSummary, TypeComparison)
 
 #: report.json as `workbench tune` wrote it before StudyReport existed (workbench/tuning/tune.py's write_outputs
 #: at 7cb5985), values from a real study of experiments/tune-kb.toml trimmed to one measure and two

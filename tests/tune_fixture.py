@@ -73,8 +73,8 @@ def runs(ds: Dataset) -> dict[str, Run]:
 
 
 def candidates(study, home: Path):
-    """A :class:`workbench.tuning.tune.Candidates` holding the synthetic runs (no engine behind it)."""
-    from workbench.tuning.tune import Candidates
+    """A :class:`workbench.tuning.candidates.Candidates` holding the synthetic runs (no engine behind it)."""
+    from workbench.tuning.candidates import Candidates
 
     c = Candidates.__new__(Candidates)
     c.study, c.home, c.log = study, home, (lambda _m: None)
@@ -90,7 +90,7 @@ def candidates(study, home: Path):
 
 def run(folder: str, trials: int, storage: str) -> None:
     """Entry point for a subprocess (the resume test kills it)."""
-    from workbench.tuning.tune import run_study
+    from workbench.tuning.study import run_study
 
     st = load_study(Path(folder) / "study.toml", known_datasets={"gita"})
     run_study(st, home=Path(folder) / "home", storage=storage, trials=trials,

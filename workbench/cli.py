@@ -17,7 +17,7 @@ from typing import Optional
 import typer
 
 from workbench.errors import WorkbenchError
-from workbench.gate.check import DEFAULT_SEED as _GATE_SEED, GatePolicy as _GatePolicy  # for `gate --help`: the defaults
+from workbench.gate.policy import DEFAULT_SEED as _GATE_SEED, GatePolicy as _GatePolicy  # for `gate --help`: the defaults
 from workbench.settings import PROJECT_ROOT
 
 app = typer.Typer(help="Evaluation and relevance-tuning workbench for hybrid retrieval over scripture corpora.",
@@ -384,11 +384,12 @@ def tune_cmd(
     """Tune fusion and engine parameters with Optuna over cached candidates; report on dev and test."""
     from dataclasses import replace
 
-    from workbench.tuning import tune
     from workbench.errors import StorageError
     from workbench.judging.layers import check_layer
     from workbench.settings import data_dir, home_dir
+    from workbench.tuning.outputs import summary, write_outputs
     from workbench.tuning.space import load_study
+    from workbench.tuning.study import run_study
 
     try:
         layer = check_layer(qrels, "--qrels") if qrels is not None else None
@@ -402,10 +403,10 @@ def tune_cmd(
             from workbench.experiment.tracking import check_tracking
 
             check_tracking(home)
-        result = tune.run_study(st, home=home, storage=storage, trials=trials, workers=workers, log=_log,
-                                progress=sys.stderr.isatty())
+        result = run_study(st, home=home, storage=storage, trials=trials, workers=workers, log=_log,
+                           progress=sys.stderr.isatty())
         try:
-            folder = tune.write_outputs(result, home, storage)
+            folder = write_outputs(result, home, storage)
         except StorageError as exc:
             if storage.strip() != "memory":
                 raise
@@ -418,7 +419,7 @@ def tune_cmd(
             f"the complete trials are kept in {storage} storage; run the same command to resume"
         typer.secho(f"interrupted: {where}", fg=typer.colors.YELLOW, err=True)
         raise typer.Exit(130)
-    typer.echo(tune.summary(result))
+    typer.echo(summary(result))
     typer.echo(f"\n{result.trials_run} trials run in {result.elapsed_s:.1f} s; "
                + (f"report, export and plots in {folder}" if folder else "no report written"))
     if track and folder is not None:
@@ -439,10 +440,14 @@ def export_cmd(
     storage: str = typer.Option("journal", "--storage", help="Where the study is stored (as for `tune`)."),
 ) -> None:
     """Write the chosen trial as the production config a seed system loads, with provenance."""
-    from workbench.tuning import tune
     from workbench.durable import atomic_write_text, mkdirs
     from workbench.settings import data_dir, home_dir
+    from workbench.tuning.candidates import Candidates
+    from workbench.tuning.export import export_config
+    from workbench.tuning.select import choose_and_report
     from workbench.tuning.space import load_study
+    from workbench.tuning.storage import storage_for
+    from workbench.tuning.study import make_study
 
     try:
         st = load_study(study_file)
@@ -456,12 +461,12 @@ def export_cmd(
         mkdirs(out.parent)
         if not os.access(out.parent, os.W_OK):
             raise WorkbenchError(f"cannot write into {out.parent}; choose another --out")
-        ost = tune.make_study(st, tune.storage_for(st, home, storage, create=False, log=_log))
-        cands = tune.Candidates(st, home, _log)
+        ost = make_study(st, storage_for(st, home, storage, create=False, log=_log))
+        cands = Candidates(st, home, _log)
         if not ost.trials:
             raise WorkbenchError(f"study {st.name} has no trials in {storage} storage; run `workbench tune {study_file}` first")
-        result = tune.choose_and_report(st, ost, cands, _log)
-        config = tune.export_config(result, home)
+        result = choose_and_report(st, ost, cands, _log)
+        config = export_config(result, home)
         atomic_write_text(out, json.dumps(config, indent=1, default=str) + "\n")  # the old file stays whole on a fault
     except WorkbenchError as exc:
         _fail(exc)
@@ -474,7 +479,7 @@ def export_cmd(
 
 def _policy_help(key: str) -> str:
     """The --help of a gate policy option: the field's description and its default, both from
-    :class:`workbench.gate.check.GatePolicy` (where the defaults are declared, once)."""
+    :class:`workbench.gate.policy.GatePolicy` (where the defaults are declared, once)."""
     info = _GatePolicy.model_fields[key]
     return f"{info.description[0].upper()}{info.description[1:]} (default: the gate file's, else {info.default})."
 
@@ -503,10 +508,12 @@ def gate_cmd(
     """Gate a candidate against a baseline or expected values: exit 0 pass, 1 regression, 2 usage or data error.
 
     The policy options (--margin, --min-queries, --judged-floor, --judged-action) override a gate file's
-    values, which override the defaults of workbench.gate.check.GatePolicy; the rules are in workbench.gate.check.
+    values, which override the defaults of workbench.gate.policy.GatePolicy; the rules are in workbench.gate.decide.
     """
     from workbench import durable
-    from workbench.gate import check as gate
+    from workbench.gate.policy import DEFAULT_MEASURES
+    from workbench.gate.report import GateReport, junit, markdown
+    from workbench.gate.runner import run_gate_file, run_pair
     from workbench.settings import data_dir, home_dir
 
     options = {"margin": margin, "min_queries": min_queries, "judged_floor": judged_floor,
@@ -523,15 +530,15 @@ def gate_cmd(
             if candidate or baseline or dataset or measure:
                 raise WorkbenchError("a gate file names its configs, datasets and measures; do not add --candidate, "
                                      "--baseline, --dataset or --measure")
-            results = gate.run_gate_file(gate_file, home=home, options=options, splits=split, qrels=qrels, log=_log)
+            results = run_gate_file(gate_file, home=home, options=options, splits=split, qrels=qrels, log=_log)
         else:
             if not (candidate and baseline and dataset):
                 raise WorkbenchError("give a gate file, or --candidate, --baseline and --dataset")
-            results = [gate.run_pair(candidate, baseline, dataset, home=home, measures=measure or gate.DEFAULT_MEASURES,
-                                     options=options, splits=split, qrels=qrels, seed=seed, log=_log)]
+            results = [run_pair(candidate, baseline, dataset, home=home, measures=measure or DEFAULT_MEASURES,
+                                options=options, splits=split, qrels=qrels, seed=seed, log=_log)]
     except WorkbenchError as exc:
         _fail(exc)
-    text = "\n".join(gate.markdown(r) for r in results)
+    text = "\n".join(markdown(r) for r in results)
     typer.echo(text)
     try:
         command = ["workbench", "gate"] + ([str(gate_file)] if gate_file is not None else [])
@@ -542,7 +549,7 @@ def gate_cmd(
         if gate_file is None:  # the measures as gated: canonical names (MRR@10 -> RR@10), in order
             command += [x for m in dict.fromkeys(c.measure for r in results for c in r.checks) for x in ("-m", m)]
         command += [x for sp in split for x in ("--split", sp)]
-        saved = gate.GateReport.of(results, command).save(home)
+        saved = GateReport.of(results, command).save(home)
         typer.echo(f"[workbench] gate report saved: {saved} (the dashboard's gate page shows the latest)", err=True)
     except WorkbenchError as exc:  # a full disk, a read-only home: the report is part of the command's work
         _fail(WorkbenchError(f"the gate report was not saved: {exc}; the gate's result is above"))
@@ -550,7 +557,7 @@ def gate_cmd(
         if markdown_out:
             durable.atomic_write_text(markdown_out, text)
         if junit_out:
-            durable.atomic_write_text(junit_out, gate.junit(results))
+            durable.atomic_write_text(junit_out, junit(results))
     except WorkbenchError as exc:
         _fail(WorkbenchError(f"the report was not written: {exc}; the gate's result is above"))
     raise typer.Exit(max((r.exit_code for r in results), default=0))

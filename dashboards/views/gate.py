@@ -5,7 +5,7 @@ import streamlit as st
 
 from workbench.dashboard import gates, ui
 from workbench.errors import WorkbenchError
-from workbench.gate.check import GateReport
+from workbench.gate.report import GateReport
 
 st.title("Gate")
 home = ui.home()

@@ -7,7 +7,7 @@ import streamlit as st
 
 from workbench.dashboard import studies, ui
 from workbench.errors import WorkbenchError
-from workbench.tuning.tune import study_figures
+from workbench.tuning.outputs import study_figures
 
 st.title("Study")
 home = ui.home()

@@ -1,8 +1,8 @@
 """Gate reports for the dashboard: the JSON files ``workbench gate`` saves in ``<home>/gates/``.
 
-Each file is a :class:`workbench.gate.check.GateReport` (read with ``GateReport.load``, written with
+Each file is a :class:`workbench.gate.report.GateReport` (read with ``GateReport.load``, written with
 ``GateReport.save``): ``created``, ``command``, ``exit_code`` and ``results``, one
-:class:`~workbench.gate.check.GateResult` per gated pair or expected-values config, with its checks
+:class:`~workbench.gate.decide.GateResult` per gated pair or expected-values config, with its checks
 (measure × stratum), judged coverage and losses.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from workbench.gate.check import GateReport
+from workbench.gate.report import GateReport
 
 
 def find(home: Path) -> list[Path]:

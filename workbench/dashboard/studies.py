@@ -3,10 +3,10 @@
 A study folder is ``<home>/studies/<name>/`` with ``journal.log`` (the default Optuna
 storage) and one output folder per storage (``latest/``, ``latest-memory/``,
 ``latest-<hash>/``: ``report.json``, ``export.json``, ``trials.csv``, ``plots.html``).
-``report.json`` is a :class:`workbench.tuning.tune.StudyReport` (read with ``StudyReport.load``, written
+``report.json`` is a :class:`workbench.tuning.report.StudyReport` (read with ``StudyReport.load``, written
 with ``StudyReport.save``). The Optuna study is read from the storage the report names: the journal file, or a
 ``postgresql://`` URL; a study that ran in memory has only its output files, and the page
-shows those. Figures: :func:`workbench.tuning.tune.study_figures` (the same as ``plots.html``).
+shows those. Figures: :func:`workbench.tuning.outputs.study_figures` (the same as ``plots.html``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from workbench.errors import DataError
-from workbench.tuning.tune import StudyReport
+from workbench.tuning.report import StudyReport
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ def trials(outputs: StudyOutputs) -> pd.DataFrame:
 def storage_url(outputs: StudyOutputs, home: Path) -> str | None:
     """Where the study's trials live, as something :func:`load` can open; ``None`` for a
     study that ran in memory or a URL whose password was masked in the report."""
-    from workbench.tuning.tune import study_dir
+    from workbench.tuning.storage import study_dir
 
     spec = outputs.storage
     if spec == "journal":

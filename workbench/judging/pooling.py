@@ -331,7 +331,16 @@ def plan_pool(exp, dataset: str, *, configs: Sequence[str] | None = None, depth:
         # only the pooled queries: fusion is per query, so this changes no ranking and saves the rest
         runs = {ln: Run({q: hits for q, hits in run.items() if q in wanted}, run.name) for ln, run in runs.items()}
     keep = max(depth, JUDGED_K)
-    fused = {c: top_lists(sub.configs[c], runs, keep) for c in names}
+    fused = {}
+    for c in names:
+        cfg = sub.configs[c]
+        if cfg.rerank is None:
+            fused[c] = top_lists(cfg, runs, keep)
+        else:  # the ranking a reader sees: fused, then the rerank stage
+            from workbench.experiment.runner import config_run
+
+            run = config_run(cfg, runs, ds, engine, queries)
+            fused[c] = {qid: tuple(h.doc_id for h in hits[:keep]) for qid, hits in run.items()}
     systems: dict[str, tuple[float, Mapping[str, Sequence[str]]]] = {f"config:{c}": (1.0, fused[c]) for c in names}
     systems.update({f"lane:{ln}": (LANE_WEIGHT, {q: tuple(h.doc_id for h in hits[:depth]) for q, hits in run.items()})
                     for ln, run in runs.items()})

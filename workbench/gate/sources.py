@@ -1,0 +1,172 @@
+"""Rankings to gate, from their sources.
+
+A **source** of a ranking is one of:
+
+* ``EXPERIMENT.toml:CONFIG`` — a config of an experiment, fused from the candidate cache
+  (lanes run only on a cache miss), so its lanes are known;
+* a production config exported by ``workbench export`` (``*.json``);
+* a TREC run file (6 columns).
+
+:func:`load_source` reads one into a :class:`Ranking`; :func:`source_layer` says which qrels layer
+the experiment behind a source declares.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from workbench.errors import ConfigError, DataError
+from workbench.run import Run
+from workbench.settings import PROJECT_ROOT
+
+
+@dataclass
+class Ranking:
+    """A ranking to gate: the fused run, the lanes' runs (when known) and a label."""
+
+    label: str
+    run: Run
+    lanes: dict[str, Run] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def load_source(spec: str, dataset: Any, *, home: Path, log: Callable[[str], None] = lambda _m: None) -> Ranking:
+    """Read a ranking source (see the module docstring) for ``dataset``.
+
+    Raises:
+        ConfigError: an unknown config, a bad export file.
+        DataError: a malformed run file (wrong column count, NaN scores, duplicate doc ids in one
+            ranking, empty), or one naming queries the dataset does not have.
+    """
+    path_part, _, config = spec.rpartition(":") if spec.count(":") and not Path(spec).exists() else (spec, "", "")
+    if config and path_part.endswith(".toml"):
+        return _from_experiment(Path(path_part), config, dataset, home, log)
+    path = Path(spec)
+    if path.suffix == ".toml" and path.is_file():
+        raise ConfigError(f"{spec} is an experiment; name one of its configs: {spec}:CONFIG")
+    if not path.exists():
+        raise ConfigError(f"{spec!r} is neither a file nor EXPERIMENT.toml:CONFIG; give a TREC run file, an exported "
+                          "config (.json) or e.g. experiments/kb.toml:kb-fold-ref")
+    if path.is_dir():
+        raise ConfigError(f"{spec} is a folder; give a TREC run file, an exported config or EXPERIMENT.toml:CONFIG")
+    if path.suffix == ".json":
+        return _from_export(path, dataset, home, log)
+    from workbench.run import read_trec_run
+
+    run = read_trec_run(path, name=path.name)
+    known = {q.query_id for q in dataset.queries}
+    unknown = sorted(set(run) - known)
+    if unknown:
+        raise DataError(f"run file {path} names {len(unknown)} query id(s) that dataset {dataset.name} does not have "
+                        f"(first: {unknown[:3]}); is it a run of another dataset?")
+    ranking = Ranking(path.name, run)
+    docs = {d.doc_id for d in dataset.documents}
+    hits = [h.doc_id for q in run for h in run[q]]
+    stray = sum(1 for d in hits if d not in docs)
+    if stray:
+        ranking.warnings.append(f"{path.name}: {stray} of {len(hits)} ranked doc ids are not documents of "
+                                f"{dataset.name} (they count as non-relevant)")
+    return ranking
+
+
+#: Engines (embedders, database handles) shared by the configs of one experiment in one gate run.
+_ENGINES: dict[tuple, Any] = {}
+
+
+def _config_ranking(exp, cfg, dataset, home: Path, log, label: str) -> Ranking:
+    from workbench.experiment.cache import CandidateCache
+    from workbench.experiment.runner import Engine, config_run, lane_candidates
+
+    sub = replace(exp, configs={cfg.name: cfg}, splits=("train", "dev", "test"))
+    key = (str(exp.path), json.dumps(exp.embedders, sort_keys=True, default=str), str(home))
+    engine = _ENGINES.get(key)
+    if engine is None:
+        engine = _ENGINES[key] = Engine(sub, home, False, log)
+    engine.exp = sub
+    cache = CandidateCache(home / "cache" / "candidates")
+    lanes = lane_candidates(sub, dataset, engine, cache, log)
+    runs = {n: lanes[n].run for n in cfg.lanes}
+    return Ranking(label, config_run(cfg, {n: lr.run for n, lr in lanes.items()}, dataset, engine), runs)
+
+
+def source_layer(spec: str) -> str | None:
+    """The ``qrels`` layer of the experiment a source names (``EXPERIMENT.toml:CONFIG``, or the experiment an
+    exported config came from); None for a TREC run file or a source that does not load (its own error
+    comes when it is read)."""
+    try:
+        path_part, _, config = spec.rpartition(":") if spec.count(":") and not Path(spec).exists() else (spec, "", "")
+        if config and path_part.endswith(".toml"):
+            return experiment_layer(Path(path_part))
+        path = Path(spec)
+        if path.suffix == ".json" and path.is_file():
+            exp_file = Path(json.loads(path.read_text(encoding="utf-8"))["provenance"]["experiment"])
+            if not exp_file.is_absolute() and not exp_file.exists():
+                exp_file = PROJECT_ROOT / exp_file
+            return experiment_layer(exp_file)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return None
+
+
+def experiment_layer(path: Path) -> str | None:
+    """The ``qrels`` layer an experiment file declares (``built`` when it declares none); None when the
+    file does not load (its own error comes when it is read)."""
+    from workbench.experiment.config import load_experiment
+    from workbench.errors import WorkbenchError
+
+    try:
+        return load_experiment(Path(path)).qrels
+    except WorkbenchError:
+        return None
+
+
+def _from_experiment(path: Path, config: str, dataset, home: Path, log) -> Ranking:
+    from workbench.experiment.config import load_experiment
+
+    exp = load_experiment(path)
+    if config not in exp.configs:
+        raise ConfigError(f"{path} has no config {config!r}; configs: {', '.join(exp.configs)}")
+    if dataset.name not in exp.datasets:
+        log(f"note: {path.name} does not list dataset {dataset.name}; its lanes run on it anyway")
+    return _config_ranking(exp, exp.configs[config], dataset, home, log, f"{path.name}:{config}")
+
+
+def _from_export(path: Path, dataset, home: Path, log) -> Ranking:
+    """An exported production config: lanes with their engine parameters, fusion parameters."""
+    from workbench.experiment.config import _config, lane_spec, load_experiment
+
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+        exp_file = Path(cfg["provenance"]["experiment"])
+        if not exp_file.is_absolute() and not exp_file.exists():
+            exp_file = PROJECT_ROOT / exp_file  # written relative to the repository
+        if not exp_file.is_file():
+            raise ConfigError(f"{path}: provenance.experiment {cfg['provenance']['experiment']!r} is not an "
+                              "experiment file here; run from the repository root or fix the path")
+        exp = load_experiment(exp_file)
+        if not isinstance(cfg["lanes"], dict) or not cfg["lanes"]:
+            raise ConfigError(f"{path}: lanes must name at least one lane")
+        lanes, embedders = {}, dict(exp.embedders)
+        for name, spec in cfg["lanes"].items():
+            spec = dict(spec)
+            if isinstance(spec.get("embedder"), dict):
+                emb = dict(spec["embedder"])
+                ename = emb.pop("name")
+                embedders[ename] = emb
+                spec["embedder"] = ename
+            lanes[name] = lane_spec(path, name, spec, embedders)
+        table = {"lanes": list(cfg["lanes"]), "fusion": cfg["fusion"], "top_k": cfg["top_k"]}
+        for key, src in (("k", "rrf_k"), ("weights", "weights"), ("depth", "depth"), ("min_score", "min_score"),
+                         ("tiebreak_lane", "tiebreak_lane"), ("norm", "norm")):
+            if cfg.get(src) not in (None, {}):
+                table[key] = cfg[src]
+        if table["fusion"] == "none" and len(table["lanes"]) == 1:
+            table.pop("k", None)
+        fused = _config(path, path.stem, table, lanes)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path} is not a config written by `workbench export` ({type(exc).__name__}: {exc})") from None
+    exp = replace(exp, lanes=lanes, embedders=embedders)
+    return _config_ranking(exp, fused, dataset, home, log, path.name)

@@ -1,0 +1,60 @@
+"""The production config of a study's chosen trial, with its provenance (what ``workbench export`` writes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from workbench.settings import PROJECT_ROOT
+from workbench.tuning.report import QrelsSummary, StudyResult
+
+
+def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
+    """The production config of the chosen trial, with provenance (what ``workbench export`` writes).
+
+    Fields a seed system loads: ``lanes`` (kind and engine parameters, ef_search included),
+    ``fusion``, ``rrf_k``, ``weights``, ``depth``, ``min_score``, ``top_k``,
+    ``tiebreak_lane``, ``norm``. ``provenance``: study, trial, storage folder, objective,
+    dataset input and output hashes, the code commit, and the dev/test measures with
+    95% CIs and the paired test against the baseline.
+    """
+    import subprocess
+
+    st, s = result.study, result.chosen_setting
+    lanes = {}
+    for ln in s.lanes:
+        spec = st.experiment.lanes[ln]
+        params = {**spec.params, **{k.split(".", 2)[2]: v for k, v in result.chosen_params.items()
+                                    if k.startswith(f"engine.{ln}.")}}
+        if "embedder" in params:
+            params["embedder"] = {"name": params["embedder"], **st.experiment.embedders[params["embedder"]]}
+        lanes[ln] = {"kind": spec.kind, **params}
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                cwd=PROJECT_ROOT, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    manifest = result.manifest
+    return {
+        "lanes": lanes,
+        "fusion": s.method,
+        "rrf_k": s.k if s.method == "rrf" else None,
+        "weights": dict(s.weights or {}),
+        "depth": dict(s.depth) if isinstance(s.depth, dict) else s.depth,
+        "norm": s.norm if s.method == "weighted" else None,
+        "min_score": s.min_score,
+        "top_k": s.top_k,
+        "tiebreak_lane": s.tiebreak_lane,
+        "provenance": {
+            "study": st.name, "study_file": str(st.path), "trial": result.chosen.number,
+            "objective": {"measure": st.measure, "split": st.split, "type_weights": st.type_weights,
+                          "value": result.chosen.values[0], "baseline": result.baseline_value},
+            "baseline_config": st.baseline, "experiment": str(st.experiment.path), "dataset": st.dataset,
+            "qrels": (result.evaluation.qrels or QrelsSummary()).to_json(),
+            "inputs": manifest.get("inputs"), "outputs": manifest.get("outputs"), "code_commit": commit,
+            **{split: (part.to_json() if part is not None else None)
+               for split, part in (("dev", result.evaluation.dev), ("test", result.evaluation.test))},
+            "sensitivity": result.sensitivity, "seed": st.seed,
+            "home": str(home),
+        },
+    }

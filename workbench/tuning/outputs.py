@@ -1,0 +1,108 @@
+"""A study's outputs: ``report.json``, ``export.json``, ``trials.csv`` and ``plots.html`` in its output
+folder (:func:`write_outputs`), Optuna's figures (:func:`study_figures`, also the dashboard's) and the
+plain-text summary ``workbench tune`` prints (:func:`summary`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from workbench.durable import atomic_path, atomic_write_json, atomic_write_text, mkdirs, remove_temporaries
+from workbench.tuning.export import export_config
+from workbench.tuning.report import QrelsSummary, StudyReport, StudyResult
+from workbench.tuning.storage import outputs_dir
+
+
+def study_figures(optuna_study, measure: str) -> dict[str, Any]:
+    """Optuna's own plotly figures of a study: ``history``, ``importances``, ``parallel`` and, for a
+    two-objective study (objective, p95 latency ms), ``pareto``; used by ``plots.html`` and the
+    dashboard. A figure Optuna cannot draw (importances need two complete trials whose
+    parameters vary) is left out."""
+    import warnings
+
+    import optuna.visualization as vis
+
+    multi = len(optuna_study.directions) > 1
+    target = (lambda t: t.values[0]) if multi else None
+    makers = {"history": lambda: vis.plot_optimization_history(optuna_study, target=target, target_name=measure),
+              "importances": lambda: vis.plot_param_importances(optuna_study, target=target, target_name=measure),
+              "parallel": lambda: vis.plot_parallel_coordinate(optuna_study, target=target, target_name=measure)}
+    if multi:
+        makers["pareto"] = lambda: vis.plot_pareto_front(optuna_study, target_names=[measure, "p95 latency ms"])
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for key, make in makers.items():
+            try:
+                out[key] = make()
+            except Exception:  # noqa: BLE001 - Optuna raises several types when a plot has too little data
+                continue
+    return out
+
+
+def write_outputs(result: StudyResult, home: Path, storage: str | None = None) -> Path:
+    """Write ``report.json``, ``export.json``, ``trials.csv`` and ``plots.html`` (Optuna's history,
+    parameter importances, parallel coordinates and, with two objectives, the Pareto front)
+    into :func:`workbench.tuning.storage.outputs_dir`; returns that folder.
+
+    Each file is replaced atomically (:mod:`workbench.durable`): a crash or a full disk leaves
+    the previous file whole, never half a report.
+
+    Raises:
+        StorageError: the folder cannot be created or a file cannot be written (names the
+            path, the space needed and the fix).
+    """
+    out = mkdirs(outputs_dir(home, result.study.name, storage))
+    remove_temporaries(out)
+    report = StudyReport.of(result, storage)
+    export = export_config(result, home)
+    trials = result.optuna_study.trials_dataframe()
+    figs = list(study_figures(result.optuna_study, f"train {result.study.measure}").values())
+    html = [f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figs)]
+    report.save(out / "report.json")
+    atomic_write_json(out / "export.json", export, ensure_ascii=True)
+    with atomic_path(out / "trials.csv") as tmp:
+        trials.to_csv(tmp, index=False)
+    atomic_write_text(out / "plots.html", "<html><head><meta charset='utf-8'><title>study "
+                      f"{result.study.name}</title></head><body>" + "\n".join(html) + "</body></html>\n")
+    return out
+
+
+def summary(result: StudyResult) -> str:
+    """A plain-text summary: train objective, dev/test measures with CIs and p-values, sensitivity."""
+    st = result.study
+    q = result.evaluation.qrels or QrelsSummary(getattr(st, "qrels", "built"))
+    lines = [f"study {st.name}: {len(result.optuna_study.trials)} trials on {st.dataset} ({st.split}), "
+             f"objective {st.measure}" + (" weighted by query type" if st.type_weights else ""),
+             f"  qrels: {q.layer}" + (f" (sha256 {q.sha256[:12]}, {q.human_pairs} human grades"
+                                      + (f", {q.stale} stale judgments left out" if q.stale else "")
+                                      + (f", {q.queries_left_out} queries without a human grade left out"
+                                         if q.queries_left_out and q.layer == "human" else "") + ")"
+                                      if q.sha256 else ""),
+             f"  {st.split}: chosen trial {result.chosen.number} = {result.chosen.values[0]:.4f}   "
+             f"baseline {st.baseline} = {result.baseline_value:.4f}"]
+    for note in result.notes:
+        lines.append(f"  note: {note}")
+    s = result.chosen_setting
+    lines.append(f"  chosen: lanes {', '.join(s.lanes)}; {s.method}" + (f" k={s.k:g}" if s.method == "rrf" else "") +
+                 f"; weights {', '.join(f'{k}={v:.3g}' for k, v in (s.weights or {}).items())}; top_k {s.top_k}")
+    for split in ("dev", "test"):
+        rep = result.evaluation.split(split)
+        if rep is None or not rep.queries:
+            lines.append(f"  {split}: {(rep.note if rep else '') or 'no queries'}")
+            continue
+        lines.append(f"  {split} ({rep.queries} queries)   chosen [95% CI]   baseline [95% CI]   diff   p")
+        for m, r in rep.measures.items():
+            lines.append(f"    {m:10s} {r.chosen:.4f} [{r.chosen_ci[0]:.3f}, {r.chosen_ci[1]:.3f}]   "
+                         f"{r.baseline:.4f} [{r.baseline_ci[0]:.3f}, {r.baseline_ci[1]:.3f}]   "
+                         f"{r.mean_diff:+.4f}   {r.p_value:.4f}")
+        for t, r in rep.by_query_type.items():
+            lines.append(f"    {rep.by_type_measure} {t:10s} n={r.n:4d}  {r.chosen:.4f} vs {r.baseline:.4f}  "
+                         f"{r.mean_diff:+.4f}  p={r.p_value:.4f}")
+    if result.sensitivity:
+        lines.append("  sensitivity (objective at -10% / +10% of each numeric parameter):")
+        for r in result.sensitivity:
+            lines.append(f"    {r['param']:22s} {r['value']!s:>10.8}  {r['minus10']:.4f} / {r['plus10']:.4f}  "
+                         f"drop {r['drop']:.4f}")
+    return "\n".join(lines)

@@ -1,0 +1,148 @@
+"""Choosing a study's trial and reporting it honestly.
+
+:func:`choose_and_report` takes the flattest trial within ``tolerance`` of the best (by
+:func:`sensitivity`, the objective at ±10% of each numeric parameter) and re-evaluates it and the
+baseline config on dev and test with ir_measures, bootstrap CIs and a paired randomisation test
+(:func:`honest_report`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from workbench.errors import ConfigError
+from workbench.eval.fusion import FusionSpec
+from workbench.eval.stats import bootstrap_ci, paired_test
+from workbench.tuning.candidates import Candidates
+from workbench.tuning.objective import baseline_setting, objective_value, setting_from
+from workbench.tuning.report import (MeasureComparison, QrelsSummary, SplitReport, StudyEvaluation, StudyResult,
+                                     TrainSummary, TypeComparison, ci_pair)
+from workbench.tuning.space import Range, Study
+
+
+def _numeric_dims(study: Study) -> dict[str, Range]:
+    out = {k: study.space[k] for k in ("k", "min_score", "top_k") if isinstance(study.space.get(k), Range)}
+    for group in ("weights", "depth"):
+        out.update({f"{group}.{ln}": d for ln, d in study.space.get(group, {}).items() if isinstance(d, Range)})
+    return out
+
+
+def sensitivity(study: Study, cands: Candidates, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """For each numeric parameter: the objective at -10% and +10% of its value (clipped to its range).
+
+    Returns:
+        rows ``{"param", "value", "objective", "minus10", "plus10", "drop"}`` where ``drop`` is
+        the largest fall of the objective (>= 0); a flat optimum has small drops.
+    """
+    key = cands.engine_key(params)
+    m = cands.matrix(key, study.split)
+    setting = setting_from(study, params)
+    base = objective_value(study, m, setting, cands.queries)
+    used = set(setting.lanes) if setting is not None else set()
+    rows = []
+    for name, dim in _numeric_dims(study).items():
+        if name not in params or (name.split(".")[0] in ("weights", "depth") and name.split(".", 1)[1] not in used):
+            continue
+        if name == "k" and (setting is None or setting.method != "rrf"):
+            continue
+        v = params[name]
+        vals = []
+        for f in (0.9, 1.1):
+            x = min(max(v * f, dim.low), dim.high)
+            x = int(round(x)) if dim.integer else x
+            p2 = {**params, name: x}
+            vals.append(objective_value(study, m, setting_from(study, p2), cands.queries))
+        rows.append({"param": name, "value": v, "objective": base, "minus10": vals[0], "plus10": vals[1],
+                     "drop": max(0.0, base - min(vals))})
+    return rows
+
+
+def choose_and_report(study: Study, ost, cands: Candidates, log: Callable[[str], None]) -> StudyResult:
+    """Choose the trial (flattest within ``tolerance`` of the best; on two objectives, from the
+    Pareto front), then evaluate it and the baseline on dev and test."""
+    import optuna
+
+    complete = [t for t in ost.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    if not complete:
+        raise ConfigError(f"study {study.name} has no complete trial; run it with more trials")
+    pool = [t for t in (ost.best_trials if study.latency else complete) if setting_from(study, t.params) is not None]
+    if not pool:
+        raise ConfigError(f"study {study.name}: every complete trial switched all lanes off; widen [space.lanes]")
+    best = max(t.values[0] for t in pool)
+    near = sorted((t for t in pool if t.values[0] >= best - study.tolerance), key=lambda t: -t.values[0])[:10]
+    scored = []
+    for t in near:
+        sens = sensitivity(study, cands, t.params)
+        worst = max((r["drop"] for r in sens), default=0.0)
+        scored.append((t.values[0] - worst, t.values[0], -t.number, t, sens))
+    scored.sort(key=lambda x: (x[0], x[1], x[2]), reverse=True)
+    _robust, _v, _n, chosen, sens = scored[0]
+    notes = []
+    if chosen.values[0] < best:
+        notes.append(f"chose trial {chosen.number} ({chosen.values[0]:.4f}) over the best ({best:.4f}): "
+                     "its ±10% neighbourhood is flatter")
+    setting = setting_from(study, chosen.params)
+    splits = honest_report(study, cands, chosen.params, setting)
+    base_m = cands.matrix(cands.engine_key({}), study.split)  # the baseline as written: no engine overrides
+    base_val = objective_value(study, base_m, baseline_setting(study), cands.queries)
+    evaluation = StudyEvaluation(splits["dev"], splits["test"],
+                                 TrainSummary(study.measure, chosen.values[0], base_val, chosen.number),
+                                 qrels_report(cands))
+    manifest = {k: cands.ds.manifest.get(k) for k in ("inputs", "outputs")}
+    return StudyResult(study, ost, chosen, dict(chosen.params), setting, base_val, sens, evaluation, 0.0, 0, notes,
+                       manifest)
+
+
+def qrels_report(cands: Candidates) -> QrelsSummary:
+    """The study's qrels layer for the report and the export (:class:`QrelsSummary`)."""
+    lq = cands.layer
+    return QrelsSummary(lq.layer, lq.sha256, lq.human_pairs, lq.stale, lq.left_out(cands.ds.queries))
+
+
+def honest_report(study: Study, cands: Candidates, params: dict[str, Any],
+                  setting: FusionSpec) -> dict[str, SplitReport]:
+    """The chosen setting and the baseline on dev and test (``{"dev": ..., "test": ...}``): measures with
+    95% CIs, the paired test, and the objective measure per query type.
+
+    Evaluated with :func:`workbench.eval.evaluate.evaluate` (ir_measures) on the fused runs, not
+    with the in-memory evaluator the study used.
+    """
+    from workbench.eval.evaluate import evaluate
+
+    measures = list(dict.fromkeys([study.measure, *study.experiment.measures]))
+    measures = [m for m in measures if _fast(m)]
+    out: dict[str, SplitReport] = {}
+    key = cands.engine_key(params)
+    base_lanes_key = cands.engine_key({})  # the baseline as written: no engine overrides
+    for split in ("dev", "test"):
+        qs = [q for q in cands.view.queries if q.split == split]
+        if not qs:
+            why = " with a human grade" if cands.layer.layer == "human" else ""
+            out[split] = SplitReport(0, note=f"no {split} queries{why} in {cands.ds.name}")
+            continue
+        m = cands.matrix(key, split)
+        mb = cands.matrix(base_lanes_key, split)
+        ev = evaluate(m.run(setting), cands.view.qrels, qs, measures).per_query.set_index("query_id")
+        evb = evaluate(mb.run(baseline_setting(study)), cands.view.qrels, qs, measures).per_query.set_index("query_id")
+        qids = [q for q in ev.index if q in evb.index]
+        rows = {}
+        for meas in measures:
+            a, b = ev.loc[qids, meas].to_numpy(float), evb.loc[qids, meas].to_numpy(float)
+            rows[meas] = MeasureComparison(float(a.mean()), ci_pair(bootstrap_ci(a, study.seed)), float(b.mean()),
+                                           ci_pair(bootstrap_ci(b, study.seed)), **paired_test(a, b, study.seed))
+        by_type = {}
+        types = ev.loc[qids, "query_type"]
+        for t in sorted(set(types)):
+            mask = (types == t).to_numpy()
+            a = ev.loc[qids, study.measure].to_numpy(float)[mask]
+            b = evb.loc[qids, study.measure].to_numpy(float)[mask]
+            by_type[t] = TypeComparison(int(mask.sum()), float(a.mean()), float(b.mean()),
+                                        **paired_test(a, b, study.seed))
+        out[split] = SplitReport(len(qids), rows, study.measure, by_type)
+    return out
+
+
+def _fast(measure: str) -> bool:
+    from workbench.eval.fasteval import supported
+
+    return supported(measure)

@@ -1,0 +1,300 @@
+"""Tuning studies with Optuna over cached lane candidates (issue #5).
+
+``run_study`` is what ``workbench tune`` calls:
+
+1. the dataset is loaded; each lane's candidates come from the candidate cache of the
+   main job (:func:`workbench.experiment.runner.lane_candidates`), or are computed once and cached;
+2. every trial draws a point (:func:`workbench.tuning.space.suggest`). **Fusion-only**
+   parameters (method, k, weights, depths, lanes on/off, min_score, top_k) are scored
+   in memory by :class:`workbench.eval.fasteval.CandidateMatrix` on the study's split (no
+   database, no model). **Engine** parameters (``engine.<lane>.<param>``) pick a lane
+   variant: its candidates are fetched once per distinct setting (cache, or the engine
+   on a miss) and every later trial with that setting reuses them;
+3. the objective is the measure's mean on the split, or a weighted mean of per-query-type
+   means, judged by the study's qrels layer (``built``, ``human`` or ``merged``:
+   :mod:`workbench.judging.layers`; under ``human`` only queries with a human grade count);
+   with ``latency = true`` also the p95 latency (ms, sum of the lanes' cached per-query
+   latencies), minimised, so the study returns a Pareto front;
+4. the baseline config is enqueued as trial 0; the sampler (TPE, or NSGA-II for two
+   objectives) is seeded, so a study is reproducible, and a process that does not get
+   consecutive trial numbers reseeds from (seed, trial number), so processes sharing a
+   study never draw the same points (:func:`seeded_sampler`); storage is a journal file
+   under ``<home>/studies/<name>/`` (resumable: a killed study continues where it stopped;
+   a cut last record is dropped when it is opened,
+   :func:`workbench.tuning.storage.open_journal`), memory, or a PostgreSQL URL (``--workers N``
+   processes share it). On resume, trials left running by a dead process are failed and a
+   baseline that never completed is enqueued again (:mod:`workbench.tuning.recovery`);
+5. the chosen trial (the flattest among those within ``tolerance`` of the best, by the
+   sensitivity report) is re-evaluated with ir_measures on the dev and test splits,
+   with bootstrap confidence intervals and a paired randomisation test against the
+   baseline config (:func:`workbench.tuning.select.honest_report`).
+
+Statistics: :mod:`workbench.eval.stats` (percentile bootstrap, paired sign-flip randomisation
+test), with the study's seed.
+"""
+
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from workbench.errors import ConfigError, WorkbenchError
+from workbench.tuning.candidates import Candidates
+from workbench.tuning.objective import make_objective
+from workbench.tuning.recovery import ensure_baseline, fail_dead_trials
+from workbench.tuning.select import choose_and_report
+from workbench.tuning.report import StudyResult
+from workbench.tuning.space import Study, baseline_params
+from workbench.tuning.storage import storage_failure, storage_for
+
+
+def trial_seed(seed: int, number: int) -> int:
+    """The sampler seed of trial ``number`` in a study seeded ``seed``, used whenever a process
+    did not draw that trial's predecessor itself (see :func:`seeded_sampler`)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(f"{seed}:{number}".encode()).digest()[:4], "big")
+
+
+def seeded_sampler(study: Study):
+    """The study's sampler (TPE, multivariate; NSGA-II with latency), seeded per stretch of trials.
+
+    A process draws its trials from one random stream seeded with the study's seed as long as
+    it gets trial numbers 0, 1, 2, ... one after another: a fresh study run by one process draws
+    exactly what that seed always drew. Whenever a trial's number is not the one after this
+    process's previous trial (a resumed study, or another process took trials in between), the
+    sampler starts again from :func:`trial_seed` of (study seed, trial number). Trial numbers
+    are handed out by the storage, one per trial, so two processes on one study never draw from
+    the same stream, and a resumed study never repeats the draws it made before.
+    """
+    import optuna
+
+    def make(seed: int):
+        if study.latency:
+            return optuna.samplers.NSGAIISampler(seed=seed)
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True)
+
+    return _seeded_sampler_type()(make, study.seed)
+
+
+@functools.lru_cache(maxsize=1)
+def _seeded_sampler_type():
+    from optuna.samplers import BaseSampler
+
+    class StretchSeededSampler(BaseSampler):
+        """Delegates to a sampler made with the study's seed, made anew from
+        :func:`trial_seed` when the trial numbers this process gets are not consecutive."""
+
+        def __init__(self, make: Callable[[int], Any], seed: int) -> None:
+            self._make, self._seed = make, seed
+            self._inner = make(seed)
+            self._next = 0
+
+        def before_trial(self, study, trial) -> None:
+            if trial.number != self._next:
+                self._inner = self._make(trial_seed(self._seed, trial.number))
+            self._next = trial.number + 1
+            self._inner.before_trial(study, trial)
+
+        def infer_relative_search_space(self, study, trial):
+            return self._inner.infer_relative_search_space(study, trial)
+
+        def sample_relative(self, study, trial, search_space):
+            return self._inner.sample_relative(study, trial, search_space)
+
+        def sample_independent(self, study, trial, param_name, param_distribution):
+            return self._inner.sample_independent(study, trial, param_name, param_distribution)
+
+        def after_trial(self, study, trial, state, values) -> None:
+            self._inner.after_trial(study, trial, state, values)
+
+        def reseed_rng(self) -> None:
+            self._inner.reseed_rng()
+
+    return StretchSeededSampler
+
+
+def definition(study: Study) -> dict[str, Any]:
+    """What a stored study was made for: dataset, lanes, baseline, split, objective and space
+    (a stored study is only resumed or exported for the same definition)."""
+    d = {"dataset": study.dataset, "lanes": list(study.lanes), "baseline": study.baseline,
+         "split": study.split, "measure": study.measure, "weights": study.type_weights,
+         "latency": study.latency, "space": study.space, "experiment": str(study.experiment.path.name)}
+    layer = getattr(study, "qrels", "built")
+    if layer != "built":  # studies stored before qrels layers (all built) keep their definition
+        d["qrels"] = layer
+    return json.loads(json.dumps(d, default=repr, sort_keys=True))
+
+
+def make_study(study: Study, storage) -> Any:
+    """Create or load the Optuna study (same name, same storage → the same study, resumed),
+    with the sampler of :func:`seeded_sampler`.
+
+    Raises:
+        ConfigError: the stored study of that name was made for another definition.
+    """
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    directions = ["maximize", "minimize"] if study.latency else ["maximize"]
+    try:
+        ost = optuna.create_study(study_name=study.name, storage=storage, directions=directions,
+                                  sampler=seeded_sampler(study), load_if_exists=True)
+    except ValueError as exc:  # e.g. a stored study with another number of objectives
+        raise ConfigError(f"study {study.name} in this storage does not fit {study.path} ({exc}); give the study a "
+                          "new name or use another --storage") from None
+    want = definition(study)
+    have = ost.user_attrs.get("workbench_definition")
+    if have is None:
+        ost.set_user_attr("workbench_definition", want)
+    elif have != want:
+        diff = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
+        if diff == ["qrels"]:
+            stored, asked = have.get("qrels", "built"), want.get("qrels", "built")
+            raise ConfigError(f"study {study.name} in this storage was tuned on the {stored} qrels, not {asked}; "
+                              f"pass --qrels {stored} to `workbench tune`, or set qrels = \"{stored}\" in {study.path} "
+                              "(what `workbench export` reads), or give the study a new name")
+        raise ConfigError(f"study {study.name} in this storage was made for another definition (differs: "
+                          f"{', '.join(diff)}); give the study a new name or use another --storage")
+    return ost
+
+
+def run_study(study: Study, *, home: Path, storage: str | None = None, trials: int | None = None,
+              workers: int = 1, log: Callable[[str], None] = lambda _m: None, progress: bool = False,
+              candidates: Candidates | None = None) -> StudyResult:
+    """Run (or resume) a study until it has ``trials`` complete trials, then choose and report.
+
+    On resume, trials left running by a process that is gone are marked failed
+    (:func:`workbench.tuning.recovery.fail_dead_trials`) and the baseline is enqueued again when no
+    trial of it completed (:func:`workbench.tuning.recovery.ensure_baseline`).
+
+    Raises:
+        ConfigError, DataError, StaleError, PgError, OpenSearchError: with messages naming the fix.
+        StorageError: the study's storage cannot be written (a full disk: the path and the space
+            needed; a read-only folder) or its journal is damaged; the complete trials are kept.
+    """
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    t0 = time.perf_counter()
+    if workers > 1 and not (storage or "").startswith("postgres"):
+        raise ConfigError("--workers > 1 needs a storage several processes can share: --storage postgresql "
+                          "(the workbench's server) or a postgresql:// URL")
+    n_target = trials or study.trials
+    store = storage_for(study, home, storage, log=log)
+    ost = None
+    try:
+        ost = make_study(study, store)
+        cands = candidates or Candidates(study, home, log, progress)
+        check_split(study, cands)
+        notes_qrels = _qrels_changed(ost, cands, log)
+        fail_dead_trials(ost, log)
+        notes = ensure_baseline(study, ost, log)
+        done = [t for t in ost.trials if t.state == optuna.trial.TrialState.COMPLETE]
+        if done:
+            log(f"resuming study {study.name}: {len(done)} complete trial(s) in storage")
+        # warm the candidates of the baseline's engine setting (fills the cache once)
+        base_key = cands.engine_key(baseline_params(study)[0])
+        cands.matrix(base_key, study.split)
+        remaining = max(n_target - len(done), 0)
+        if workers > 1 and remaining:
+            _run_workers(study, home, storage, remaining, workers, log)
+        elif remaining:
+            objective = make_objective(study, cands)
+            callbacks = [optuna.study.MaxTrialsCallback(n_target, states=(optuna.trial.TrialState.COMPLETE,))]
+            ost.optimize(objective, n_trials=remaining, callbacks=callbacks, show_progress_bar=progress)
+    except WorkbenchError:
+        raise
+    except Exception as exc:
+        err = storage_failure(exc, study, home, storage, ost, n_target)
+        if err is None:
+            raise
+        raise err from None
+    ost = make_study(study, storage_for(study, home, storage)) if workers > 1 else ost
+    result = choose_and_report(study, ost, cands, log)
+    result.elapsed_s = time.perf_counter() - t0
+    result.trials_run = remaining
+    result.notes = notes_qrels + notes + result.notes
+    return result
+
+
+def _qrels_changed(ost, cands: Candidates, log: Callable[[str], None]) -> list[str]:
+    """Record the hash of the study's qrels on the stored study; when a resumed study's earlier trials
+    were scored on other qrels (new human grades since), say so (their values are not comparable)."""
+    sha = cands.layer.sha256
+    have = ost.user_attrs.get("workbench_qrels_sha256")
+    if have == sha:
+        return []
+    ost.set_user_attr("workbench_qrels_sha256", sha)
+    if have is None:
+        return []
+    note = (f"the {cands.layer.layer} qrels changed since earlier trials of this study (sha256 {have[:12]} -> "
+            f"{sha[:12]}: new judgments); earlier trial values were scored on the old qrels — start a new study "
+            "(another name) for values scored on one set")
+    log(note)
+    return [note]
+
+
+def check_split(study: Study, cands: Candidates) -> None:
+    """The study's split has judged queries, and of every query type the objective weighs.
+
+    Raises:
+        ConfigError: naming the split, the dataset and the types it has.
+    """
+    qs = [q for q in cands.view.queries if q.split == study.split]
+    types = sorted({q.query_type for q in qs})
+    if not qs and cands.layer.layer == "human" and any(q.split == study.split for q in cands.ds.queries):
+        from workbench.judging.store import JudgeError
+
+        raise JudgeError(f"{study.path}: no {study.split} query of {study.dataset} has a human grade yet, so the human "
+                         "layer has nothing to tune on; judge a pool first (`workbench judge pool`) or use "
+                         "--qrels merged")
+    if not qs:
+        raise ConfigError(f"{study.path}: dataset {study.dataset} has no {study.split} queries; choose another split")
+    missing = [t for t, w in (study.type_weights or {}).items() if w > 0 and t not in types]
+    if missing:
+        raise ConfigError(f"{study.path}: objective.weights weighs query type(s) {missing} that have no "
+                          f"{study.split} queries in {study.dataset} (it has: {', '.join(types)}); drop them")
+
+
+def _worker(path: str, home: str, storage: str, n: int) -> None:  # pragma: no cover - subprocess
+    import optuna
+
+    from workbench.tuning.space import load_study
+
+    st = load_study(Path(path))
+    cands = Candidates(st, Path(home))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    ost = make_study(st, storage_for(st, Path(home), storage))
+    ost.optimize(make_objective(st, cands), n_trials=n)
+
+
+def _run_workers(study: Study, home: Path, storage: str | None, remaining: int, workers: int,
+                 log: Callable[[str], None]) -> None:
+    import multiprocessing as mp
+
+    if not storage or not storage.startswith("postgres"):
+        raise ConfigError("--workers > 1 needs a storage several processes can share: --storage postgresql "
+                          "(the workbench's server) or a postgresql:// URL")
+    share = [remaining // workers + (1 if i < remaining % workers else 0) for i in range(workers)]
+    log(f"{workers} worker processes share {remaining} trials ({share})")
+    ctx = mp.get_context("spawn")
+    # each worker draws from its own random stream: trial numbers are unique (see seeded_sampler)
+    procs = [ctx.Process(target=_worker, args=(str(study.path), str(home), storage, n)) for n in share if n]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    bad = [p.exitcode for p in procs if p.exitcode != 0]
+    if bad:
+        raise ConfigError(f"{len(bad)} tuning worker(s) failed (exit codes {bad}); run with --workers 1 to see why")
