@@ -272,7 +272,7 @@ class FuzzyParams(_OsParams):
     @field_validator("fuzziness", mode="before")
     @classmethod
     def _fuzziness(cls, v: Any) -> Any:
-        if isinstance(v, bool) or v not in (*FUZZINESS, 0, 1, 2):
+        if type(v) not in (str, int) or v not in (*FUZZINESS, 0, 1, 2):
             raise ValueError('must be "AUTO" or 0, 1, 2 (edits allowed per term)')
         return v
 

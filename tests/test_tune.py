@@ -36,7 +36,7 @@ def _study(tmp_path, text=tune_fixture.STUDY):
     (("good = { low = 0.0, high = 1.0 }", "vector = { low = 0.0, high = 1.0 }"),
      r"space.weights names lane\(s\) \['vector'\] the study does not use"),
     (("[space.weights]", "[space.engine.good]\nef_search = [10, 20]\n[space.weights]"),
-     "is not a tunable parameter of a reference lane"),
+     "is not a tunable parameter of the reference lane"),
     (("[space]", "[space]\nfusion = [\"rrf\", \"borda\"]"), "must list fusion methods"),
     (("[space]", "[space]\ntop_k = [0, 10]"), "must be integers >= 1"),
     (("[space]", "[space]\ndepth = { good = [10, 50] }"), "goes beyond the experiment's depth 20"),

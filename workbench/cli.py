@@ -941,12 +941,13 @@ def _read_queries(queries: list[str], file: Optional[Path]) -> list[str]:
 def kinds_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """List the registered retriever and reranker kinds with their parameters (type, default, range, meaning),
-    read from each kind's declaration (built-in kinds and installed plug-ins alike)."""
+    """List the registered retriever and reranker kinds, and the embedder kinds, with their parameters (type,
+    default, range, meaning), read from each kind's declaration (built-in kinds and installed plug-ins alike)."""
+    from workbench.embedders import EmbedderKinds
     from workbench.registry import describe_kind, reranker_kinds, retriever_kinds
 
     try:
-        groups = {"retriever": retriever_kinds(), "reranker": reranker_kinds()}
+        groups = {"retriever": retriever_kinds(), "reranker": reranker_kinds(), "embedder": {"[embedders.NAME]": EmbedderKinds()}}
     except WorkbenchError as exc:
         _fail(exc)
     out = [{"group": g, "kind": name, "summary": k.summary, "module": type(k).__module__, "params": describe_kind(k)}
@@ -1021,7 +1022,9 @@ def search_cmd(
                         break
             d = docs.get(h.doc_id)
             hits.append({"rank": rank, "doc_id": h.doc_id, "address": d.address if d else "", "score": h.score,
-                         "snippet": snippet(d) if d else "", "lanes": per_lane})
+                         "snippet": snippet(d) if d else "", "lanes": per_lane,
+                         # a rerank stage's own score (the run's score is then a rank score: workbench.eval.rerank)
+                         **({"rerank_score": h.tiebreak} if cfg.rerank is not None else {})})
         records.append({"query": q.text, "dataset": name, "config": cfg.name, "hits": hits})
     if as_json:
         typer.echo(json.dumps(records, ensure_ascii=False, indent=1))
@@ -1033,7 +1036,8 @@ def search_cmd(
             typer.echo("  no hits")
         for h in rec["hits"]:
             lanes = "  ".join(f"{n}#{v['rank']}:{v['score']:.4g}" for n, v in h["lanes"].items()) or "-"
-            typer.echo(f"{h['rank']:3d}. {h['address']:<22s} {h['score']:.5f}  [{lanes}]")
+            rr = f"  rerank {h['rerank_score']:.4g}" if "rerank_score" in h else ""
+            typer.echo(f"{h['rank']:3d}. {h['address']:<22s} {h['score']:.5f}{rr}  [{lanes}]")
             typer.echo(f"     {h['snippet']}")
 
 

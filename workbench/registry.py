@@ -196,11 +196,14 @@ def _load_group(group: str) -> dict[str, Declaration]:
         dist = getattr(ep.dist, "name", None) or "?"
         try:
             cls = ep.load()
-        except Exception as exc:  # a broken plug-in names itself, and stops nothing else silently
+        except (Exception, SystemExit) as exc:  # a broken plug-in names itself; even sys.exit() at import stops nothing silently
             raise RegistryError(f"entry point {ep.name} = {ep.value!r} of {dist} ({group}) does not load: "
                                 f"{type(exc).__name__}: {exc}; fix or uninstall {dist}") from None
         if not (isinstance(cls, type) and issubclass(cls, base)):
             raise RegistryError(f"entry point {ep.name} = {ep.value!r} of {dist} is not a {base.__name__} subclass")
+        problem = _declaration_problem(cls)
+        if problem:
+            raise RegistryError(f"entry point {ep.name} = {ep.value!r} of {dist}: {problem}; fix or uninstall {dist}")
         name = getattr(cls, "kind", None)
         if name != ep.name:
             raise RegistryError(f"entry point {ep.name!r} of {dist} names a class whose kind is {name!r}; "
@@ -212,6 +215,33 @@ def _load_group(group: str) -> dict[str, Declaration]:
                                 f"{dist}:{ep.value}; uninstall one of them")
         found[name], origin[name] = cls(), f"{dist}:{ep.value}"
     return found
+
+
+def _declaration_problem(cls: type) -> str:
+    """What makes ``cls`` unusable as a kind declaration, or ``""``: ``Params`` must be a :class:`Params`
+    model (or a discriminated union of them) without a parameter named ``kind``, whose defaults are valid."""
+    params = getattr(cls, "Params", None)
+    try:
+        models = [params] if isinstance(params, type) else _union_members(params)[0]
+    except RegistryError:
+        models = []
+    if not models or not all(isinstance(m, type) and issubclass(m, BaseModel) for m in models):
+        return f"Params must be a workbench.registry.Params model (or an Annotated union of them), got {params!r}"
+    for m in models:
+        if "kind" in m.model_fields:
+            return f"Params {m.__name__} declares a parameter named 'kind', which the kind table itself uses"
+        for name, f in m.model_fields.items():
+            if f.is_required():
+                continue
+            import typing
+
+            declared = typing.Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
+            try:
+                TypeAdapter(declared).validate_python(f.default, strict=True)
+            except ValidationError as exc:
+                return (f"the default of {m.__name__}.{name} ({f.default!r}) breaks its own declaration: "
+                        f"{exc.errors(include_url=False)[0]['msg']}")
+    return ""
 
 
 @lru_cache(maxsize=None)
@@ -360,15 +390,20 @@ def describe_error(kind: type[Declaration] | Declaration, exc: ValidationError, 
     if typ in ("greater_than_equal", "less_than_equal", "greater_than", "less_than", "int_type", "float_type",
                "int_from_float") and f is not None:
         bounds = {attr: getattr(m, attr) for m in f.metadata for attr in ("ge", "le") if getattr(m, attr, None) is not None}
-        what = "an integer" if f.annotation is int else "a number"
+        import typing
+
+        is_int = int in (f.annotation, *typing.get_args(f.annotation))
+        what = "an integer" if is_int else "a number"
         if len(bounds) == 2:
             return f"{at} must be {what} in {bounds['ge']}..{bounds['le']} (got {value!r})"
-        if bounds.get("ge") == 1 and f.annotation is int:
+        if bounds.get("ge") == 1 and is_int and len(bounds) == 1:
             return f"{at} must be a positive integer (got {value!r})"
         if "ge" in bounds:
             return f"{at} must be {what} >= {bounds['ge']} (got {value!r})"
     msg = err["msg"]
-    if msg.startswith("Input should be "):
+    if typ == "string_pattern_mismatch":
+        msg = f"must match {err.get('ctx', {}).get('pattern', '?')}"
+    elif msg.startswith("Input should be "):
         msg = "must be " + msg[len("Input should be "):]
     elif msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]

@@ -120,13 +120,15 @@ def check_kind(kind: Any, *, valid: Mapping[str, Any] | None = None,
 
     Checks: ``kind`` is a name usable in experiment files and MLflow keys; ``Params`` parses
     ``valid`` into an immutable model; each ``invalid`` table is refused naming its key; every
-    parameter has a description; the code fingerprint is 16 hex digits and stable.
+    parameter has a description and a valid default, none is named ``kind``; the code fingerprint is 16 hex digits and stable.
     """
     from workbench.errors import ConfigError
     from workbench.experiment.config import check_name
-    from workbench.registry import Declaration, describe_kind
+    from workbench.registry import Declaration, _declaration_problem, describe_kind
 
     _expect(isinstance(kind, type) and issubclass(kind, Declaration), f"{kind!r} is not a kind declaration class")
+    problem = _declaration_problem(kind)
+    _expect(not problem, problem)
     _expect(isinstance(getattr(kind, "kind", None), str) and not check_name(kind.kind),
             f"kind name {getattr(kind, 'kind', None)!r} {check_name(getattr(kind, 'kind', None))}")
     parsed = kind.parse(valid or {}, "lanes.x")

@@ -8,7 +8,11 @@ then orders the query's hits as
 1. the candidates the reranker scored, by its score (higher is better; ties by the
    fused order, then doc_id);
 2. the candidates of the top ``depth`` it left out, in fused order;
-3. the hits below ``depth``, in fused order.
+3. the hits below ``depth``, in fused order;
+
+and then keeps the config's ``top_k`` (the fusion itself keeps ``max(top_k, depth)`` hits,
+so "rerank the top 20, show 6" is ``top_k = 6`` with ``depth = 20``;
+:func:`workbench.experiment.runner.config_run`).
 
 The result's score is a rank score, ``n - position + 1`` for a query of ``n`` hits (so
 scores stay "higher is better" across the three parts, whose raw scores are not

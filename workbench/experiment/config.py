@@ -76,22 +76,26 @@ def _int_at_least(lo):
 #: POSIX: slashes, word characters, periods, dashes, colons and spaces); names of lanes, configs,
 #: embedders and rerankers go into such keys (``lane.<name>.kind``, ``weights.<name>``).
 NAME_RE = re.compile(r"[/\w.\- :]+")
+#: Longest name: MLflow keys hold 250 characters, and a name is one part of a key (``lane.<name>.max_query_chars``).
+MAX_NAME = 100
 
 
 def check_name(name: Any) -> str:
     """What is wrong with ``name`` as a lane, config, embedder or reranker name, or ``""``.
 
     The rule is MLflow's for parameter keys (:data:`NAME_RE`, and a key must not normalise
-    to another path: no ``//``, ``/./``, leading ``/`` or trailing ``/``), applied to the keys
-    the name becomes part of (``lane.<name>.kind``); ``tests/test_registry.py`` checks it
-    against MLflow's own validator.
+    to another path: no ``//``, ``/./`` or ``/../``), applied to the keys the name becomes
+    part of (``lane.<name>.kind``), and at most :data:`MAX_NAME` characters;
+    ``tests/test_registry.py`` checks it against MLflow's own validator.
     """
     if not isinstance(name, str) or not name.strip():
         return "must be a non-empty name"
+    if len(name) > MAX_NAME:
+        return f"is {len(name)} characters long; use at most {MAX_NAME} (MLflow keys hold 250)"
     key = f"lane.{name}.kind"
     if not NAME_RE.fullmatch(name) or posixpath.normpath(key) != key:
         return ("is not usable as an MLflow parameter key; use letters, digits, _ - . : space or / (not //, "
-                "not at the start or end)")
+                "/./ or /../)")
     return ""
 
 
@@ -123,7 +127,7 @@ FUSIONS = ALL_METHODS
 @dataclass(frozen=True)
 class LaneSpec:
     """A lane: its name, kind and engine parameters (``params`` excludes ``kind``; as written, without
-    defaults, so they key the candidate cache and are logged as given)."""
+    defaults; :meth:`canonical` fills them in)."""
 
     name: str
     kind: str
@@ -136,6 +140,11 @@ class LaneSpec:
             ConfigError: the kind is unknown or a parameter invalid (already checked at load).
         """
         return retriever_kind(self.kind).parse(self.params, f"lanes.{self.name}")
+
+    def canonical(self) -> dict[str, Any]:
+        """Every parameter with its default filled in (JSON values, declaration order): what keys the
+        candidate cache and is logged, so a lane written with or without its defaults is the same lane."""
+        return self.parsed().model_dump(mode="json")
 
 
 @dataclass(frozen=True)
@@ -210,13 +219,16 @@ class Experiment:
     #: ``[rerankers.NAME]`` tables.
     rerankers: dict[str, RerankerSpec] = field(default_factory=dict)
 
+    def reranker_lanes(self, config: "FusedConfig") -> tuple[str, ...]:
+        """The lanes the rerank stage of ``config`` reads (empty without a rerank stage)."""
+        if config.rerank is None:
+            return ()
+        spec = self.rerankers[config.rerank.reranker]
+        return tuple(reranker_kind(spec.kind).lanes(spec.parsed()))
+
     def lanes_used(self) -> list[str]:
         """Lanes that at least one config uses (fused, or read by its reranker), in declaration order."""
-        used = {lane for c in self.configs.values() for lane in c.lanes}
-        for c in self.configs.values():
-            if c.rerank is not None:
-                spec = self.rerankers[c.rerank.reranker]
-                used.update(reranker_kind(spec.kind).lanes(spec.parsed()))
+        used = {lane for c in self.configs.values() for lane in (*c.lanes, *self.reranker_lanes(c))}
         return [n for n in self.lanes if n in used]
 
 
@@ -258,6 +270,8 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
     datasets = raw.get("datasets")
     if not isinstance(datasets, list) or not datasets or not all(isinstance(d, str) for d in datasets):
         raise _err(path, "datasets", "must be a non-empty list of dataset names")
+    if len(set(datasets)) != len(datasets):
+        raise _err(path, "datasets", "lists a dataset twice")
     unknown = [d for d in datasets if d not in known_datasets]
     if unknown:
         raise _err(path, "datasets", f"names unknown dataset(s) {unknown}; known: {', '.join(sorted(known_datasets))}")
@@ -298,6 +312,9 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
         if limit is not None and depth > limit:
             raise _err(path, "depth", f"is {depth}, more than {spec.kind} lanes return ({limit}; lane "
                        f"{spec.name}); use a depth <= {limit}")
+    from workbench.registry import reranker_kinds
+
+    reranker_kinds()  # a broken or duplicate reranker kind is refused whether or not this file uses one
     rerankers: dict[str, RerankerSpec] = {}
     for rname, spec in raw.get("rerankers", {}).items():
         rerankers[rname] = _reranker_spec(path, rname, spec, lanes)
@@ -435,6 +452,8 @@ def _rerank_stage(path: Path, where: str, spec: Any, rerankers: dict[str, Rerank
     if not isinstance(spec, dict) or set(spec) - {"reranker", "depth"}:
         raise _err(path, where, "must be a table { reranker = \"NAME\", depth = N } ([rerankers.NAME])")
     name = spec.get("reranker")
+    if name is None:
+        raise _err(path, where, "needs reranker = \"NAME\" (a [rerankers.NAME] table)")
     if name not in rerankers:
         raise _err(path, f"{where}.reranker", f"names no [rerankers.{name}] table; defined: "
                    f"{', '.join(rerankers) or 'none'}")

@@ -156,7 +156,7 @@ class Engine:
         if key not in self._indexes:
             from workbench.engines.pg_index import index_dataset
 
-            self.log(f"indexing {ds.name} with {embedder_name}")
+            self.log(f"Postgres index of {ds.name} with {embedder_name} (built only when missing)")
             self._indexes[key] = index_dataset(self.dsn(), ds, self.embedder(embedder_name),
                                                progress=self.progress, **self.exp.index)
         return self._indexes[key]
@@ -203,12 +203,12 @@ class Engine:
 
     def cache_parts(self, ds: catalog.Dataset, spec: LaneSpec) -> dict[str, Any]:
         """Everything that shapes this lane's candidates (the cache key): the dataset's hashes, the kind, its
-        parameters as written, the depth, the kind's code fingerprint and what the kind adds
+        parameters with defaults filled in (:meth:`LaneSpec.canonical`), the depth, the kind's code fingerprint and what the kind adds
         (:meth:`workbench.registry.RetrieverKind.cache_extra`: a model id, a lexicon digest)."""
         kind = retriever_kind(spec.kind)
         outputs = ds.manifest["outputs"]
         parts: dict[str, Any] = {"dataset": ds.name, "documents": outputs["documents.jsonl"],
-                                 "queries": outputs["queries.tsv"], "lane": spec.kind, "params": spec.params,
+                                 "queries": outputs["queries.tsv"], "lane": spec.kind, "params": spec.canonical(),
                                  "depth": self.exp.depth, "code": kind.code_fingerprint()}
         parts.update(kind.cache_extra(spec.parsed(), ds, self))
         return parts
@@ -278,15 +278,18 @@ def config_run(cfg: FusedConfig, runs: dict[str, Run], ds: catalog.Dataset, engi
         runs: lane name → run, holding the config's lanes and those its reranker reads.
         queries: the queries to rerank (default: all of ``ds``).
     """
-    run = fused_run(cfg, runs)
     if cfg.rerank is None:
-        return run
+        return fused_run(cfg, runs)
+    from dataclasses import replace
+
     from workbench.eval.rerank import apply_rerank
 
+    # fused as deep as the reranker reads (top_k applies to the reranked list: "rerank 20, show 6")
+    run = fused_run(replace(cfg, top_k=max(cfg.top_k, cfg.rerank.depth)), runs)
     reranker = engine.reranker(ds, cfg.rerank.reranker, runs)
     docs = {d.doc_id: d for d in ds.documents}
     rescored = reranker.rerank(list(queries if queries is not None else ds.queries), run, docs, cfg.rerank.depth)
-    return apply_rerank(run, rescored, cfg.rerank.depth, cfg.name)
+    return apply_rerank(run, rescored, cfg.rerank.depth, cfg.name).top(cfg.top_k)
 
 
 def evaluate_config(exp: Experiment, ds: catalog.Dataset, cfg: FusedConfig, lanes: dict[str, LaneResult],
@@ -316,8 +319,8 @@ def evaluate_config(exp: Experiment, ds: catalog.Dataset, cfg: FusedConfig, lane
     qrels = [r for r in judged_by if r.query_id in wanted]
     evaluation = evaluate(run, qrels, queries, list(exp.measures))
     per_q = fusion_ms / max(len(ds.queries), 1)
-    latency = {q.query_id: sum(lanes[n].latencies_ms.get(q.query_id, 0.0) for n in cfg.lanes) + per_q
-               for q in queries}
+    used = [n for n in lanes if n in cfg.lanes or (cfg.rerank is not None and n in exp.reranker_lanes(cfg))]
+    latency = {q.query_id: sum(lanes[n].latencies_ms.get(q.query_id, 0.0) for n in used) + per_q for q in queries}
     return ConfigResult(ds.name, cfg, run, evaluation, latency, fusion_ms)
 
 

@@ -313,7 +313,7 @@ def config_params(result, cr) -> dict[str, Any]:
     for lane in lanes:
         spec = exp.lanes[lane]
         params[f"lane.{lane}.kind"] = spec.kind
-        params.update({f"lane.{lane}.{k}": v for k, v in spec.params.items()})
+        params.update({f"lane.{lane}.{k}": v for k, v in spec.canonical().items()})
         emb = retriever_kind(spec.kind).embedder_of(spec.parsed())  # every kind that reads a model, OpenSearch too
         if emb is not None:
             params[f"lane.{lane}.model_id"] = result.model_ids.get(emb, "")

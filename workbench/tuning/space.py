@@ -291,7 +291,7 @@ def _space(path: Path, raw: Any, lanes: list[str], exp: Any) -> dict[str, Any]:
             for param, values in params.items():
                 where = f"space.engine.{lane}.{param}"
                 if param not in tunable:
-                    raise _err(path, where, f"is not a tunable parameter of a {spec.kind} lane; it has: "
+                    raise _err(path, where, f"is not a tunable parameter of the {spec.kind} lane; it has: "
                                f"{', '.join(tunable) or 'none'}")
                 if param == EMBEDDER_PARAM:
                     unknown_emb = [v for v in values if v not in exp.embedders] if isinstance(values, list) else []
