@@ -229,7 +229,7 @@ from workbench.testing import WordHashEmbedder
 from workbench.data import catalog
 from workbench.engines.pg_index import index_dataset
 
-class Slow(HashEmbedder):
+class Slow(WordHashEmbedder):
     def embed_passages(self, texts):
         time.sleep(1.0)
         return super().embed_passages(texts)
