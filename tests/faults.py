@@ -152,3 +152,44 @@ def as_user(user: str, code: str, timeout: float = 60, args: list[str] | None = 
     py, extra = user_python()
     return subprocess.run(["runuser", "-u", user, "--", *py, "-c", code, *(args or [])], capture_output=True,
                           text=True, timeout=timeout, cwd="/", env={**os.environ, **(env or {}), **extra})
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def dashboard(port: int, env: dict, log: Path, *args: str, wait_s: float = 90):
+    """``workbench dashboard --port PORT --no-open *ARGS`` in its own process group, its stderr in ``log``;
+    yields the process once ``/_stcore/health`` answers ``ok`` (the test fails with the log's tail if it
+    exits or stays silent ``wait_s`` seconds); stopped with SIGTERM (then SIGKILL) afterwards."""
+    import signal
+    import time
+    import urllib.request
+
+    proc = subprocess.Popen([*WORKBENCH, "dashboard", *args, "--port", str(port), "--no-open"], env=env, cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=log.open("wb"), start_new_session=True)
+    try:
+        deadline = time.time() + wait_s
+        while time.time() < deadline:
+            assert proc.poll() is None, log.read_text()[-2000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                    if r.read().strip() == b"ok":
+                        break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail(f"the dashboard did not answer: {log.read_text()[-2000:]}")
+        yield proc
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)

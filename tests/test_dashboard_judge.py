@@ -19,10 +19,8 @@ import html
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import psycopg
@@ -753,42 +751,16 @@ def test_beyond_loopback_rater_tokens_let_raters_in_and_nobody_else(store, gita,
 
 
 def test_the_dashboard_serves_beyond_loopback_with_rater_tokens_only(store, jhome, pg_dsn):
-    port = _free_port()
+    port = faults.free_port()
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     env.update(WORKBENCH_HOME=str(jhome), WORKBENCH_PG_DSN=pg_dsn)
     refused = faults.run(["dashboard", "--host", "0.0.0.0", "--port", str(port), "--no-open"], env=env, timeout=120)
     assert refused.returncode == 2 and "`workbench judge rater add NAME`" in refused.stderr
     store.add_rater("ann")
     log = jhome / "dashboard-judge.log"
-    proc = subprocess.Popen([*faults.WORKBENCH, "dashboard", "--host", "0.0.0.0", "--port", str(port), "--no-open"],
-                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log.open("wb"), start_new_session=True)
-    try:
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            assert proc.poll() is None, log.read_text()[-2000:]
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                    if r.read().strip() == b"ok":
-                        break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail(f"the dashboard did not answer: {log.read_text()[-2000:]}")
+    with faults.dashboard(port, env, log, "--host", "0.0.0.0"):
         assert "(rater token required: the judging pages only, no access token exists)" in log.read_text()
-    finally:
-        os.killpg(proc.pid, 15)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
 
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ------------------------------------------------------------------ the drill-down's send-to-pool

@@ -285,11 +285,6 @@ def test_modified_outputs_names_each_changed_file_and_an_unreadable_manifest(hom
 # ------------------------------------------------------------------ 3. who may see the dashboard
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _listening(port: int) -> bool:
     with socket.socket() as s:
@@ -299,7 +294,7 @@ def _listening(port: int) -> bool:
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::"])
 def test_off_loopback_without_tokens_it_refuses_with_one_line(host, tmp_path):
-    port = _free_port()
+    port = faults.free_port()
     res = faults.run(["dashboard", "--host", host, "--port", str(port), "--no-open"], env=_env(tmp_path), timeout=120)
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
@@ -356,22 +351,9 @@ def test_token_add_prints_it_once_and_stores_only_its_hash_0600(tmp_path):
 def test_with_a_token_it_serves_every_interface_and_prints_their_addresses(tmp_path):
     env = _env(tmp_path)
     assert faults.run(["dashboard", "token", "add", "t"], env=env, timeout=120).returncode == 0
-    port = _free_port()
+    port = faults.free_port()
     log = tmp_path / "dashboard.log"
-    proc = subprocess.Popen([*faults.WORKBENCH, "dashboard", "--host", "0.0.0.0", "--port", str(port), "--no-open"],
-                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log.open("wb"), start_new_session=True)
-    try:
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            assert proc.poll() is None, log.read_text()[-2000:]
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                    if r.read().strip() == b"ok":
-                        break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail(f"the dashboard did not answer: {log.read_text()[-2000:]}")
+    with faults.dashboard(port, env, log, "--host", "0.0.0.0"):
         first = log.read_text().splitlines()[0]
         assert first.startswith(f"[workbench] dashboard on all interfaces of {socket.gethostname()}, port {port}")
         assert "(access token required)" in first
@@ -380,12 +362,6 @@ def test_with_a_token_it_serves_every_interface_and_prints_their_addresses(tmp_p
             assert f"http://{addr}:{port}" in first
             with urllib.request.urlopen(f"http://{addr}:{port}/_stcore/health", timeout=5) as r:  # really served there
                 assert r.read().strip() == b"ok"
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def test_loopback_addresses_and_the_printed_address():

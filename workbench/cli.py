@@ -980,7 +980,6 @@ def search_cmd(
     from workbench.text.doctext import snippet
     from workbench.experiment.config import load_experiment
     from workbench.experiment.runner import Engine, config_run
-    from workbench.registry import reranker_kind
     from workbench.settings import home_dir
     from workbench.types import Query
 
@@ -1000,10 +999,7 @@ def search_cmd(
         qs = [Query(f"q{i + 1}", t, "paraphrase", "und", "test") for i, t in enumerate(texts)]
         depth = max(exp.depth, k)
         lane_runs = {}
-        needed = list(cfg.lanes)
-        if cfg.rerank is not None:
-            spec = exp.rerankers[cfg.rerank.reranker]
-            needed += [ln for ln in reranker_kind(spec.kind).lanes(spec.parsed()) if ln not in needed]
+        needed = list(dict.fromkeys((*cfg.lanes, *exp.reranker_lanes(cfg))))
         for lane_name in needed:
             lane_runs[lane_name] = engine.lane(ds, exp.lanes[lane_name]).search(qs, depth)
         fused = config_run(cfg, lane_runs, ds, engine, qs)

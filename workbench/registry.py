@@ -114,16 +114,20 @@ class Declaration:
         Raises:
             RegistryError: a module's source cannot be read (a kind shipped without sources).
         """
-        mods = [sys.modules[cls.__module__], *cls.code]
         h = hashlib.sha256()
-        for mod in mods:
+        for mod in (sys.modules[cls.__module__], *cls.code):
             try:
-                src = inspect.getsource(mod)
+                h.update(_module_source(mod))
             except (OSError, TypeError) as exc:
                 raise RegistryError(f"kind {cls.kind!r}: cannot read the source of {mod.__name__} to fingerprint "
                                     f"its candidates ({exc}); install the distribution with its .py files") from None
-            h.update(mod.__name__.encode() + b"\0" + src.encode())
         return h.hexdigest()[:16]
+
+
+@lru_cache(maxsize=None)
+def _module_source(mod: ModuleType) -> bytes:
+    """``<module name>\\0<its source>`` (read once per process: a module's code does not change under it)."""
+    return mod.__name__.encode() + b"\0" + inspect.getsource(mod).encode()
 
 
 class RetrieverKind(Declaration):

@@ -25,11 +25,7 @@ from workbench.errors import WorkbenchError
 from workbench.judging import agreement
 
 st.title("Adjudicate")
-store = ui.judge_store_or_stop()
-try:
-    rater, signed_out = ui.session_rater()
-except WorkbenchError as exc:
-    ui.stop_with_error(exc)
+store, rater, signed_out = ui.store_and_rater()
 if rater is None:
     st.info(signed_out or "Sign in on the Judge page with an adjudicator's rater token to see the adjudication queue.")
     st.stop()
@@ -60,14 +56,7 @@ def _redecide(pair: tuple[str, str, str] | None) -> None:
         st.session_state[REDECIDE] = pair
 
 
-try:
-    names = store.datasets()
-except WorkbenchError as exc:
-    ui.stop_with_error(exc)
-if not names:
-    st.info("Nothing is pooled or judged yet.")
-    st.stop()
-dataset = ui.pick("Dataset", names, "judge_dataset_adj", key="adj_dataset")
+dataset = ui.judged_dataset_or_stop(store, "Nothing is pooled or judged yet.", "judge_dataset_adj", key="adj_dataset")
 
 
 def _read() -> tuple[list[dict], list[dict]]:

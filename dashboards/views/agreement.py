@@ -13,11 +13,7 @@ from workbench.errors import WorkbenchError
 from workbench.judging import agreement
 
 st.title("Agreement")
-store = ui.judge_store_or_stop()
-try:
-    rater, signed_out = ui.session_rater()
-except WorkbenchError as exc:
-    ui.stop_with_error(exc)
+store, rater, signed_out = ui.store_and_rater()
 if rater is not None and not rater.is_adjudicator:
     st.error("Agreement figures are for adjudicators and the engineers; a rater sees only their own judgments "
              "(Judge page).")
@@ -26,14 +22,8 @@ if rater is None and ui.access()[0] not in ("open", "granted"):
     st.error("Agreement figures need an adjudicator's rater token or a dashboard access token; sign in first.")
     st.stop()
 
-try:
-    names = store.datasets()
-except WorkbenchError as exc:
-    ui.stop_with_error(exc)
-if not names:
-    st.info("Nothing is pooled or judged yet: `workbench judge pool …`, then raters judge on the Judge page.")
-    st.stop()
-dataset = ui.pick("Dataset", names, "judge_dataset_agr", key="agr_dataset")
+dataset = ui.judged_dataset_or_stop(store, "Nothing is pooled or judged yet: `workbench judge pool …`, then raters "
+                                   "judge on the Judge page.", "judge_dataset_agr", key="agr_dataset")
 try:
     ds = ui.dataset_files(str(ui.home()), dataset)
     hashes = ui.doc_hashes(str(ui.home()), dataset)

@@ -28,11 +28,7 @@ from workbench.dashboard import judging, ui
 from workbench.errors import WorkbenchError
 
 st.title("Judge")
-store = ui.judge_store_or_stop()
-try:
-    rater, signed_out = ui.session_rater()
-except WorkbenchError as exc:
-    ui.stop_with_error(exc)
+store, rater, signed_out = ui.store_and_rater()
 if rater is None:
     ui.rater_sign_in_form(signed_out)
     st.stop()

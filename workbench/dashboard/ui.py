@@ -280,6 +280,30 @@ def session_rater():
     return rater, ""
 
 
+def store_and_rater():
+    """The judging pages' common start: the judgment store (or the page stops saying why) and
+    ``(rater, why_signed_out)`` of this session (:func:`session_rater`; an error stops the page)."""
+    store = judge_store_or_stop()
+    try:
+        rater, signed_out = session_rater()
+    except WorkbenchError as exc:
+        stop_with_error(exc)
+    return store, rater, signed_out
+
+
+def judged_dataset_or_stop(store, empty: str, state: str, *, key: str) -> str:
+    """The dataset picked among those with pooled or judged pairs; the page stops with ``empty`` when there
+    is none (or with the store's error)."""
+    try:
+        names = store.datasets()
+    except WorkbenchError as exc:
+        stop_with_error(exc)
+    if not names:
+        st.info(empty)
+        st.stop()
+    return pick("Dataset", names, state, key=key)
+
+
 def just_signed_in() -> bool:
     """Whether a rater signed in during this run (true once: the app then opens their first page)."""
     return bool(st.session_state.pop(_SIGNED_IN_KEY, False))

@@ -319,7 +319,7 @@ def evaluate_config(exp: Experiment, ds: catalog.Dataset, cfg: FusedConfig, lane
     qrels = [r for r in judged_by if r.query_id in wanted]
     evaluation = evaluate(run, qrels, queries, list(exp.measures))
     per_q = fusion_ms / max(len(ds.queries), 1)
-    used = [n for n in lanes if n in cfg.lanes or (cfg.rerank is not None and n in exp.reranker_lanes(cfg))]
+    used = {*cfg.lanes, *exp.reranker_lanes(cfg)}
     latency = {q.query_id: sum(lanes[n].latencies_ms.get(q.query_id, 0.0) for n in used) + per_q for q in queries}
     return ConfigResult(ds.name, cfg, run, evaluation, latency, fusion_ms)
 

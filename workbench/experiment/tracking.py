@@ -302,14 +302,14 @@ def config_params(result, cr) -> dict[str, Any]:
     params: dict[str, Any] = {"dataset": cr.dataset, "config": cr.config.name, "splits": ",".join(exp.splits),
                               "depth": exp.depth, "measures": ",".join(exp.measures)}
     params.update({f"fusion.{k}": v for k, v in cr.config.flat().items()})
-    from workbench.registry import reranker_kind, retriever_kind
+    from workbench.registry import retriever_kind
 
     lanes = list(cr.config.lanes)
     if cr.config.rerank is not None:
         rspec = exp.rerankers[cr.config.rerank.reranker]
         params["rerank.kind"] = rspec.kind
         params.update({f"rerank.{k}": v for k, v in rspec.params.items()})
-        lanes += [ln for ln in reranker_kind(rspec.kind).lanes(rspec.parsed()) if ln not in lanes]
+        lanes += [ln for ln in exp.reranker_lanes(cr.config) if ln not in lanes]
     for lane in lanes:
         spec = exp.lanes[lane]
         params[f"lane.{lane}.kind"] = spec.kind
