@@ -15,16 +15,22 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The main job, end to end on the real corpora: datasets, then the seed experiments (tracked in MLflow),
-# then a tuning study of the knowledge-base config over the cached candidates (resumes if it ran before),
-# then the regression gate on the seed configs (its report is what the dashboard's gate page shows).
-# mint.toml starts the local OpenSearch node (unless WORKBENCH_OS_URL names a cluster); it is stopped at the end.
+# the cross-encoders trained from the gita's and the bilara passages' train splits (kept when already
+# there), the rerankers compared, then tuning studies over the cached candidates and pair scores (they
+# resume if they ran before), then the regression gate on the seed configs (its report is what the
+# dashboard's gate page shows). mint.toml and rerank.toml start the local OpenSearch node (unless
+# WORKBENCH_OS_URL names a cluster); it is stopped at the end.
 main: $(VENV)/.installed
 	$(BIN)/workbench data build
 	$(BIN)/workbench eval experiments/seeds.toml
+	$(BIN)/workbench reranker train -d gita -e experiments/seeds.toml --skip-existing
+	$(BIN)/workbench reranker train -d bilara-passages -e experiments/kb.toml --skip-existing
 	$(BIN)/workbench eval experiments/kb.toml
-	@echo "$(BIN)/workbench eval experiments/mint.toml   (then: workbench services down opensearch)"
-	@$(BIN)/workbench eval experiments/mint.toml; rc=$$?; $(BIN)/workbench services down opensearch; exit $$rc
+	@echo "$(BIN)/workbench eval experiments/mint.toml experiments/rerank.toml   (then: workbench services down opensearch)"
+	@$(BIN)/workbench eval experiments/mint.toml && $(BIN)/workbench eval experiments/rerank.toml; rc=$$?; \
+	  $(BIN)/workbench services down opensearch; exit $$rc
 	$(BIN)/workbench tune experiments/tune-kb.toml
+	$(BIN)/workbench tune experiments/tune-rerank.toml
 	$(BIN)/workbench gate experiments/gate-seeds.toml
 	@echo "done: look at the results with  $(BIN)/workbench dashboard"
 

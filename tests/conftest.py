@@ -117,6 +117,16 @@ def os_cluster():
             node.down(home_dir())
 
 
+@pytest.fixture(scope="session")
+def ce_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained one-label cross-encoder from the shipped MiniLM checkpoint (seed 0, max_length 128):
+    :func:`workbench.testing.make_cross_encoder`."""
+    pytest.importorskip("sentence_transformers")
+    from workbench.testing import make_cross_encoder
+
+    return make_cross_encoder(tmp_path_factory.mktemp("ce") / "tiny-ce")
+
+
 @pytest.fixture
 def judge_store(pg_dsn):
     """A judgment store with an empty ``wb_judge`` schema on the session's server (closed after the test)."""

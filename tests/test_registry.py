@@ -66,7 +66,7 @@ def site(tmp_path, monkeypatch):
 
 def test_the_built_in_kinds_come_from_entry_points_and_pass_the_declaration_check():
     assert sorted(registry.retriever_kinds()) == ["fulltext", "opensearch", "pgvector", "reference", "trigram"]
-    assert sorted(registry.reranker_kinds()) == ["lane"]
+    assert sorted(registry.reranker_kinds()) == ["cross-encoder", "embedding", "http", "lane"]
     kinds = registry.retriever_kinds()
     check_kind(type(kinds["pgvector"]), valid={"embedder": "h"},
                invalid={"ef_search": {"embedder": "h", "ef_search": 5000}, "foo": {"embedder": "h", "foo": 1},
@@ -78,7 +78,14 @@ def test_the_built_in_kinds_come_from_entry_points_and_pass_the_declaration_chec
     check_kind(type(kinds["opensearch"]), valid={"mode": "semantic", "embedder": "h"},
                invalid={"ef_search": {"mode": "semantic", "embedder": "h", "ef_search": 0},
                         "fuzziness": {"mode": "exact", "fuzziness": 1}, "mode": {"mode": "bm25"}})
-    check_kind(type(registry.reranker_kinds()["lane"]), valid={"lane": "fts"}, invalid={"lane": {"lane": ""}})
+    rr = registry.reranker_kinds()
+    check_kind(type(rr["lane"]), valid={"lane": "fts"}, invalid={"lane": {"lane": ""}})
+    check_kind(type(rr["cross-encoder"]), valid={"model": "models/gita-ce"},
+               invalid={"model": {}, "max_length": {"model": "m", "max_length": 4096}})
+    check_kind(type(rr["embedding"]), valid={"embedder": "e5"}, invalid={"embedder": {"embedder": ""}})
+    check_kind(type(rr["http"]), valid={"url": "http://127.0.0.1:8787/rerank"},
+               invalid={"url": {}, "timeout_s": {"url": "http://h:1/rerank", "timeout_s": 0},
+                        "retries": {"url": "http://h:1/rerank", "retries": -1}})
 
 
 def test_a_kind_is_described_by_its_declaration():

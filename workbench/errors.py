@@ -50,3 +50,20 @@ class OpenSearchError(WorkbenchError):
 class RegistryError(WorkbenchError):
     """A retriever or reranker kind cannot be registered or found: a duplicate kind name, an entry point that
     does not load or is not a kind declaration, an unknown kind (names the kind, the distribution and the fix)."""
+
+
+class RerankError(WorkbenchError):
+    """A remote reranker (:class:`workbench.http_scorer.HttpScorer`) failed: unreachable, too slow, an HTTP
+    error, or a body that is not the rerank JSON shape (names the URL, the batch, what came back and the fix).
+
+    Attributes:
+        partial: index (into the texts of the failed ``score`` call) → score, for the batches that were
+            scored before the failure; empty when none was. A caller may keep them (e.g. in a cache).
+    """
+
+    def __init__(self, message: str, partial: dict[int, float] | None = None) -> None:
+        super().__init__(message)
+        self.partial: dict[int, float] = dict(partial or {})
+
+    def __reduce__(self):  # keep ``partial`` across pickling (a worker process's error)
+        return type(self), (str(self), self.partial)

@@ -118,5 +118,9 @@ class Resources(Protocol):
     def os_index(self, ds: Any, embedder_name: str | None) -> Any:
         """The dataset's OpenSearch index (``None``: no vector field), built when missing."""
 
+    def pair_scores(self) -> Any:
+        """The job's :class:`workbench.scorers.PairScoreCache` (``<home>/cache/pair_scores.sqlite``), which
+        rerankers score through."""
+
     def index_params(self) -> dict[str, Any]:
         """The experiment's ``[index]`` table (HNSW ``m``, ``ef_construction``, ``halfvec``) as given."""

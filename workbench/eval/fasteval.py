@@ -19,7 +19,10 @@ trec_eval semantics) gives, to 1e-9 (a test proves it on real runs):
   grade, discount log2(rank + 1), ideal from all judged grades), ``Judged@k``
   (judged documents in the top k / the number retrieved there, at most k). Queries without any judgment are left out, as
   :func:`workbench.eval.evaluate.evaluate` leaves them out; a judged query a setting
-  retrieves nothing for (or that has no relevant judgment) scores 0.
+  retrieves nothing for (or that has no relevant judgment) scores 0;
+* an optional rerank stage after fusion (:meth:`CandidateMatrix.reranked`): a reranker's scores per
+  candidate column put into the fused order by :func:`workbench.eval.rerank.rerank_ranked`, the rule of
+  :func:`workbench.eval.rerank.apply_rerank` that :func:`workbench.experiment.runner.config_run` applies.
 
 Shapes: Q queries × C candidate columns (the union of every lane's hits for a query,
 padded); per lane a (Q, D) array of column indices in rank order (−1 = no hit).
@@ -224,15 +227,24 @@ class CandidateMatrix:
             self._idcg[k] = np.array([float(np.dot(g[:k], disc[: len(g[:k])])) for g in self._ideal])
         return self._idcg[k]
 
-    def evaluate(self, s: FusionSpec, measures: Sequence[str]) -> dict[str, np.ndarray]:
+    def evaluate(self, s: FusionSpec, measures: Sequence[str], rerank: tuple | None = None) -> dict[str, np.ndarray]:
         """Per-query values (shape (Q,), in ``query_ids`` order) of each measure for setting ``s``.
+
+        Args:
+            rerank: a rerank stage after fusion, ``(scores, depth, weight)``: ``scores`` (Q, C) the
+                reranker's score per query and candidate column (NaN: not scored), ``depth`` the fused
+                hits it reorders, ``weight`` its share of the interpolated score
+                (:meth:`reranked`); None: fusion alone.
 
         Raises:
             ValueError: a measure the in-memory evaluator does not compute, or a bad setting.
         """
         parsed = {m: _parse(m) for m in measures}
         depth = max(k for _kind, k in parsed.values())
-        ranked, _scores = self.rank(s, depth)
+        if rerank is None:
+            ranked, _scores = self.rank(s, depth)
+        else:
+            ranked = self.reranked(s, depth, *rerank)
         valid = ranked >= 0
         # -1 (past the end) indexes the last column, the spare one: no gain, not judged
         gains = np.take_along_axis(self.gain, ranked, axis=1)
@@ -258,9 +270,40 @@ class CandidateMatrix:
                 out[m] = np.where(n > 0, judged[:, :k].sum(axis=1) / np.maximum(n, 1), 0.0)
         return out
 
-    def mean(self, s: FusionSpec, measures: Sequence[str]) -> dict[str, float]:
-        """Mean over the queries of each measure (what ir_measures' aggregate gives)."""
-        return {m: float(v.mean()) if len(v) else math.nan for m, v in self.evaluate(s, measures).items()}
+    def mean(self, s: FusionSpec, measures: Sequence[str], rerank: tuple | None = None) -> dict[str, float]:
+        """Mean over the queries of each measure (what ir_measures' aggregate gives); ``rerank`` as in
+        :meth:`evaluate`."""
+        return {m: float(v.mean()) if len(v) else math.nan for m, v in self.evaluate(s, measures, rerank).items()}
+
+    def reranked(self, s: FusionSpec, depth: int, scores: np.ndarray, rerank_depth: int,
+                 weight: float = 1.0) -> np.ndarray:
+        """The top ``depth`` per query of setting ``s`` followed by a rerank stage: (Q, depth) column indices,
+        −1 past the end, exactly the order of :func:`workbench.experiment.runner.config_run`.
+
+        As there, the fusion keeps ``max(top_k, rerank_depth)`` hits, the top ``rerank_depth`` are
+        reordered by :func:`workbench.eval.rerank.rerank_ranked` (the rule of
+        :func:`workbench.eval.rerank.apply_rerank`, PyTerrier's ``% depth >>`` cascade, interpolated as in
+        Nogueira & Cho 2019 when ``weight`` < 1) and ``top_k`` applies to the reranked list.
+
+        Args:
+            scores: (Q, C) the reranker's score per query and candidate column, NaN where it gave none.
+            rerank_depth: fused hits per query the reranker reorders (>= 1).
+            weight: the reranker's share of the interpolated score, in [0, 1].
+        """
+        from dataclasses import replace
+
+        from workbench.eval.rerank import rerank_ranked
+
+        if scores.shape != (len(self.query_ids), self.n_cols):
+            raise ValueError(f"rerank scores have shape {scores.shape}; this matrix needs "
+                             f"{(len(self.query_ids), self.n_cols)}")
+        deep = replace(s, top_k=max(s.top_k, int(rerank_depth)))
+        ranked, fused = self.rank(deep, max(depth, int(rerank_depth)))
+        if s.method == "none":  # the fused run of `none` holds the lane's raw scores (fusion.fuse)
+            fused = np.take_along_axis(self.raw[s.lanes[0]], ranked, axis=1)
+        out = rerank_ranked(ranked, fused, scores, int(rerank_depth), weight, depth)
+        out[:, s.top_k:] = -1
+        return out
 
     def run(self, s: FusionSpec, depth: int | None = None) -> Run:
         """The fused run for setting ``s`` (for checks and export): fused scores (for ``none``, the lane's

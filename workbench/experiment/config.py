@@ -162,10 +162,13 @@ class RerankerSpec:
 
 @dataclass(frozen=True)
 class RerankStage:
-    """A config's stage after fusion: ``reranker`` (a ``[rerankers.NAME]``) rescoring the top ``depth``."""
+    """A config's stage after fusion: ``reranker`` (a ``[rerankers.NAME]``) rescoring the top ``depth``;
+    ``weight`` is the reranker's share when its score is interpolated with the fused one (1.0: the
+    reranker's order alone; :func:`workbench.eval.rerank.apply_rerank`)."""
 
     reranker: str
     depth: int = 20
+    weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -195,6 +198,8 @@ class FusedConfig(FusionSpec):
             out["tiebreak_lane"] = self.tiebreak_lane
         if self.rerank is not None:
             out["rerank.reranker"], out["rerank.depth"] = self.rerank.reranker, self.rerank.depth
+            if self.rerank.weight != 1.0:
+                out["rerank.weight"] = self.rerank.weight
         return out
 
 
@@ -317,7 +322,7 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
     reranker_kinds()  # a broken or duplicate reranker kind is refused whether or not this file uses one
     rerankers: dict[str, RerankerSpec] = {}
     for rname, spec in raw.get("rerankers", {}).items():
-        rerankers[rname] = _reranker_spec(path, rname, spec, lanes)
+        rerankers[rname] = _reranker_spec(path, rname, spec, lanes, embedders)
     configs: dict[str, FusedConfig] = {}
     for cname, spec in raw.get("configs", {}).items():
         if not isinstance(spec, dict):
@@ -376,12 +381,17 @@ def _kind_table(path: Path, where: str, name: str, spec: Any, kinds: dict[str, A
     return kind, params, kinds[kind].parse(params, f"{path}: {where}")
 
 
-def _reranker_spec(path: Path, name: str, spec: Any, lanes: dict[str, LaneSpec]) -> RerankerSpec:
+def _reranker_spec(path: Path, name: str, spec: Any, lanes: dict[str, LaneSpec],
+                   embedders: dict[str, Any] | None = None) -> RerankerSpec:
     where = f"rerankers.{name}"
     from workbench.registry import reranker_kinds
 
     kinds = reranker_kinds()
     kind, params, parsed = _kind_table(path, where, name, spec, kinds)
+    emb = getattr(parsed, EMBEDDER_PARAM, None)
+    if emb is not None and emb not in (embedders or {}):
+        raise _err(path, f"{where}.{EMBEDDER_PARAM}", f"names no [embedders.{emb}] table; defined: "
+                   f"{', '.join(embedders or {}) or 'none'}")
     missing = [ln for ln in kinds[kind].lanes(parsed) if ln not in lanes]
     if missing:
         raise _err(path, where, f"reads lane(s) {missing} the experiment does not define "
@@ -449,8 +459,9 @@ def _config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneS
 
 
 def _rerank_stage(path: Path, where: str, spec: Any, rerankers: dict[str, RerankerSpec]) -> RerankStage:
-    if not isinstance(spec, dict) or set(spec) - {"reranker", "depth"}:
-        raise _err(path, where, "must be a table { reranker = \"NAME\", depth = N } ([rerankers.NAME])")
+    if not isinstance(spec, dict) or set(spec) - {"reranker", "depth", "weight"}:
+        raise _err(path, where, "must be a table { reranker = \"NAME\", depth = N, weight = W } ([rerankers.NAME]; "
+                   "weight optional)")
     name = spec.get("reranker")
     if name is None:
         raise _err(path, where, "needs reranker = \"NAME\" (a [rerankers.NAME] table)")
@@ -460,4 +471,8 @@ def _rerank_stage(path: Path, where: str, spec: Any, rerankers: dict[str, Rerank
     depth = spec.get("depth", RerankStage.__dataclass_fields__["depth"].default)
     if _int_at_least(1)(depth):
         raise _err(path, f"{where}.depth", "must be an integer >= 1 (fused hits sent to the reranker)")
-    return RerankStage(name, depth)
+    weight = spec.get("weight", 1.0)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 <= weight <= 1.0:
+        raise _err(path, f"{where}.weight", "must be a number in [0, 1]: the reranker's share of the interpolated "
+                   "score (1 = the reranker's order alone, 0 = the fused order)")
+    return RerankStage(name, depth, float(weight))

@@ -39,6 +39,23 @@ def by_type_frame(result, measures: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def by_language_frame(result, measure: str) -> pd.DataFrame:
+    """One row per (dataset, config, query_type, language) for the query types a dataset asks in more than one
+    language (gita paraphrases in English and Hindi, references in Latin and Cyrillic): ``measure``'s mean and
+    the query count. Empty when no type has several languages."""
+    rows = []
+    for cr in result.configs:
+        per_q = cr.evaluation.per_query
+        if per_q.empty or measure not in per_q:
+            continue
+        langs = per_q.groupby("query_type")["language"].nunique()
+        multi = per_q[per_q["query_type"].isin(langs[langs > 1].index)]
+        for (qtype, lang), part in multi.groupby(["query_type", "language"], sort=True):
+            rows.append({"dataset": cr.dataset, "config": cr.config.name, "query_type": qtype, "language": lang,
+                         "n": len(part), measure: float(part[measure].mean())})
+    return pd.DataFrame(rows)
+
+
 def render(result, type_measures: tuple[str, ...] = ("R@10", "nDCG@10", "RR@10")) -> str:
     """The comparison as text: per dataset (with the qrels layer it was judged by), configs × measures,
     then per query type."""
@@ -63,6 +80,13 @@ def render(result, type_measures: tuple[str, ...] = ("R@10", "nDCG@10", "RR@10")
             wide = part.pivot_table(index="config", columns="query_type", values=measures, sort=False)
             wide = wide.reindex([c for c in result.experiment.configs if c in wide.index])
             out.append(f"\n-- {ds}: per query type --")
+            out.append(wide.to_string(float_format=lambda v: f"{v:.3f}"))
+    if measures:
+        bl = by_language_frame(result, measures[0])
+        for ds, part in (bl.groupby("dataset", sort=False) if not bl.empty else ()):
+            wide = part.pivot_table(index="config", columns=["query_type", "language"], values=measures[0], sort=False)
+            wide = wide.reindex([c for c in result.experiment.configs if c in wide.index])
+            out.append(f"\n-- {ds}: {measures[0]} per query type and language (types asked in several) --")
             out.append(wide.to_string(float_format=lambda v: f"{v:.3f}"))
     lanes = [(d, lane, s) for (d, lane), s in result.lane_latency.items()]
     if lanes:

@@ -95,6 +95,7 @@ class Engine:
         self._os: tuple[Any, str] | None = None
         self._os_indexes: dict[tuple[str, str | None], Any] = {}
         self._lexicon: Any = None
+        self._pair_scores: Any = None
         self.model_ids: dict[str, str] = {}
 
     def dsn(self) -> str:
@@ -133,6 +134,14 @@ class Engine:
     def first_embedder(self) -> str | None:
         """The first declared ``[embedders.NAME]`` (whose index the text lanes read), or None."""
         return next(iter(self.exp.embedders), None)
+
+    def pair_scores(self):
+        """The pair-score cache rerankers read and fill (:class:`workbench.scorers.PairScoreCache`), opened once."""
+        if self._pair_scores is None:
+            from workbench.scorers import PairScoreCache
+
+            self._pair_scores = PairScoreCache(self.home / "cache" / "pair_scores.sqlite", log=self.log)
+        return self._pair_scores
 
     def index_params(self) -> dict[str, Any]:
         """The experiment's ``[index]`` table as written."""
@@ -276,7 +285,8 @@ def config_run(cfg: FusedConfig, runs: dict[str, Run], ds: catalog.Dataset, engi
 
     Args:
         runs: lane name → run, holding the config's lanes and those its reranker reads.
-        queries: the queries to rerank (default: all of ``ds``).
+        queries: the queries to rerank, and of the returned run when the config reranks (default: all of
+            ``ds``); a reranker costs model time per query, so evaluations pass only the splits they read.
     """
     if cfg.rerank is None:
         return fused_run(cfg, runs)
@@ -288,8 +298,10 @@ def config_run(cfg: FusedConfig, runs: dict[str, Run], ds: catalog.Dataset, engi
     run = fused_run(replace(cfg, top_k=max(cfg.top_k, cfg.rerank.depth)), runs)
     reranker = engine.reranker(ds, cfg.rerank.reranker, runs)
     docs = {d.doc_id: d for d in ds.documents}
-    rescored = reranker.rerank(list(queries if queries is not None else ds.queries), run, docs, cfg.rerank.depth)
-    return apply_rerank(run, rescored, cfg.rerank.depth, cfg.name).top(cfg.top_k)
+    queries = list(queries if queries is not None else ds.queries)
+    run = Run({q.query_id: run.get_hits(q.query_id) for q in queries}, run.name)
+    rescored = reranker.rerank(queries, run, docs, cfg.rerank.depth)
+    return apply_rerank(run, rescored, cfg.rerank.depth, cfg.name, cfg.rerank.weight).top(cfg.top_k)
 
 
 def evaluate_config(exp: Experiment, ds: catalog.Dataset, cfg: FusedConfig, lanes: dict[str, LaneResult],
@@ -306,11 +318,11 @@ def evaluate_config(exp: Experiment, ds: catalog.Dataset, cfg: FusedConfig, lane
 
     if cfg.rerank is not None and engine is None:
         engine = Engine(exp, home_dir())
+    queries = [q for q in ds.queries if q.split in exp.splits]
     t0 = time.perf_counter()
-    run = config_run(cfg, {n: lr.run for n, lr in lanes.items()}, ds, engine) if cfg.rerank is not None \
+    run = config_run(cfg, {n: lr.run for n, lr in lanes.items()}, ds, engine, queries) if cfg.rerank is not None \
         else fused_run(cfg, {n: lanes[n].run for n in cfg.lanes})
     fusion_ms = (time.perf_counter() - t0) * 1000
-    queries = [q for q in ds.queries if q.split in exp.splits]
     judged_by = ds.qrels
     if layer is not None:
         queries = layer.evaluated(queries)
@@ -318,7 +330,7 @@ def evaluate_config(exp: Experiment, ds: catalog.Dataset, cfg: FusedConfig, lane
     wanted = {q.query_id for q in queries}
     qrels = [r for r in judged_by if r.query_id in wanted]
     evaluation = evaluate(run, qrels, queries, list(exp.measures))
-    per_q = fusion_ms / max(len(ds.queries), 1)
+    per_q = fusion_ms / max(len(queries) if cfg.rerank is not None else len(ds.queries), 1)
     used = {*cfg.lanes, *exp.reranker_lanes(cfg)}
     latency = {q.query_id: sum(lanes[n].latencies_ms.get(q.query_id, 0.0) for n in used) + per_q for q in queries}
     return ConfigResult(ds.name, cfg, run, evaluation, latency, fusion_ms)

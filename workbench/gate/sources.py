@@ -89,7 +89,9 @@ def _config_ranking(exp, cfg, dataset, home: Path, log, label: str) -> Ranking:
     cache = CandidateCache(home / "cache" / "candidates")
     lanes = lane_candidates(sub, dataset, engine, cache, log)
     runs = {n: lanes[n].run for n in cfg.lanes}
-    return Ranking(label, config_run(cfg, {n: lr.run for n, lr in lanes.items()}, dataset, engine), runs)
+    # a reranker costs model time per query: only the queries of the experiment's own splits are reranked
+    queries = [q for q in dataset.queries if q.split in exp.splits] if cfg.rerank is not None else None
+    return Ranking(label, config_run(cfg, {n: lr.run for n, lr in lanes.items()}, dataset, engine, queries), runs)
 
 
 def source_layer(spec: str) -> str | None:
@@ -135,8 +137,9 @@ def _from_experiment(path: Path, config: str, dataset, home: Path, log) -> Ranki
 
 
 def _from_export(path: Path, dataset, home: Path, log) -> Ranking:
-    """An exported production config: lanes with their engine parameters, fusion parameters."""
-    from workbench.experiment.config import _config, lane_spec, load_experiment
+    """An exported production config: lanes with their engine parameters, fusion parameters, and the rerank
+    stage with its reranker's kind and parameters when it has one."""
+    from workbench.experiment.config import _config, _reranker_spec, lane_spec, load_experiment
 
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
@@ -165,8 +168,20 @@ def _from_export(path: Path, dataset, home: Path, log) -> Ranking:
                 table[key] = cfg[src]
         if table["fusion"] == "none" and len(table["lanes"]) == 1:
             table.pop("k", None)
-        fused = _config(path, path.stem, table, lanes)
+        rerankers = {}
+        stage = cfg.get("rerank")
+        if stage is not None:
+            rparams = dict(stage["params"])
+            if isinstance(rparams.get("embedder"), dict):
+                emb = dict(rparams["embedder"])
+                ename = emb.pop("name")
+                embedders[ename] = emb
+                rparams["embedder"] = ename
+            name = stage["reranker"]
+            rerankers[name] = _reranker_spec(path, name, {"kind": stage["kind"], **rparams}, lanes, embedders)
+            table["rerank"] = {"reranker": name, "depth": stage["depth"], "weight": stage.get("weight", 1.0)}
+        fused = _config(path, path.stem, table, lanes, rerankers)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path} is not a config written by `workbench export` ({type(exc).__name__}: {exc})") from None
-    exp = replace(exp, lanes=lanes, embedders=embedders)
+    exp = replace(exp, lanes=lanes, embedders=embedders, rerankers=rerankers)
     return _config_ranking(exp, fused, dataset, home, log, path.name)

@@ -2,7 +2,9 @@
 
 :class:`Candidates` fetches each lane's candidates once per distinct engine setting (the candidate
 cache of the main job, or the engine on a miss) and builds the in-memory
-:class:`workbench.eval.fasteval.CandidateMatrix` every trial of that setting is scored on.
+:class:`workbench.eval.fasteval.CandidateMatrix` every trial of that setting is scored on. For a
+study that tunes the rerank stage it also holds each reranker's scores of the candidates, per
+engine setting, split and reranker, as a (Q, C) array filled lazily (:meth:`Candidates.rerank_scores`).
 """
 
 from __future__ import annotations
@@ -113,3 +115,87 @@ class Candidates:
             lat = self.lane_run(lane, dict(ov[lane]))[1]
             total += np.array([lat.get(q, 0.0) for q in query_ids])
         return total
+
+    # ------------------------------------------------------------ the rerank stage
+
+    def documents(self) -> dict[str, Any]:
+        """doc_id → :class:`workbench.types.Document` of the dataset (what a cross-encoder reads), built once."""
+        docs = self.__dict__.get("_documents")
+        if docs is None:
+            docs = self.__dict__["_documents"] = {d.doc_id: d for d in self.ds.documents}
+        return docs
+
+    def reranker(self, engine_key: tuple, name: str):
+        """The live reranker ``[rerankers.NAME]`` (:class:`workbench.protocols.Reranker`), opened once through
+        :meth:`workbench.experiment.runner.Engine.reranker` with the runs of the lanes it reads (those of
+        the engine setting ``engine_key`` when they are study lanes; a model reranker reads none)."""
+        from workbench.registry import reranker_kind
+
+        spec = self.study.experiment.rerankers[name]
+        lanes = tuple(reranker_kind(spec.kind).lanes(spec.parsed()))
+        ov = dict(engine_key)
+        key = (name, tuple((ln, ov.get(ln, ())) for ln in lanes))
+        opened = self.__dict__.setdefault("_rerankers", {})
+        if key not in opened:
+            runs = {ln: self.lane_run(ln, dict(ov.get(ln, ())))[0] for ln in lanes}
+            opened[key] = self.engine.reranker(self.ds, name, runs)
+        return opened[key]
+
+    def rerank_scores(self, engine_key: tuple, split: str, reranker_name: str, ranked_head: np.ndarray) -> np.ndarray:
+        """The reranker's scores of the candidates of :meth:`matrix` ``(engine_key, split)``, with every
+        candidate of ``ranked_head`` asked.
+
+        The (Q, C) array (NaN: not scored) is kept per (engine setting, split, reranker) and filled
+        lazily: the (query, column) pairs of ``ranked_head`` never asked go to the reranker in one call
+        (:meth:`workbench.protocols.Reranker.rerank` on a run holding only those candidates, in fused
+        order), and what it returns is stored; pairs it leaves out stay NaN but are remembered as asked,
+        so nothing is asked twice. A model reranker reads and fills the persistent pair-score cache
+        (:class:`workbench.scorers.CachedScorer`), so after ``workbench eval`` of the experiment almost
+        no pair reaches a model. A reranker's score of a pair does not depend on the other candidates
+        sent with it (true of the ``lane``, ``cross-encoder``, ``embedding`` and ``http`` kinds).
+
+        Args:
+            ranked_head: (Q, H) column indices of the matrix's queries (−1: none), e.g. the top
+                ``depth`` of a fused ranking.
+
+        Returns:
+            the (Q, C) score array (shared: do not write into it).
+        """
+        from workbench.run import Hit, Run
+
+        m = self.matrix(engine_key, split)
+        Q, C = len(m.query_ids), m.n_cols
+        store = self.__dict__.setdefault("_rerank_scores", {})
+        skey = (engine_key, split, reranker_name)
+        if skey not in store:
+            store[skey] = (np.full((Q, C), np.nan), np.zeros((Q, C), dtype=bool))
+        scores, asked = store[skey]
+        head = np.asarray(ranked_head, dtype=np.int64)
+        if head.ndim != 2 or head.shape[0] != Q:
+            raise ValueError(f"ranked_head has shape {head.shape}; the matrix has {Q} queries")
+        valid = head >= 0
+        need = valid & ~np.take_along_axis(asked, np.where(valid, head, C - 1), axis=1)
+        rows = np.flatnonzero(need.any(axis=1))
+        if not len(rows):
+            return scores
+        queries, hits, wanted = [], {}, {}
+        for i in rows:
+            cols = list(dict.fromkeys(int(c) for c in head[i][need[i]]))
+            qid = m.query_ids[i]
+            queries.append(self.queries[qid])
+            hits[qid] = [Hit(m.doc_ids[i][c], float(-j)) for j, c in enumerate(cols)]  # fused order kept
+            wanted[i] = cols
+        n = sum(len(c) for c in wanted.values())
+        if n >= 200:  # the first ask of a reranker, not every trial's few new pairs
+            self.log(f"reranker {reranker_name}: scoring {n} candidate pairs of {len(rows)} {split} queries "
+                     "(from the pair-score cache where it has them)")
+        got = self.reranker(engine_key, reranker_name).rerank(queries, Run(hits, "candidates"), self.documents(),
+                                                               max(len(c) for c in wanted.values()))
+        for i, cols in wanted.items():
+            index = {m.doc_ids[i][c]: c for c in cols}
+            for h in got.get_hits(m.query_ids[i]):
+                c = index.get(h.doc_id)
+                if c is not None:
+                    scores[i, c] = h.score
+            asked[i, cols] = True
+        return scores

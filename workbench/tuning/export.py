@@ -14,7 +14,9 @@ def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
 
     Fields a seed system loads: ``lanes`` (kind and engine parameters, ef_search included),
     ``fusion``, ``rrf_k``, ``weights``, ``depth``, ``min_score``, ``top_k``,
-    ``tiebreak_lane``, ``norm``. ``provenance``: study, trial, storage folder, objective,
+    ``tiebreak_lane``, ``norm``, ``rerank`` (None, or the stage after fusion: ``reranker``, ``depth``,
+    ``weight``, and the reranker's ``kind`` and ``params``: :func:`rerank_config`; ``top_k`` applies to
+    the reranked list). ``provenance``: study, trial, storage folder, objective,
     dataset input and output hashes, the code commit, and the dev/test measures with
     95% CIs and the paired test against the baseline.
     """
@@ -45,6 +47,7 @@ def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
         "min_score": s.min_score,
         "top_k": s.top_k,
         "tiebreak_lane": s.tiebreak_lane,
+        "rerank": rerank_config(st, result.chosen_rerank),
         "provenance": {
             "study": st.name, "study_file": str(st.path), "trial": result.chosen.number,
             "objective": {"measure": st.measure, "split": st.split, "type_weights": st.type_weights,
@@ -58,3 +61,18 @@ def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
             "home": str(home),
         },
     }
+
+
+def rerank_config(study, stage) -> dict[str, Any] | None:
+    """The exported rerank stage: ``{"reranker", "depth", "weight", "kind", "params"}``, the stage and the kind
+    and parameters of its ``[rerankers.NAME]`` (an ``embedding`` reranker's embedder written out as the lanes'
+    embedders are; a ``{dataset}`` in a parameter replaced by the study's dataset), or None without a stage."""
+    if stage is None:
+        return None
+    spec = study.experiment.rerankers[stage.reranker]
+    params: dict[str, Any] = {k: (v.replace("{dataset}", study.dataset) if isinstance(v, str) else v)
+                              for k, v in spec.params.items()}
+    if spec.kind == "embedding" and params.get("embedder") in study.experiment.embedders:
+        params["embedder"] = {"name": params["embedder"], **study.experiment.embedders[params["embedder"]]}
+    return {"reranker": stage.reranker, "depth": stage.depth, "weight": stage.weight, "kind": spec.kind,
+            "params": params}

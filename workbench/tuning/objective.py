@@ -1,22 +1,30 @@
-"""From a trial to a fusion setting and the study's objective.
+"""From a trial to a setting (fusion, then an optional rerank stage) and the study's objective.
 
-:func:`setting_from` puts a trial's parameters over the baseline config; :func:`objective_value`
-scores a setting on a candidate matrix (the measure's mean, or the weighted mean of per-query-type
-means); :func:`make_objective` is the Optuna objective that joins them (with the p95 latency as a
-second objective when the study asks for it).
+:func:`setting_from` puts a trial's fusion parameters over the baseline config and
+:func:`rerank_from` its ``rerank.*`` parameters over the baseline's rerank stage;
+:func:`rerank_input` fetches the reranker's scores of the candidates the stage reorders (the
+pair-score cache, :meth:`workbench.tuning.candidates.Candidates.rerank_scores`);
+:func:`objective_value` scores a setting on a candidate matrix (the measure's mean, or the
+weighted mean of per-query-type means); :func:`trial_value` joins the three;
+:func:`make_objective` is the Optuna objective (with the p95 latency as a second objective when
+the study asks for it); :func:`staged_run` is the real run of a setting (fused, then reranked by
+the reranker itself and :func:`workbench.eval.rerank.apply_rerank`) for the honest report.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
 
 from workbench.eval.fasteval import CandidateMatrix
 from workbench.eval.fusion import FusionSpec
+from workbench.experiment.config import RerankStage
+from workbench.run import Run
 from workbench.tuning.candidates import Candidates
 from workbench.tuning.recovery import this_process
-from workbench.tuning.space import Study, suggest
+from workbench.tuning.space import NO_RERANK, Study, suggest
 
 
 def setting_from(study: Study, params: dict[str, Any]) -> FusionSpec | None:
@@ -50,11 +58,48 @@ def baseline_setting(study: Study) -> FusionSpec:
                       cfg.tiebreak_lane)
 
 
-def objective_value(study: Study, m: CandidateMatrix, s: FusionSpec | None, queries: dict) -> float:
-    """The study's objective on matrix ``m``: the measure's mean, or the weighted mean of per-type means."""
+def rerank_from(study: Study, params: dict[str, Any]) -> RerankStage | None:
+    """The rerank stage of a trial's parameters on top of the baseline's (``None``: no stage).
+
+    A parameter the trial lacks keeps the baseline's value; ``rerank.reranker = "none"`` drops the
+    stage; a trial that adds a stage to a baseline without one takes :class:`RerankStage`'s
+    defaults for what it does not draw.
+    """
+    base = study.experiment.configs[study.baseline].rerank
+    name = params.get("rerank.reranker", base.reranker if base is not None else NO_RERANK)
+    if name == NO_RERANK:
+        return None
+    default = base if base is not None else RerankStage(name)
+    return RerankStage(str(name), int(params.get("rerank.depth", default.depth)),
+                       float(params.get("rerank.weight", default.weight)))
+
+
+def baseline_rerank(study: Study) -> RerankStage | None:
+    """The baseline config's rerank stage exactly as written (None: it has none)."""
+    return study.experiment.configs[study.baseline].rerank
+
+
+def rerank_input(cands: Candidates, engine_key: tuple, split: str, m: CandidateMatrix, s: FusionSpec | None,
+                 stage: RerankStage | None) -> tuple[np.ndarray, int, float] | None:
+    """What :meth:`CandidateMatrix.evaluate` takes as ``rerank`` for setting ``s`` and ``stage`` on matrix ``m``
+    (that of ``engine_key`` and ``split``): ``(scores (Q, C), depth, weight)``, the reranker asked for every
+    candidate of the fused top ``depth`` it was not asked for yet; None without a stage (or lanes)."""
+    if stage is None or s is None or not m.query_ids:
+        return None
+    ranked, _ = m.rank(replace(s, top_k=max(s.top_k, stage.depth)), stage.depth)
+    return cands.rerank_scores(engine_key, split, stage.reranker, ranked), stage.depth, stage.weight
+
+
+def objective_value(study: Study, m: CandidateMatrix, s: FusionSpec | None, queries: dict,
+                    rerank: tuple[np.ndarray, int, float] | None = None) -> float:
+    """The study's objective on matrix ``m``: the measure's mean, or the weighted mean of per-type means.
+
+    Args:
+        rerank: the rerank stage after fusion, as :func:`rerank_input` gives it (None: fusion alone).
+    """
     if s is None or not m.query_ids:
         return 0.0
-    vals = m.evaluate(s, [study.measure])[study.measure]
+    vals = m.evaluate(s, [study.measure], rerank)[study.measure]
     if not study.type_weights:
         return float(vals.mean())
     types = np.array([queries[q].query_type for q in m.query_ids])
@@ -67,9 +112,44 @@ def objective_value(study: Study, m: CandidateMatrix, s: FusionSpec | None, quer
     return num / den if den else 0.0
 
 
+def trial_value(study: Study, cands: Candidates, params: dict[str, Any], split: str | None = None) -> float:
+    """The objective of a trial's parameters on ``split`` (default: the study's), rerank stage included."""
+    split = split or study.split
+    key = cands.engine_key(params)
+    m = cands.matrix(key, split)
+    s = setting_from(study, params)
+    return objective_value(study, m, s, cands.queries, rerank_input(cands, key, split, m, s, rerank_from(study, params)))
+
+
+def baseline_value(study: Study, cands: Candidates, split: str | None = None) -> float:
+    """The objective of the baseline config exactly as written (fusion and rerank stage, no engine overrides)."""
+    split = split or study.split
+    key = cands.engine_key({})
+    m = cands.matrix(key, split)
+    s = baseline_setting(study)
+    return objective_value(study, m, s, cands.queries, rerank_input(cands, key, split, m, s, baseline_rerank(study)))
+
+
+def staged_run(cands: Candidates, engine_key: tuple, split: str, s: FusionSpec, stage: RerankStage | None) -> Run:
+    """The run of setting ``s`` then ``stage`` on the matrix of ``engine_key`` and ``split``, as
+    :func:`workbench.experiment.runner.config_run` makes it: fused to ``max(top_k, depth)``, the top
+    ``depth`` rescored by the reranker itself and reordered by :func:`workbench.eval.rerank.apply_rerank`,
+    then cut to ``top_k`` (for the honest report: no in-memory shortcut)."""
+    from workbench.eval.rerank import apply_rerank
+
+    m = cands.matrix(engine_key, split)
+    if stage is None:
+        return m.run(s)
+    fused = m.run(replace(s, top_k=max(s.top_k, stage.depth)))
+    queries = [cands.queries[q] for q in m.query_ids]
+    rescored = cands.reranker(engine_key, stage.reranker).rerank(queries, fused, cands.documents(), stage.depth)
+    return apply_rerank(fused, rescored, stage.depth, fused.name, stage.weight).top(s.top_k)
+
+
 def make_objective(study: Study, cands: Candidates) -> Callable[[Any], Any]:
     """The Optuna objective: record the trial's process (:func:`workbench.tuning.recovery.this_process`), then suggest,
-    fuse and score in memory (engine variants through the cache)."""
+    fuse, rerank (scores from the reranker's pair-score cache) and score in memory (engine variants through
+    the cache)."""
     owner = this_process()
 
     def objective(trial):
@@ -78,7 +158,8 @@ def make_objective(study: Study, cands: Candidates) -> Callable[[Any], Any]:
         key = cands.engine_key(params)
         m = cands.matrix(key, study.split)
         s = setting_from(study, params)
-        value = objective_value(study, m, s, cands.queries)
+        rr = rerank_input(cands, key, study.split, m, s, rerank_from(study, params))
+        value = objective_value(study, m, s, cands.queries, rr)
         if not study.latency:
             return value
         lat = cands.latencies(key, s.lanes, m.query_ids) if s is not None else np.zeros(1)

@@ -86,7 +86,9 @@ def summary(result: StudyResult) -> str:
         lines.append(f"  note: {note}")
     s = result.chosen_setting
     lines.append(f"  chosen: lanes {', '.join(s.lanes)}; {s.method}" + (f" k={s.k:g}" if s.method == "rrf" else "") +
-                 f"; weights {', '.join(f'{k}={v:.3g}' for k, v in (s.weights or {}).items())}; top_k {s.top_k}")
+                 f"; weights {', '.join(f'{k}={v:.3g}' for k, v in (s.weights or {}).items())}; top_k {s.top_k}"
+                 + (f"; rerank {r.reranker} depth {r.depth} weight {r.weight:.3g}"
+                    if (r := result.chosen_rerank) is not None else ""))
     for split in ("dev", "test"):
         rep = result.evaluation.split(split)
         if rep is None or not rep.queries:

@@ -296,6 +296,8 @@ class StudyResult:
     trials_run: int
     notes: list[str] = field(default_factory=list)
     manifest: dict[str, Any] = field(default_factory=dict)
+    #: The chosen trial's rerank stage after fusion (:class:`workbench.experiment.config.RerankStage`), or None.
+    chosen_rerank: Any = None
 
     @property
     def report(self) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 :func:`choose_and_report` takes the flattest trial within ``tolerance`` of the best (by
 :func:`sensitivity`, the objective at ±10% of each numeric parameter) and re-evaluates it and the
 baseline config on dev and test with ir_measures, bootstrap CIs and a paired randomisation test
-(:func:`honest_report`).
+(:func:`honest_report`). A setting is fusion plus an optional rerank stage
+(:func:`workbench.tuning.objective.rerank_from`); every value here includes the stage.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from workbench.errors import ConfigError
 from workbench.eval.fusion import FusionSpec
 from workbench.eval.stats import bootstrap_ci, paired_test
 from workbench.tuning.candidates import Candidates
-from workbench.tuning.objective import baseline_setting, objective_value, setting_from
+from workbench.tuning.objective import (baseline_rerank, baseline_setting, baseline_value, objective_value,
+                                        rerank_from, rerank_input, setting_from, staged_run)
 from workbench.tuning.report import (MeasureComparison, QrelsSummary, SplitReport, StudyEvaluation, StudyResult,
                                      TrainSummary, TypeComparison, ci_pair)
 from workbench.tuning.space import Range, Study
@@ -24,6 +26,7 @@ def _numeric_dims(study: Study) -> dict[str, Range]:
     out = {k: study.space[k] for k in ("k", "min_score", "top_k") if isinstance(study.space.get(k), Range)}
     for group in ("weights", "depth"):
         out.update({f"{group}.{ln}": d for ln, d in study.space.get(group, {}).items() if isinstance(d, Range)})
+    out.update({f"rerank.{k}": d for k, d in study.space.get("rerank", {}).items() if isinstance(d, Range)})
     return out
 
 
@@ -36,8 +39,14 @@ def sensitivity(study: Study, cands: Candidates, params: dict[str, Any]) -> list
     """
     key = cands.engine_key(params)
     m = cands.matrix(key, study.split)
+
+    def value(p: dict[str, Any]) -> float:
+        s = setting_from(study, p)
+        return objective_value(study, m, s, cands.queries,
+                               rerank_input(cands, key, study.split, m, s, rerank_from(study, p)))
+
     setting = setting_from(study, params)
-    base = objective_value(study, m, setting, cands.queries)
+    base = value(params)
     used = set(setting.lanes) if setting is not None else set()
     rows = []
     for name, dim in _numeric_dims(study).items():
@@ -50,8 +59,7 @@ def sensitivity(study: Study, cands: Candidates, params: dict[str, Any]) -> list
         for f in (0.9, 1.1):
             x = min(max(v * f, dim.low), dim.high)
             x = int(round(x)) if dim.integer else x
-            p2 = {**params, name: x}
-            vals.append(objective_value(study, m, setting_from(study, p2), cands.queries))
+            vals.append(value({**params, name: x}))
         rows.append({"param": name, "value": v, "objective": base, "minus10": vals[0], "plus10": vals[1],
                      "drop": max(0.0, base - min(vals))})
     return rows
@@ -83,14 +91,13 @@ def choose_and_report(study: Study, ost, cands: Candidates, log: Callable[[str],
                      "its ±10% neighbourhood is flatter")
     setting = setting_from(study, chosen.params)
     splits = honest_report(study, cands, chosen.params, setting)
-    base_m = cands.matrix(cands.engine_key({}), study.split)  # the baseline as written: no engine overrides
-    base_val = objective_value(study, base_m, baseline_setting(study), cands.queries)
+    base_val = baseline_value(study, cands)  # the baseline as written: no engine overrides, its own rerank stage
     evaluation = StudyEvaluation(splits["dev"], splits["test"],
                                  TrainSummary(study.measure, chosen.values[0], base_val, chosen.number),
                                  qrels_report(cands))
     manifest = {k: cands.ds.manifest.get(k) for k in ("inputs", "outputs")}
     return StudyResult(study, ost, chosen, dict(chosen.params), setting, base_val, sens, evaluation, 0.0, 0, notes,
-                       manifest)
+                       manifest, chosen_rerank=rerank_from(study, chosen.params))
 
 
 def qrels_report(cands: Candidates) -> QrelsSummary:
@@ -104,8 +111,11 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any],
     """The chosen setting and the baseline on dev and test (``{"dev": ..., "test": ...}``): measures with
     95% CIs, the paired test, and the objective measure per query type.
 
-    Evaluated with :func:`workbench.eval.evaluate.evaluate` (ir_measures) on the fused runs, not
-    with the in-memory evaluator the study used.
+    Evaluated with :func:`workbench.eval.evaluate.evaluate` (ir_measures) on the real runs, not
+    with the in-memory evaluator the study used: fused, then (for a setting with a rerank stage,
+    :func:`workbench.tuning.objective.rerank_from` of ``params``; the baseline's own stage) rescored by
+    the reranker and reordered by :func:`workbench.eval.rerank.apply_rerank`
+    (:func:`workbench.tuning.objective.staged_run`).
     """
     from workbench.eval.evaluate import evaluate
 
@@ -113,6 +123,7 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any],
     measures = [m for m in measures if _fast(m)]
     out: dict[str, SplitReport] = {}
     key = cands.engine_key(params)
+    stage = rerank_from(study, params)
     base_lanes_key = cands.engine_key({})  # the baseline as written: no engine overrides
     for split in ("dev", "test"):
         qs = [q for q in cands.view.queries if q.split == split]
@@ -120,10 +131,10 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any],
             why = " with a human grade" if cands.layer.layer == "human" else ""
             out[split] = SplitReport(0, note=f"no {split} queries{why} in {cands.ds.name}")
             continue
-        m = cands.matrix(key, split)
-        mb = cands.matrix(base_lanes_key, split)
-        ev = evaluate(m.run(setting), cands.view.qrels, qs, measures).per_query.set_index("query_id")
-        evb = evaluate(mb.run(baseline_setting(study)), cands.view.qrels, qs, measures).per_query.set_index("query_id")
+        run = staged_run(cands, key, split, setting, stage)
+        base_run = staged_run(cands, base_lanes_key, split, baseline_setting(study), baseline_rerank(study))
+        ev = evaluate(run, cands.view.qrels, qs, measures).per_query.set_index("query_id")
+        evb = evaluate(base_run, cands.view.qrels, qs, measures).per_query.set_index("query_id")
         qids = [q for q in ev.index if q in evb.index]
         rows = {}
         for meas in measures:

@@ -30,14 +30,26 @@ lanes a fused config may use, the baseline config, the objective and the search 
     [space.engine.vector]             # engine parameters: small categorical sets
     ef_search = [40, 100, 200]
     embedder = ["minilm", "e5"]       # the embedding model: names of the experiment's [embedders.*]
+    [space.rerank]                    # the rerank stage after fusion (workbench.eval.rerank)
+    reranker = ["none", "e5", "ce"]   # names of the experiment's [rerankers.*], or "none" (no stage)
+    depth = [10, 20]                  # fused hits the reranker reorders (a list or an int range, >= 1)
+    weight = { low = 0.0, high = 1.0 }   # its share of the score interpolated with the fused one
+
+The baseline config is what every trial starts from, its rerank stage included: a trial
+without ``rerank.*`` parameters keeps the baseline's stage (or its absence),
+``rerank.reranker = "none"`` drops it, and ``rerank.depth`` / ``rerank.weight`` are drawn
+only for a trial that reranks. Reranker scores come from the pair-score cache the
+experiment's evaluation filled (:meth:`workbench.tuning.candidates.Candidates.rerank_scores`).
 
 Every mistake fails at :func:`load_study`, before anything runs: an empty range, a
 log range through zero, weights or depths for a lane the study does not use, an engine
-parameter the lane's kind does not have (or a value it refuses), an unknown measure.
+parameter the lane's kind does not have (or a value it refuses), an unknown measure, an
+unknown reranker, a rerank depth below 1 or a weight outside [0, 1].
 
 :func:`suggest` is the only place the space meets Optuna: parameter names are
 ``fusion``, ``k``, ``norm``, ``min_score``, ``top_k``, ``weights.<lane>``,
-``depth.<lane>``, ``lanes.<lane>`` and ``engine.<lane>.<param>``.
+``depth.<lane>``, ``lanes.<lane>``, ``engine.<lane>.<param>``, ``rerank.reranker``,
+``rerank.depth`` and ``rerank.weight``.
 """
 
 from __future__ import annotations
@@ -55,7 +67,10 @@ from workbench.io.toml import read_toml
 FUSION_CHOICES = ("rrf", "weighted", "combsum", "combmnz")
 TOP_LEVEL = {"name", "description", "experiment", "dataset", "lanes", "baseline", "trials", "seed", "split",
              "objective", "space", "tolerance", "qrels"}
-SPACE_KEYS = {"fusion", "k", "norm", "min_score", "top_k", "weights", "depth", "lanes", "engine"}
+SPACE_KEYS = {"fusion", "k", "norm", "min_score", "top_k", "weights", "depth", "lanes", "engine", "rerank"}
+RERANK_KEYS = ("reranker", "depth", "weight")
+#: ``rerank.reranker`` value of a trial without a rerank stage.
+NO_RERANK = "none"
 
 
 @dataclass(frozen=True)
@@ -155,9 +170,6 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     baseline = raw.get("baseline")
     if baseline not in exp.configs:
         raise _err(path, "baseline", f"must name a config of {exp_path.name}: {', '.join(exp.configs)}; got {baseline!r}")
-    if exp.configs[baseline].rerank is not None:
-        raise _err(path, "baseline", f"names config {baseline!r}, which has a rerank stage; studies tune fusion over "
-                   "cached lanes and do not rerank yet: name a config without [configs.NAME.rerank]")
     lanes = raw.get("lanes", list(exp.configs[baseline].lanes))
     if not isinstance(lanes, list) or not lanes or not all(isinstance(x, str) for x in lanes):
         raise _err(path, "lanes", "must be a non-empty list of lane names")
@@ -218,6 +230,18 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
                    "with true among the values, or drop them")
     if all(ln in switch and switch[ln] == (False,) for ln in lanes):
         raise _err(path, "space.lanes", "switches every lane off; keep at least one")
+    base_stage = exp.configs[baseline].rerank
+    rr = space.get("rerank", {})
+    rerankers = [r for r in rr.get("reranker", (base_stage.reranker,) if base_stage else ()) if r != NO_RERANK]
+    if not rerankers:
+        tuned = [k for k in ("depth", "weight") if k in rr]
+        if tuned:
+            raise _err(path, f"space.rerank.{tuned[0]}", "tunes a rerank stage no trial has: list a reranker in "
+                       "space.rerank.reranker, or name a baseline config with [configs.NAME.rerank]")
+    if latency and rerankers:
+        raise _err(path, "objective.latency", "cannot be true for a study that reranks: the latency objective sums "
+                   "the lanes' cached latencies and has no reranker time; drop [space.rerank] (and use a baseline "
+                   "without a rerank stage) or set latency = false")
     return Study(path, name, exp, dataset, tuple(lanes), baseline, trials, seed, split, measure,
                  {k: float(v) for k, v in tw.items()} if tw else None, latency, space, float(tolerance), raw, qrels)
 
@@ -273,6 +297,8 @@ def _space(path: Path, raw: Any, lanes: list[str], exp: Any) -> dict[str, Any]:
             if group == "lanes" and (not isinstance(dim, tuple) or not all(isinstance(v, bool) for v in dim)):
                 raise _err(path, where, "must be [true, false] (or one of them)")
             out[group][lane] = dim
+    if "rerank" in raw:
+        out["rerank"] = _rerank_space(path, raw["rerank"], exp)
     if "engine" in raw:
         table = raw["engine"]
         if not isinstance(table, dict) or not table:
@@ -312,6 +338,48 @@ def _space(path: Path, raw: Any, lanes: list[str], exp: Any) -> dict[str, Any]:
     return out
 
 
+def _rerank_space(path: Path, raw: Any, exp: Any) -> dict[str, Any]:
+    """``[space.rerank]``: ``reranker`` (names of ``[rerankers.*]`` or ``"none"``), ``depth`` (ints >= 1),
+    ``weight`` (in [0, 1])."""
+    if not isinstance(raw, dict) or not raw:
+        raise _err(path, "space.rerank", f"must be a table with {', '.join(RERANK_KEYS)} (each optional, at least one)")
+    extra = set(raw) - set(RERANK_KEYS)
+    if extra:
+        raise _err(path, "space.rerank", f"has unknown key(s) {sorted(extra)}; allowed: {list(RERANK_KEYS)}")
+    out: dict[str, Any] = {}
+    if "reranker" in raw:
+        where = "space.rerank.reranker"
+        if not isinstance(raw["reranker"], list) or not all(isinstance(v, str) for v in raw["reranker"]):
+            raise _err(path, where, f"must be a list of reranker names ([rerankers.NAME]) and/or \"{NO_RERANK}\"")
+        if NO_RERANK in exp.rerankers:
+            raise _err(path, where, f"cannot be tuned: the experiment names a reranker \"{NO_RERANK}\", which is "
+                       "also the value of no rerank stage; rename [rerankers.none]")
+        dim = _dim(path, where, raw["reranker"])
+        unknown = [v for v in dim if v != NO_RERANK and v not in exp.rerankers]
+        if unknown:
+            raise _err(path, where, f"names reranker(s) {unknown} the experiment does not declare "
+                       f"([rerankers.NAME]: {', '.join(exp.rerankers) or 'none'}); \"{NO_RERANK}\" is no rerank stage")
+        out["reranker"] = dim
+    if "depth" in raw:
+        where = "space.rerank.depth"
+        dim = _dim(path, where, raw["depth"], numeric_only=True)
+        if (min((dim.low,) if isinstance(dim, Range) else dim) < 1 or (isinstance(dim, Range) and not dim.integer)
+                or (isinstance(dim, tuple) and not all(isinstance(v, int) for v in dim))):
+            raise _err(path, where, "must be integers >= 1 (fused hits sent to the reranker)")
+        out["depth"] = dim
+    if "weight" in raw:
+        where = "space.rerank.weight"
+        dim = _dim(path, where, raw["weight"], numeric_only=True)
+        values = (dim.low, dim.high) if isinstance(dim, Range) else dim
+        if min(values) < 0 or max(values) > 1:
+            raise _err(path, where, "must lie in [0, 1]: the reranker's share of the interpolated score "
+                       "(1 = the reranker's order alone, 0 = the fused order)")
+        if isinstance(dim, Range) and dim.integer:  # { low = 0, high = 1 } is a float range here
+            dim = Range(dim.low, dim.high, dim.log, False)
+        out["weight"] = dim
+    return out
+
+
 # ---------------------------------------------------------------- the mapping to Optuna
 
 def _suggest_dim(trial, name: str, dim: Range | tuple) -> Any:
@@ -340,7 +408,26 @@ def suggest(trial, study: Study) -> dict[str, Any]:
     for lane, params in sp.get("engine", {}).items():
         for param, dim in params.items():
             out[f"engine.{lane}.{param}"] = _suggest_dim(trial, f"engine.{lane}.{param}", dim)
+    rr = sp.get("rerank", {})
+    if "reranker" in rr:
+        out["rerank.reranker"] = _suggest_dim(trial, "rerank.reranker", rr["reranker"])
+    if rr and out.get("rerank.reranker", _baseline_reranker(study)) != NO_RERANK:
+        # depth and weight only for a trial that reranks (conditional parameters)
+        for key in ("depth", "weight"):
+            if key in rr:
+                out[f"rerank.{key}"] = _suggest_dim(trial, f"rerank.{key}", rr[key])
     return out
+
+
+def study_rerankers(study: Study) -> list[str]:
+    """The rerankers a trial of ``study`` may use: those ``space.rerank.reranker`` lists, or the baseline's."""
+    listed = study.space.get("rerank", {}).get("reranker", (_baseline_reranker(study),))
+    return [r for r in listed if r != NO_RERANK]
+
+
+def _baseline_reranker(study: Study) -> str:
+    stage = study.experiment.configs[study.baseline].rerank
+    return stage.reranker if stage is not None else NO_RERANK
 
 
 def baseline_params(study: Study) -> tuple[dict[str, Any], list[str]]:
@@ -348,7 +435,9 @@ def baseline_params(study: Study) -> tuple[dict[str, Any], list[str]]:
 
     A baseline value outside a range is clipped, one missing from a list is replaced by
     the list's first value; each such change is noted (the baseline itself is still
-    evaluated as it is, for the comparison).
+    evaluated as it is, for the comparison). The baseline's rerank stage maps to
+    ``rerank.reranker`` / ``rerank.depth`` / ``rerank.weight`` (no stage: ``"none"``, and no depth
+    or weight, as :func:`suggest` draws them only for a trial that reranks).
     """
     cfg = study.experiment.configs[study.baseline]
     lanes_spec = study.experiment.lanes
@@ -362,6 +451,10 @@ def baseline_params(study: Study) -> tuple[dict[str, Any], list[str]]:
         want[f"depth.{lane}"] = d if d is not None else study.experiment.depth
         for param in sp.get("engine", {}).get(lane, {}):
             want[f"engine.{lane}.{param}"] = lanes_spec[lane].params.get(param)
+    from workbench.experiment.config import RerankStage
+
+    stage = cfg.rerank or RerankStage(NO_RERANK)  # no stage: the defaults where a trial of the space must rerank
+    want.update({"rerank.reranker": stage.reranker, "rerank.depth": stage.depth, "rerank.weight": stage.weight})
     out: dict[str, Any] = {}
     notes: list[str] = []
     dims: dict[str, Any] = {k: sp[k] for k in ("fusion", "k", "norm", "min_score", "top_k") if k in sp}
@@ -369,7 +462,10 @@ def baseline_params(study: Study) -> tuple[dict[str, Any], list[str]]:
         dims.update({f"{group}.{ln}": d for ln, d in sp.get(group, {}).items()})
     for lane, params in sp.get("engine", {}).items():
         dims.update({f"engine.{lane}.{p}": d for p, d in params.items()})
+    dims.update({f"rerank.{k}": d for k, d in sp.get("rerank", {}).items()})
     for name, dim in dims.items():
+        if name in ("rerank.depth", "rerank.weight") and out.get("rerank.reranker", want["rerank.reranker"]) == NO_RERANK:
+            continue  # drawn only for a trial that reranks (see suggest)
         v = want.get(name)
         if isinstance(dim, tuple):
             if v in dim:

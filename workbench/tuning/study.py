@@ -9,7 +9,11 @@
    in memory by :class:`workbench.eval.fasteval.CandidateMatrix` on the study's split (no
    database, no model). **Engine** parameters (``engine.<lane>.<param>``) pick a lane
    variant: its candidates are fetched once per distinct setting (cache, or the engine
-   on a miss) and every later trial with that setting reuses them;
+   on a miss) and every later trial with that setting reuses them. **Rerank** parameters
+   (``rerank.reranker``, ``rerank.depth``, ``rerank.weight``) put a reranker's scores of the
+   fused top ``depth`` into the order in memory (:meth:`CandidateMatrix.reranked`); the scores
+   are asked once per (query, candidate) and come from the pair-score cache that
+   ``workbench eval`` of the experiment filled (:meth:`Candidates.rerank_scores`);
 3. the objective is the measure's mean on the split, or a weighted mean of per-query-type
    means, judged by the study's qrels layer (``built``, ``human`` or ``merged``:
    :mod:`workbench.judging.layers`; under ``human`` only queries with a human grade count);
@@ -48,7 +52,7 @@ from workbench.tuning.objective import make_objective
 from workbench.tuning.recovery import ensure_baseline, fail_dead_trials
 from workbench.tuning.select import choose_and_report
 from workbench.tuning.report import StudyResult
-from workbench.tuning.space import Study, baseline_params
+from workbench.tuning.space import Study, baseline_params, study_rerankers
 from workbench.tuning.storage import storage_failure, storage_for
 
 
@@ -127,6 +131,18 @@ def definition(study: Study) -> dict[str, Any]:
     layer = getattr(study, "qrels", "built")
     if layer != "built":  # studies stored before qrels layers (all built) keep their definition
         d["qrels"] = layer
+    # the rerank stage (studies stored before it, which could not rerank, keep their definition): the
+    # baseline's stage and the kind and parameters of every reranker a trial may use (another model
+    # folder scores other values)
+    base_stage = study.experiment.configs[study.baseline].rerank
+    names = study_rerankers(study)
+    if base_stage is not None:
+        d["baseline_rerank"] = {"reranker": base_stage.reranker, "depth": base_stage.depth,
+                                "weight": base_stage.weight}
+        names = [base_stage.reranker, *names]
+    if names:
+        d["rerankers"] = {n: {"kind": study.experiment.rerankers[n].kind, "params": study.experiment.rerankers[n].params}
+                          for n in dict.fromkeys(names)}
     return json.loads(json.dumps(d, default=repr, sort_keys=True))
 
 
@@ -206,6 +222,8 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
         # warm the candidates of the baseline's engine setting (fills the cache once)
         base_key = cands.engine_key(baseline_params(study)[0])
         cands.matrix(base_key, study.split)
+        for name in study_rerankers(study):  # a missing model folder fails here, before the first trial
+            cands.reranker(base_key, name)
         remaining = max(n_target - len(done), 0)
         if workers > 1 and remaining:
             _run_workers(study, home, storage, remaining, workers, log)

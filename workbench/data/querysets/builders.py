@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 from workbench.text import refs
 from workbench.data.loaders.dpd import Lexicon
 from workbench.data.loaders.gita import GitaCorpus, shared_translation_groups, word_meanings_pairs
-from workbench.data.querysets.split import DEFAULT_RATIOS, assign_split, unit_interval
+from workbench.data.querysets.split import DEFAULT_RATIOS, assign_splits, unit_interval
 from workbench.text.normalize import ascii_fold, gita_to_iast, match_form, to_cyrillic_many, tokens
 from workbench.types import QUERY_TYPES, Document, Qrel, Query
 
@@ -390,14 +390,17 @@ def finalize(candidates: Iterable[Candidate], prefix: str, seed: int, max_per_ty
     for c in merged.values():
         by_type[c.query_type].append(c)
     queries, qrels = [], []
+    chosen: dict[str, list[Candidate]] = {}
     for qtype in QUERY_TYPES:
         cands = by_type.get(qtype, [])
         if max_per_type is not None and len(cands) > max_per_type:
             ranked = sorted(cands, key=lambda c: (unit_interval(seed, f"sample:{c.group}"), c.order, c.text))
             cands = ranked[:max_per_type]
-        cands.sort(key=lambda c: (c.order, c.text))
+        chosen[qtype] = sorted(cands, key=lambda c: (c.order, c.text))
+    split_of = assign_splits({t: [c.group for c in cs] for t, cs in chosen.items()}, seed, ratios)
+    for qtype, cands in chosen.items():
         for n, c in enumerate(cands, start=1):
             qid = f"{prefix}-{_ABBREV[qtype]}-{n:05d}"
-            queries.append(Query(qid, c.text, qtype, c.language, assign_split(c.group, seed, ratios), c.group))
+            queries.append(Query(qid, c.text, qtype, c.language, split_of[c.group], c.group))
             qrels += [Qrel(qid, d, g) for d, g in sorted(c.relevant.items())]
     return QuerySet(queries, qrels)

@@ -5,6 +5,13 @@ group ``bg1.4``, a chapter ``bg-ch7``, a lemma ``lemma:dhamma``). The split is a
 function of ``(seed, group)``: ``sha256("<seed>:<group>")`` read as a number in [0, 1)
 and cut at the cumulative ratios. So all queries about one verse or sutta land in one
 split, in every dataset and every build, and no target leaks from train into test.
+
+A query type with few groups can leave a split empty by chance (five suttas can all fall
+in train and dev). :func:`assign_splits` therefore assigns the groups of one query type
+together: where a type has at least three groups and a split with a non-zero ratio got
+none, the group whose number lies nearest to that split's interval moves there, taken
+from a split that keeps at least one group. Every split then has at least one group of
+every type with three or more, and the rule stays a pure function of (seed, groups).
 """
 
 from __future__ import annotations
@@ -48,3 +55,46 @@ def assign_split(group: str, seed: int, ratios: tuple[float, float, float] = DEF
     if u < ratios[0] + ratios[1]:
         return SPLITS[1]
     return SPLITS[2]
+
+
+def _distance(u: float, lo: float, hi: float) -> float:
+    return 0.0 if lo <= u < hi else min(abs(u - lo), abs(u - hi))
+
+
+def assign_splits(groups_by_type: dict[str, list[str]], seed: int,
+                  ratios: tuple[float, float, float] = DEFAULT_RATIOS) -> dict[str, str]:
+    """The split of every group: :func:`assign_split`, then, per query type with at least three groups, each
+    empty split with a non-zero ratio given one group (see the module docstring).
+
+    A moved group moves for every type that has it (one group, one split: no target leaks
+    between splits through another query type), and only a group whose move empties no split
+    of any of its types is moved.
+
+    Args:
+        groups_by_type: query type → its queries' groups (repeats are fine), in a fixed order.
+
+    Returns:
+        group → ``train`` / ``dev`` / ``test``.
+
+    Raises:
+        ValueError: an empty group or bad ratios.
+    """
+    check_ratios(ratios)
+    types = {t: list(dict.fromkeys(gs)) for t, gs in groups_by_type.items()}
+    out = {g: assign_split(g, seed, ratios) for gs in types.values() for g in gs}
+    bounds = [(0.0, ratios[0]), (ratios[0], ratios[0] + ratios[1]), (ratios[0] + ratios[1], 1.0)]
+
+    def count(t: str, split: str) -> int:
+        return sum(out[g] == split for g in types[t])
+
+    for t, gs in types.items():
+        if len(gs) < 3:
+            continue
+        for split, (lo, hi), ratio in zip(SPLITS, bounds, ratios):
+            if ratio <= 0 or count(t, split) > 0:
+                continue
+            movable = [g for g in gs if all(count(t2, out[g]) >= 2 for t2, gs2 in types.items() if g in gs2)]
+            if movable:
+                pick = min(movable, key=lambda g: (_distance(unit_interval(seed, g), lo, hi), g))
+                out[pick] = split
+    return out

@@ -1,0 +1,349 @@
+"""``workbench reranker train``: training pairs, the seeded training loop, the model folder and card, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from workbench import rerank_train as rt
+from workbench.cli import app
+from workbench.data.catalog import Dataset
+from workbench.errors import ConfigError
+from workbench.judging.layers import built_layer
+from workbench.run import Run
+from workbench.text.doctext import index_text
+from workbench.types import Document, Qrel, Query, Text
+
+TEXTS = {
+    "d1": "Perform your duty without attachment to the fruits of action.",
+    "d2": "The wise grieve neither for the living nor for the dead.",
+    "d3": "The river flows down to the sea and is still.",
+    "d4": "A lamp in a windless place does not flicker.",
+    "d5": "Karma yoga is action offered without desire.",
+    "d6": "The soul is never born and never dies.",
+    "d7": "Food, sleep and recreation in moderation.",
+    "d8": "Among the mountains I am Meru.",
+}
+
+
+def _doc(doc_id: str) -> Document:
+    return Document(doc_id, doc_id.upper(), "bg", "verse",
+                    (Text("transliteration", "sa", "Latn", f"sloka {doc_id}"),
+                     Text("translation", "en", "Latn", TEXTS[doc_id], "test")))
+
+
+def tiny_dataset() -> Dataset:
+    docs = [_doc(d) for d in TEXTS]
+    queries = [Query("q1", "act without attachment", "paraphrase", "en", "train"),
+               Query("q2", "what is karma yoga", "paraphrase", "en", "train"),
+               Query("q3", "duty and its fruits", "paraphrase", "en", "dev"),
+               Query("q4", "grief for the dead", "paraphrase", "en", "test"),
+               Query("q5", "a question nobody answered", "paraphrase", "en", "train")]
+    qrels = [Qrel("q1", "d1", 2), Qrel("q1", "d2", 1), Qrel("q1", "d3", 0), Qrel("q1", "d4", 0),
+             Qrel("q2", "d5", 1), Qrel("q2", "gone", 1),
+             Qrel("q3", "d1", 1), Qrel("q4", "d2", 1), Qrel("q5", "d6", 0)]
+    manifest = {"outputs": {"documents.jsonl": "a" * 64, "queries.tsv": "b" * 64, "qrels.txt": "c" * 64}}
+    return Dataset("tiny", docs, queries, qrels, manifest)
+
+
+CANDIDATES = {"q1": ["d2", "d5", "d3", "d6", "d7", "d4", "d8"],  # d2 relevant; d3, d4 judged 0
+              "q2": ["d5", "d1", "d2"],
+              "q3": ["d7", "d8"], "q4": ["d7"], "q5": ["d1", "d2"]}
+
+
+def test_training_pairs_hand_counted():
+    ds = tiny_dataset()
+    pairs, stats = rt.training_pairs(ds, ds.qrels, CANDIDATES, negatives_per_query=3)
+    got = [(p.query_id, p.doc_id, p.label, p.kind, p.rank) for p in pairs]
+    assert got == [
+        ("q1", "d1", 1.0, "positive", None),           # grade 2 first, not a candidate
+        ("q1", "d2", 1.0, "positive", 1),
+        ("q1", "d3", 0.0, "judged_negative", 3),       # judged 0: before any unjudged one ...
+        ("q1", "d4", 0.0, "judged_negative", 6),       # ... even at a lower rank
+        ("q1", "d5", 0.0, "unjudged_negative", 2),
+        ("q2", "d5", 1.0, "positive", 1),
+        ("q2", "d1", 0.0, "unjudged_negative", 2),
+        ("q2", "d2", 0.0, "unjudged_negative", 3),
+    ]
+    assert stats == rt.PairStats(split="train", queries_in_split=3, queries=2, queries_without_positive=1,
+                                 positives=3, judged_negatives=2, unjudged_negatives=3, missing_documents=1)
+    assert stats.pairs == 8 and stats.negatives == 5
+    assert {p.query_id for p in pairs} == {"q1", "q2"}  # no dev / test query, q5 has no positive
+    docs = {d.doc_id: d for d in ds.documents}
+    assert all(p.text == index_text(docs[p.doc_id]) for p in pairs)
+    assert pairs[0].text.startswith(TEXTS["d1"])  # the translation first
+    assert pairs[0].query == "act without attachment"
+
+    few, few_stats = rt.training_pairs(ds, ds.qrels, CANDIDATES, negatives_per_query=1)
+    assert [(p.query_id, p.doc_id) for p in few if p.label == 0] == [("q1", "d3"), ("q2", "d1")]
+    assert (few_stats.judged_negatives, few_stats.unjudged_negatives) == (1, 1)
+    none, none_stats = rt.training_pairs(ds, ds.qrels, {}, negatives_per_query=4)
+    assert none_stats.negatives == 0 and none_stats.positives == 3
+
+    shuffled, same = rt.training_pairs(ds, ds.qrels, CANDIDATES, negatives_per_query=3, seed=7)
+    assert same == stats and sorted(shuffled, key=repr) == sorted(pairs, key=repr) and shuffled != pairs
+    again, _ = rt.training_pairs(ds, ds.qrels, CANDIDATES, negatives_per_query=3, seed=7)
+    assert again == shuffled
+
+
+@pytest.mark.parametrize("split", ["dev", "test", "all"])
+def test_split_other_than_train_is_refused(split):
+    ds = tiny_dataset()
+    with pytest.raises(ConfigError, match="held out for evaluation"):
+        rt.training_pairs(ds, ds.qrels, CANDIDATES, split=split)
+    with pytest.raises(ConfigError, match="dev and test are held out"):
+        rt.check_split(split)
+    assert rt.check_split("train") == "train"
+
+
+EXPERIMENT = """
+name = "t"
+datasets = ["tiny"]
+[embedders.minilm]
+kind = "sentence-transformers"
+model = "all-MiniLM-L6-v2"
+[lanes.vector]
+kind = "pgvector"
+embedder = "minilm"
+[lanes.fts]
+kind = "fulltext"
+config = "simple"
+[lanes.unused]
+kind = "trigram"
+[lanes.refs]
+kind = "reference"
+[configs.both]
+lanes = ["fts", "vector", "refs"]
+[configs.vector]
+lanes = ["vector"]
+"""
+
+
+def test_union_candidates_round_robin_and_lanes(tmp_path):
+    runs = {"a": Run({"q1": [("x", 3.0), ("y", 2.0), ("z", 1.0)], "q2": [("x", 1.0)]}, "a"),
+            "b": Run({"q1": [("y", 9.0), ("w", 8.0)]}, "b")}
+    assert rt.union_candidates(runs) == {"q1": ["x", "y", "w", "z"], "q2": ["x"]}
+    assert rt.union_candidates(runs, ["q2", "q9"]) == {"q2": ["x"], "q9": []}
+
+    from workbench.experiment.config import load_experiment
+
+    (tmp_path / "t.toml").write_text(EXPERIMENT, encoding="utf-8")
+    exp = load_experiment(tmp_path / "t.toml", known_datasets={"tiny"})
+    assert rt.default_lanes(exp) == ["vector", "fts"]  # used by a config, declaration order, no reference lane
+    assert rt.choose_lanes(exp, ["unused", " fts", "unused"]) == ["unused", "fts"]
+    with pytest.raises(ConfigError, match="does not define"):
+        rt.choose_lanes(exp, ["nope"])
+
+
+def test_recipe_checks():
+    good = dict(steps=1, batch_size=1, max_length=32, lr=1e-5)
+    rt.check_recipe(**good)
+    for bad, msg in ((dict(steps=0), "steps must be an integer >= 1"), (dict(batch_size=0), "batch size"),
+                     (dict(max_length=1024), "at most 512"), (dict(lr=0.0), "learning rate"),
+                     (dict(lr=float("nan")), "learning rate")):
+        with pytest.raises(ConfigError, match=msg):
+            rt.check_recipe(**{**good, **bad})
+    with pytest.raises(ConfigError, match="no training pairs"):
+        rt.train([], steps=1, max_length=32)
+
+
+def test_smoothing_and_summary():
+    assert rt.smooth([1.0, 1.0, 1.0]) == pytest.approx([1.0, 1.0, 1.0])
+    sm = rt.smooth([1.0, 0.0])
+    assert sm[0] == pytest.approx(1.0) and sm[1] == pytest.approx(0.9 * 0.1 / (1 - 0.81))
+    s = rt.loss_summary([float(x) for x in range(20, 0, -1)])
+    assert s["steps"] == 20 and s["window"] == 2 and s["first_mean"] == 19.5 and s["last_mean"] == 1.5 and s["min"] == 1.0
+    assert list(s["smoothed_at"]) == [str(k) for k in range(2, 21, 2)]
+
+
+def _pairs() -> list[rt.Pair]:
+    ds = tiny_dataset()
+    docs = {d.doc_id: index_text(d) for d in ds.documents}
+    queries = ["act without attachment", "karma yoga", "the eternal soul", "moderation in food", "the lamp"]
+    out = []
+    for i in range(20):
+        q = queries[i % 5]
+        d = list(docs)[(i * 3) % 8]
+        out.append(rt.Pair(f"q{i % 5}", d, q, docs[d], float(i % 2), "positive" if i % 2 else "unjudged_negative"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """A model trained 6 steps on 20 tiny pairs, its curve, and the same again with the same and another seed."""
+    pairs = _pairs()
+    kw = dict(steps=6, batch_size=4, max_length=32, lr=5e-5)
+    seen = []
+    model, curve = rt.train(pairs, seed=3, progress=lambda step, loss: seen.append((step, loss)), **kw)
+    _m2, again = rt.train(pairs, seed=3, **kw)
+    _m3, other = rt.train(pairs, seed=4, **kw)
+    return {"model": model, "curve": curve, "again": again, "other": other, "seen": seen, "pairs": pairs}
+
+
+def test_training_is_reproducible(trained):
+    curve = trained["curve"]
+    assert len(curve) == 6 and all(np.isfinite(curve)) and all(0.0 < x < 5.0 for x in curve)
+    assert trained["again"] == pytest.approx(curve, abs=1e-6)
+    assert max(abs(a - b) for a, b in zip(trained["other"], curve)) > 1e-4
+    assert trained["seen"] == [(i, x) for i, x in enumerate(curve, 1)]
+
+
+def _card(ds, stats, curve, folder):
+    return rt.model_card(base=None, ds=ds, layer=built_layer(ds), stats=stats, steps=6, batch_size=4, lr=5e-5,
+                         max_length=32, seed=3, negatives_per_query=3, losses=curve, wall_s=12.5, train_s=10.0,
+                         folder=folder, candidates={"experiment": "experiments/seeds.toml", "lanes": ["vector"],
+                                                    "depth": 100})
+
+
+def test_written_folder_loads_and_card_says_what_it_was_trained_on(trained, tmp_path):
+    from workbench.scorers import CrossEncoderScorer, check_cross_encoder_folder, folder_digest
+
+    ds = tiny_dataset()
+    _pairs_, stats = rt.training_pairs(ds, ds.qrels, CANDIDATES, negatives_per_query=3)
+    folder = tmp_path / "models" / "tiny-ce"
+    card = _card(ds, stats, trained["curve"], folder)
+    assert rt.write_model(trained["model"], folder, card) == folder
+    assert check_cross_encoder_folder(folder) == folder.resolve()
+    assert sorted(p.name for p in tmp_path.joinpath("models").iterdir()) == ["tiny-ce"]  # no temporary left
+
+    scorer = CrossEncoderScorer(folder, max_length=32)
+    texts = [index_text(d) for d in ds.documents[:3]]
+    got = scorer.score("act without attachment", texts)
+    want = trained["model"].predict([("act without attachment", t) for t in texts], convert_to_numpy=True)
+    assert got.shape == (3,) and np.all((got > 0) & (got < 1))
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+    saved = json.loads((folder / "model_card.json").read_text(encoding="utf-8"))
+    assert saved["pairs"] == {"split": "train", "queries_in_split": 3, "queries": 2, "queries_without_positive": 1,
+                              "positives": 3, "judged_negatives": 2, "unjudged_negatives": 3, "missing_documents": 1,
+                              "negatives": 5, "pairs": 8}
+    assert "3 of the 5 negatives are unjudged: unjudged negatives may be false negatives" in saved["warning"]
+    assert saved["split"] == "train" and saved["qrels"]["layer"] == "built"
+    assert saved["dataset"] == {"name": "tiny", "documents_sha256": "a" * 64, "queries_sha256": "b" * 64,
+                                "qrels_sha256": "c" * 64}
+    assert saved["recipe"]["steps"] == 6 and saved["recipe"]["max_length"] == 32 and saved["recipe"]["seed"] == 3
+    assert saved["recipe"]["threads"] == os.cpu_count()
+    assert saved["loss"]["per_step"] == [round(x, 6) for x in trained["curve"]]
+    assert saved["loss"]["summary"]["final_smoothed"] == pytest.approx(rt.smooth(trained["curve"])[-1])
+    base = rt.resolve_base(None)
+    assert saved["base"]["kind"] == "bi-encoder" and saved["base"]["digest"] == folder_digest(base)
+    assert set(saved["code_sha256"]) == {"workbench/rerank_train.py", "workbench/scorers.py"}
+    assert all(len(v) == 64 for v in saved["code_sha256"].values())
+    assert {"torch", "transformers", "sentence-transformers"} <= set(saved["versions"])
+    assert saved["use"] == f'[rerankers.ce] kind = "cross-encoder"  model = "{folder}"'
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    assert "unjudged negatives may be false negatives" in readme and "3 unjudged negatives" in readme
+    assert "**train** only" in readme and "steps 6, batch size 4" in readme
+
+
+def test_overwrite_needs_force(trained, tmp_path):
+    ds = tiny_dataset()
+    _p, stats = rt.training_pairs(ds, ds.qrels, CANDIDATES)
+    folder = tmp_path / "ce"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("mine")
+    card = _card(ds, stats, trained["curve"], folder)
+    with pytest.raises(ConfigError, match="not empty; pass --force"):
+        rt.write_model(trained["model"], folder, card)
+    assert (folder / "keep.txt").read_text() == "mine"
+    rt.write_model(trained["model"], folder, card, force=True)
+    assert not (folder / "keep.txt").exists() and (folder / "config.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ce"]  # the old folder and the temporary are gone
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    rt.write_model(trained["model"], empty, card)  # an empty folder is no model to lose
+    assert (empty / "model_card.json").is_file()
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(ConfigError, match="is a file"):
+        rt.write_model(trained["model"], tmp_path / "a-file", card)
+
+
+def test_interrupted_write_leaves_nothing(trained, tmp_path, monkeypatch):
+    ds = tiny_dataset()
+    _p, stats = rt.training_pairs(ds, ds.qrels, CANDIDATES)
+    folder = tmp_path / "ce"
+
+    def boom(_card):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rt, "render_readme", boom)
+    with pytest.raises(KeyboardInterrupt):
+        rt.write_model(trained["model"], folder, _card(ds, stats, trained["curve"], folder))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_base_checks(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        rt.resolve_base(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="not a model folder"):
+        rt.resolve_base(tmp_path / "empty")
+    assert (rt.resolve_base("all-MiniLM-L6-v2") / "config.json").is_file()
+    assert rt.base_kind(rt.resolve_base(None)) == "bi-encoder"
+
+
+def _cli(args, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "home"))
+    return CliRunner().invoke(app, ["reranker", "train", *args])
+
+
+def test_cli_refuses_bad_input(tmp_path, monkeypatch):
+    res = _cli(["-d", "gita", "--split", "dev", "--no-mlflow"], tmp_path, monkeypatch)
+    assert res.exit_code == 2 and "dev and test are held out for evaluation" in res.output
+    assert "Traceback" not in res.output
+    res = _cli(["-d", "gita", "--base", str(tmp_path / "no-such-model"), "--no-mlflow"], tmp_path, monkeypatch)
+    assert res.exit_code == 2 and "does not exist" in res.output and "no-such-model" in res.output
+    res = _cli(["-d", "gita", "--steps", "0", "--no-mlflow"], tmp_path, monkeypatch)
+    assert res.exit_code == 2 and "steps must be an integer >= 1" in res.output
+    res = _cli(["-d", "gita", "--threads", "0", "--no-mlflow"], tmp_path, monkeypatch)
+    assert res.exit_code == 2 and "threads must be an integer >= 1" in res.output
+    res = _cli(["-d", "no-such-dataset", "-o", str(tmp_path / "o"), "--no-mlflow"], tmp_path, monkeypatch)
+    assert res.exit_code == 2 and "unknown dataset" in res.output and "no-such-dataset" in res.output
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "x").write_text("x")
+    res = _cli(["-d", "gita", "-o", str(out), "--no-mlflow"], tmp_path, monkeypatch)
+    assert res.exit_code == 2 and "not empty; pass --force" in res.output
+    assert res.output.count("error:") == 1 and (out / "x").read_text() == "x"
+
+
+def test_cli_end_to_end_on_gita(data_dir, tmp_path):
+    """The real command on the real gita, 3 steps, when its lanes are in the home's candidate cache."""
+    from workbench.data import catalog
+    from workbench.experiment.cache import CandidateCache, cache_key
+    from workbench.experiment.config import load_experiment
+    from workbench.experiment.runner import Engine
+    from workbench.settings import home_dir
+
+    home = home_dir()
+    defs = catalog.load_definitions()
+    if catalog.status("gita", defs, home=home) != "current":
+        pytest.skip("gita is not built in the workbench home; run `workbench data build --only gita`")
+    exp_file = Path(__file__).resolve().parents[1] / "experiments" / "seeds.toml"
+    exp = load_experiment(exp_file)
+    ds = catalog.load("gita", defs, home=home, check=False)
+    engine, cache = Engine(exp, home), CandidateCache(home / "cache" / "candidates")
+    lanes = ["vector", "fts_simple"]
+    for lane in lanes:
+        key = cache_key(engine.cache_parts(ds, exp.lanes[lane]))
+        if not (cache.root / key[:2] / f"{key}.json").is_file():
+            pytest.skip(f"lane {lane} of seeds.toml is not cached for gita; run `workbench eval {exp_file}`")
+    out = tmp_path / "gita-ce"
+    res = CliRunner().invoke(app, ["reranker", "train", "-d", "gita", "-e", str(exp_file), "--lanes", ",".join(lanes),
+                                   "--steps", "3", "--batch-size", "4", "--max-length", "64", "-o", str(out),
+                                   "--no-mlflow"])
+    assert res.exit_code == 0, res.output
+    card = json.loads((out / "model_card.json").read_text(encoding="utf-8"))
+    train_q = {q.query_id for q in ds.queries if q.split == "train"}
+    assert card["pairs"]["queries_in_split"] == len(train_q) and card["pairs"]["queries"] > 0
+    assert card["pairs"]["positives"] == sum(1 for r in ds.qrels if r.query_id in train_q and r.relevance > 0)
+    assert card["pairs"]["judged_negatives"] == 0  # the built layer grades nothing 0
+    assert 0 < card["pairs"]["unjudged_negatives"] <= 4 * card["pairs"]["queries"]
+    assert card["candidates"]["cached"] == {"vector": True, "fts_simple": True}
+    assert len(card["loss"]["per_step"]) == 3 and card["dataset"]["queries_sha256"] == ds.manifest["outputs"]["queries.tsv"]
+    assert f'model = "{out}"' in res.stdout and f"{card['pairs']['pairs']} pairs" in res.stdout

