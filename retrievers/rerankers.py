@@ -167,6 +167,16 @@ class CrossEncoderKind(RerankerKind):
     summary = "a local sentence-transformers CrossEncoder; score: its sigmoid probability, higher is better"
     Params = CrossEncoderParams
 
+    def check(self, name: str, params: CrossEncoderParams, dataset: str, res: Any) -> None:
+        """The model folder exists and holds a cross-encoder (not loaded)."""
+        from workbench.scorers import check_cross_encoder_folder
+
+        try:
+            check_cross_encoder_folder(resolve_model_folder(params.model.replace("{dataset}", dataset), res.home))
+        except ConfigError as exc:
+            raise ConfigError(f"[rerankers.{name}] model on {dataset}: "
+                              + str(exc).replace("-d DATASET", f"-d {dataset}")) from None
+
     def open(self, name: str, params: CrossEncoderParams, ds: Any, res: Any, runs: Mapping[str, Run]) -> ScorerReranker:
         """The reranker over the folder's model (loaded on the first pair not in the cache)."""
         from workbench.scorers import CrossEncoderScorer
@@ -227,10 +237,21 @@ class HttpRerankerKind(RerankerKind):
     summary = "a remote rerank API (query + documents in; index + relevance_score out); higher is better"
     Params = HttpRerankerParams
 
-    def open(self, name: str, params: HttpRerankerParams, ds: Any, res: Any, runs: Mapping[str, Run]) -> ScorerReranker:
-        """The reranker over the remote API (nothing is sent until a pair is missing from the cache)."""
+    def check(self, name: str, params: HttpRerankerParams, dataset: str, res: Any) -> None:
+        """The URL and the token's variable are usable (nothing is sent)."""
+        try:
+            self._scorer(params)
+        except ConfigError as exc:
+            raise ConfigError(f"[rerankers.{name}]: {exc}") from None
+
+    @staticmethod
+    def _scorer(params: HttpRerankerParams) -> Any:
         from workbench.http_scorer import HttpScorer
 
-        scorer = HttpScorer(params.url, model=params.model, batch_size=params.batch_size, timeout_s=params.timeout_s,
-                            retries=params.retries, api_key_env=params.api_key_env or None)
+        return HttpScorer(params.url, model=params.model, batch_size=params.batch_size, timeout_s=params.timeout_s,
+                          retries=params.retries, api_key_env=params.api_key_env or None)
+
+    def open(self, name: str, params: HttpRerankerParams, ds: Any, res: Any, runs: Mapping[str, Run]) -> ScorerReranker:
+        """The reranker over the remote API (nothing is sent until a pair is missing from the cache)."""
+        scorer = self._scorer(params)
         return ScorerReranker(name, _cached(scorer, res), getattr(res, "progress", False))

@@ -207,7 +207,7 @@ def test_a_lazy_embedder_answers_from_the_embedding_cache_without_loading_its_mo
     vec = np.zeros(384, np.float32)
     vec[0] = 1.0
     key = hashlib.sha256("karma yoga".encode()).hexdigest()
-    first._store([(MINILM_ID, "query", key, 384, vec.astype("<f4").tobytes())])
+    first._insert([(MINILM_ID, "query", key, 384, vec.astype("<f4").tobytes())])
     again = make_embedder({"kind": "sentence-transformers"}, cache_path=cache)
     assert again.dim == 384 and again.inner.loaded is False  # the dimension comes from the cache
     out = again.embed_queries(["karma yoga"])

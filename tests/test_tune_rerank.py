@@ -400,6 +400,6 @@ def test_the_shipped_rerank_study_loads():
     st = load_study(Path(__file__).resolve().parent.parent / "experiments" / "tune-rerank.toml",
                     known_datasets={"gita", "bilara-passages"})
     assert (st.experiment.name, st.dataset, st.split, st.baseline, st.trials) == ("rerank", "gita", "dev", "hybrid", 60)
-    assert st.space["rerank"]["reranker"] == ("none", "e5", "ce") and st.space["rerank"]["depth"] == (10, 20)
+    assert st.space["rerank"]["reranker"] == ("none", "e5", "ce") and st.space["rerank"]["depth"] == (20, 30)
     assert st.type_weights == {"paraphrase": 1.0, "term": 1.0, "reference": 1.0}
     assert baseline_params(st) == ({"k": 60, "rerank.reranker": "none"}, [])

@@ -197,21 +197,25 @@ def services_up(
     timeout: float = typer.Option(240.0, "--timeout", min=1, help="Seconds to wait for the cluster to be healthy."),
     model: Optional[Path] = typer.Option(None, "--model", help="reranker: the cross-encoder folder to serve."),
     host: Optional[str] = typer.Option(None, "--host", help="reranker: the address to listen on (default 127.0.0.1)."),
+    max_length: Optional[int] = typer.Option(None, "--max-length", min=8, max=512, help="reranker: word pieces per "
+                                             "pair (default: the window the model card says it was trained with, "
+                                             "else 256)."),
 ) -> None:
     """Fetch (Maven, cached in ~/.m2), install and start the local node; print its URL. Reuses a running one.
 
     `up reranker --model FOLDER` instead serves a cross-encoder over HTTP in the foreground (Ctrl-C stops it)
     for an `http` reranker of an experiment."""
     if service == "reranker":
-        _reranker_up(model, host or "127.0.0.1", port or 8787, heap is not None)
+        _reranker_up(model, host or "127.0.0.1", port or 8787, heap is not None, max_length)
         return
     from workbench.services import opensearch as node
     from workbench.settings import home_dir
 
     try:
-        _service(service)
-        if model is not None or host is not None:
-            raise WorkbenchError("--model and --host are options of `workbench services up reranker`")
+        if service not in SERVICES:
+            raise WorkbenchError(f"unknown service {service!r}; `services up` starts: {', '.join(SERVICES)}, reranker")
+        if model is not None or host is not None or max_length is not None:
+            raise WorkbenchError("--model, --host and --max-length are options of `workbench services up reranker`")
         if service == "postgres":
             raise WorkbenchError("the embedded PostgreSQL starts by itself when a command needs it and stops when the "
                                  "last one ends; `workbench services status postgres` shows it")
@@ -225,7 +229,7 @@ def services_up(
          "`workbench services down opensearch` stops it")
 
 
-def _reranker_up(model: Optional[Path], host: str, port: int, heap: bool) -> None:
+def _reranker_up(model: Optional[Path], host: str, port: int, heap: bool, max_length: Optional[int]) -> None:
     """`services up reranker`: serve the cross-encoder of ``model`` until Ctrl-C (see workbench.services.reranker)."""
     try:
         if model is None:
@@ -235,7 +239,9 @@ def _reranker_up(model: Optional[Path], host: str, port: int, heap: bool) -> Non
             raise WorkbenchError("--heap is an option of `workbench services up opensearch`")
         from workbench.services import reranker
 
-        reranker.serve(model, host=host, port=port, log=_log)
+        if max_length is None:
+            max_length = reranker.trained_max_length(model) or 256
+        reranker.serve(model, host=host, port=port, max_length=max_length, log=_log)
     except WorkbenchError as exc:
         _fail(exc)
 
@@ -1204,7 +1210,7 @@ def reranker_train(
     final = card["loss"]["summary"].get("final_smoothed", float("nan"))
     typer.echo(f"trained {folder}: {stats.pairs} pairs ({stats.positives} positive, {stats.negatives} negative, "
                f"{stats.unjudged_negatives} of them unjudged), final loss {final:.4f} (smoothed), "
-               f"{time.perf_counter() - t0:.0f} s; use it: {rt.usage_line(folder)}")
+               f"{time.perf_counter() - t0:.0f} s; use it:{rt.usage_line(folder, max_length)}")
 
 
 def _terminate(signum, _frame) -> None:

@@ -589,6 +589,7 @@ class TruncatingEmbedder:
         self.inner = inner
         self.max_tokens = max_tokens
         self._count = count
+        self._cuts: dict[tuple[str, bool], str] = {}
         self.model_id = f"{inner.model_id}@{max_tokens}t"
 
     @property
@@ -602,9 +603,20 @@ class TruncatingEmbedder:
         return getattr(self.inner, "loaded", getattr(getattr(self.inner, "inner", None), "loaded", True))
 
     def cut(self, text: str, is_query: bool) -> str:
-        """``text`` itself when it fits, else its longest whitespace-ended prefix that does."""
-        if len(text) <= self.max_tokens or self._count(text, is_query) <= self.max_tokens:
+        """``text`` itself when it fits, else its longest whitespace-ended prefix that does (remembered per text:
+        a reranker cuts the same passages for query after query)."""
+        if len(text) <= self.max_tokens:
             return text  # a token holds at least one character (after the prefix): short texts need no count
+        key = (text, is_query)
+        if key not in self._cuts:
+            if len(self._cuts) > 100_000:
+                self._cuts.clear()
+            self._cuts[key] = self._cut(text, is_query)
+        return self._cuts[key]
+
+    def _cut(self, text: str, is_query: bool) -> str:
+        if self._count(text, is_query) <= self.max_tokens:
+            return text
         lo, hi = 0, len(text)
         while lo < hi:  # the longest prefix length that fits
             mid = (lo + hi + 1) // 2

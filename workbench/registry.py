@@ -185,6 +185,14 @@ class RerankerKind(Declaration):
         """Lanes of the experiment whose candidates the reranker reads (they are run and cached too)."""
         return ()
 
+    def check(self, name: str, params: Any, dataset: str, res: Any) -> None:
+        """Check, before any lane runs, what :meth:`open` will need on ``dataset`` and that the file cannot
+        (a model folder, a URL, a token's variable), without loading a model; default nothing.
+
+        Raises:
+            ConfigError: naming ``[rerankers.NAME]`` and the fix.
+        """
+
     def cache_extra(self, params: Any, ds: Any, res: Any) -> dict[str, Any]:
         """What besides the parameters and the code shapes its scores (a model id); default nothing."""
         return {}

@@ -555,9 +555,12 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def usage_line(folder: Path | str) -> str:
-    """How to use a trained folder in an experiment."""
-    return f'[rerankers.ce] kind = "cross-encoder"  model = "{folder}"'
+def usage_line(folder: Path | str, max_length: int = DEFAULT_MAX_LENGTH) -> str:
+    """How to use a trained folder in an experiment: a TOML table to paste (several lines)."""
+    import json
+
+    return (f'\n[rerankers.ce]\nkind = "cross-encoder"\nmodel = {json.dumps(str(folder))}\n'
+            f"max_length = {max_length}   # the window it was trained with")
 
 
 def model_card(*, base: str | Path | None, ds: Any, layer: Any, stats: PairStats, steps: int, batch_size: int,
@@ -610,7 +613,7 @@ def model_card(*, base: str | Path | None, ds: Any, layer: Any, stats: PairStats
     }
     if folder is not None:
         card["folder"] = str(folder)
-        card["use"] = usage_line(folder)
+        card["use"] = usage_line(folder, max_length).strip()
     return card
 
 
@@ -692,17 +695,38 @@ def default_output(dataset: str, home: Path | None = None) -> Path:
 
 
 def check_destination(folder: Path | str, force: bool = False) -> Path:
-    """The absolute destination, refused when it holds something and ``force`` is off.
+    """The absolute destination, checked before any training: refused when it holds something that is not a
+    cross-encoder (even with ``force``: replacing it would delete someone's files), when it holds a model and
+    ``force`` is off, and when its parent cannot be written (so a read-only ``-o`` fails now, not after the
+    training).
 
     Raises:
-        ConfigError: the path is a file, or a non-empty folder without ``force``.
+        ConfigError: the path is a file; a non-empty folder that holds no cross-encoder; a model folder
+            without ``force``; a parent that cannot be created or written.
     """
+    import tempfile
+
     folder = Path(folder).expanduser().absolute()
     if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"output {folder} is a file, not a folder; choose another -o")
-    if folder.is_dir() and any(folder.iterdir()) and not force:
-        raise ConfigError(f"output folder {folder} exists and is not empty; pass --force to replace it, "
-                          "or choose another -o")
+        raise ConfigError(f"-o {folder} is a file, not a folder; choose another -o")
+    if folder.is_dir() and any(folder.iterdir()):
+        from workbench.scorers import check_cross_encoder_folder
+
+        try:
+            check_cross_encoder_folder(folder)
+        except ConfigError:
+            raise ConfigError(f"-o {folder} is a non-empty folder that holds no cross-encoder; it is never "
+                              "replaced (not even with --force): choose a new or empty folder for -o") from None
+        if not force:
+            raise ConfigError(f"-o {folder} already holds a cross-encoder; pass --force to replace it (or "
+                              "--skip-existing to keep it), or choose another -o")
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder.parent, prefix=".wb-write-check-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"-o {folder}: its folder {folder.parent} cannot be written ({exc.strerror or exc}); "
+                          "choose a writable place for -o") from None
     return folder
 
 

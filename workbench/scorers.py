@@ -76,6 +76,10 @@ def check_cross_encoder_folder(model: str | Path) -> Path:
     import json
 
     folder = Path(model).expanduser()
+    if folder.is_file():
+        raise ConfigError(f"cross-encoder model {str(model)!r} is a file; give the folder of a sentence-transformers "
+                          "CrossEncoder (the folder holding config.json), e.g. one written by "
+                          "`workbench reranker train -o FOLDER`")
     if not folder.is_dir():
         raise ConfigError(f"cross-encoder folder {str(model)!r} does not exist; give the folder of a "
                           "sentence-transformers CrossEncoder, e.g. one written by `workbench reranker train -o FOLDER`")

@@ -222,6 +222,19 @@ class Engine:
         parts.update(kind.cache_extra(spec.parsed(), ds, self))
         return parts
 
+    def check_rerankers(self, datasets) -> None:
+        """Check every reranker some config uses on every dataset (:meth:`workbench.registry.RerankerKind.check`:
+        model folders, URLs), before any lane runs, so a missing model fails first, not after an hour.
+
+        Raises:
+            ConfigError: naming the reranker, the dataset and the fix.
+        """
+        used = {c.rerank.reranker for c in self.exp.configs.values() if c.rerank is not None}
+        for name in sorted(used):
+            spec = self.exp.rerankers[name]
+            for dataset in datasets:
+                reranker_kind(spec.kind).check(name, spec.parsed(), dataset, self)
+
     def reranker(self, ds: catalog.Dataset, name: str, runs: dict[str, Run]):
         """A live Reranker ``[rerankers.NAME]`` on this dataset; ``runs``: the lanes' runs it may read."""
         spec = self.exp.rerankers[name]
@@ -362,6 +375,7 @@ def run_experiment(exp: Experiment, *, home: Path | None = None, progress: bool 
     layer = layers.check_layer(qrels, "--qrels") if qrels is not None else exp.qrels
     defs = catalog.load_definitions()
     engine = Engine(exp, home, progress, log)
+    engine.check_rerankers(exp.datasets)
     cache = CandidateCache(home / "cache" / "candidates", log=log)
     result = JobResult(exp, qrels_layer=layer)
     own_store = None

@@ -49,6 +49,24 @@ class RerankRequest(BaseModel):
     return_documents: bool = False
 
 
+def trained_max_length(folder: str | Path) -> int | None:
+    """The ``max_length`` a folder's ``model_card.json`` (written by ``workbench reranker train``) says it was
+    trained with, or None (no card, or no such field)."""
+    import json
+
+    try:
+        card = json.loads((Path(folder).expanduser() / "model_card.json").read_text(encoding="utf-8"))
+        value = card["recipe"]["max_length"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _valid_text(text: str) -> str:
+    """``text`` with lone surrogates (which JSON allows and UTF-8 cannot hold) replaced by U+FFFD."""
+    return text.encode("utf-8", "replace").decode("utf-8") if any("\ud800" <= c <= "\udfff" for c in text) else text
+
+
 def create_app(scorer: PairScorer, *, names: Sequence[str] = (), max_documents: int = MAX_DOCUMENTS) -> FastAPI:
     """The FastAPI application serving ``scorer`` (see the module's docstring for the endpoints).
 
@@ -75,7 +93,8 @@ def create_app(scorer: PairScorer, *, names: Sequence[str] = (), max_documents: 
                                      "send them in batches")
         with lock:
             state["requests"] += 1
-            scores = [float(s) for s in scorer.score(req.query, req.documents)] if req.documents else []
+            query, docs = _valid_text(req.query), [_valid_text(d) for d in req.documents]
+            scores = [float(s) for s in scorer.score(query, docs)] if docs else []
         order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:req.top_n]
         results: list[dict[str, Any]] = [{"index": i, "relevance_score": scores[i]} for i in order]
         if req.return_documents:
@@ -145,8 +164,9 @@ def serve(model_folder: str | Path, host: str = "127.0.0.1", port: int = DEFAULT
         sock.listen(128)  # from here connections wait in the backlog until uvicorn takes them
         where = f"[{host}]" if ":" in host else host
         url = f"http://{where}:{sock.getsockname()[1]}/rerank"
-        log(f"reranker {scorer.model_id} listening at {url}; in an experiment: "
-            f'[rerankers.remote] kind = "http"  url = "{url}"; Ctrl-C stops it')
+        log(f"reranker {scorer.model_id} listening at {url} (Ctrl-C stops it); in an experiment:\n"
+            f'[rerankers.remote]\nkind = "http"\nurl = "{url}"\nmodel = "{scorer.model_id}"   # keys the '
+            "pair-score cache: another model served at this URL is another model")
         uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")).run(sockets=[sock])
     finally:
         sock.close()
