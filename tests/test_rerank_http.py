@@ -295,6 +295,14 @@ def test_other_4xx_is_not_retried() -> None:
         assert len(seen) == 1
 
 
+def test_not_implemented_is_not_retried() -> None:
+    """HTTP 501 (``python -m http.server`` answers it to a POST): the url is not a rerank endpoint."""
+    with scripted((501, "Unsupported method ('POST')"), (200, good)) as (url, seen):
+        with pytest.raises(RerankError, match=r"refused \(HTTP 501: Unsupported method.*rerank endpoint"):
+            HttpScorer(url, retries=3, backoff_s=0.01).score("q", ["a"])
+        assert len(seen) == 1
+
+
 def test_bearer_token_from_the_environment_never_in_messages(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WB_TEST_RERANK_TOKEN", "s3cret-token")
     with scripted((200, good), (401, '{"detail": "bad token"}')) as (url, seen):

@@ -59,7 +59,8 @@ class HttpScorer:
         model: the ``model`` field of each request; left out when empty.
         batch_size: documents per request (> 0).
         timeout_s: seconds to connect, and seconds of silence while waiting for the answer, per request (> 0).
-        retries: further attempts of a request after a connection error, a timeout, HTTP 429 or 5xx (>= 0);
+        retries: further attempts of a request after a connection error, a timeout, HTTP 429 or 5xx but 501 and
+            505 (>= 0);
             never after another 4xx or a malformed answer.
         backoff_s: seconds before the first retry, doubled before each next one (>= 0).
         api_key_env: the name of an environment variable holding a bearer token, sent as
@@ -162,8 +163,8 @@ class HttpScorer:
             except requests.RequestException as exc:
                 raise self._error(where, f"the request failed ({_reason(exc)})", "check the url") from None
             came = f"HTTP {resp.status_code}: {_clip(resp.text)}"
-            if resp.status_code == 429 or resp.status_code >= 500:
-                last = came
+            if resp.status_code == 429 or (resp.status_code >= 500 and resp.status_code not in (501, 505)):
+                last = came  # 501 / 505 say the server does not do this at all: no point asking again
                 continue
             if not 200 <= resp.status_code < 300:
                 raise self._error(where, f"refused ({came})", self._refused_fix(resp.status_code))

@@ -88,7 +88,9 @@ def summary(result: StudyResult) -> str:
     lines.append(f"  chosen: lanes {', '.join(s.lanes)}; {s.method}" + (f" k={s.k:g}" if s.method == "rrf" else "") +
                  f"; weights {', '.join(f'{k}={v:.3g}' for k, v in (s.weights or {}).items())}; top_k {s.top_k}"
                  + (f"; rerank {r.reranker} depth {r.depth} weight {r.weight:.3g}"
-                    if (r := result.chosen_rerank) is not None else ""))
+                    if (r := result.chosen_rerank) is not None else "")
+                 + "".join(f"; {k.removeprefix('engine.')}={v}" for k, v in sorted(result.chosen.params.items())
+                           if k.startswith("engine.")))
     for split in ("dev", "test"):
         rep = result.evaluation.split(split)
         if rep is None or not rep.queries:
