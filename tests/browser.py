@@ -100,13 +100,13 @@ def open_page(drv, url: str, expect: list[str], timeout: float = 120) -> dict:
         time.sleep(1.0)
         try:
             text = drv.find_element(By.TAG_NAME, "body").text
-            running = drv.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]')
-        except Exception:  # noqa: BLE001 - the page is re-rendering
+            # the status widget shows "Running…" or a "Stop" button while the script still runs
+            busy = any(el.is_displayed() and ("Running" in el.text or "Stop" in el.text)
+                       for el in drv.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]'))
+        except Exception:  # noqa: BLE001 - the page is re-rendering (an element went stale under us)
             continue
         missing = [e for e in expect if e not in text]
-        # the status widget shows "Running…" or a "Stop" button while the script still runs
-        if not missing and not any(el.is_displayed() and ("Running" in el.text or "Stop" in el.text)
-                                   for el in running):
+        if not missing and not busy:
             break
     time.sleep(1.5)  # let plots finish drawing before the screenshot
     for _ in range(10):  # Streamlit may still replace elements: read again until they hold still
