@@ -47,6 +47,23 @@ class PairScorer(Protocol):
     def score(self, query: str, texts: Sequence[str]) -> np.ndarray: ...
 
 
+def _signature(folder: Path) -> tuple:
+    return tuple(sorted((p.relative_to(folder).as_posix(), st.st_size, st.st_mtime_ns)
+                        for p in folder.rglob("*") if p.is_file() for st in (p.stat(),)))
+
+
+_DIGESTS: dict[tuple, str] = {}
+
+
+def cached_folder_digest(folder: Path) -> str:
+    """:func:`folder_digest`, read once per process while no file of the folder changes (size, mtime): a model
+    opened per dataset, per config and per study is hashed once."""
+    key = (str(Path(folder).resolve()), _signature(Path(folder)))
+    if key not in _DIGESTS:
+        _DIGESTS[key] = folder_digest(Path(folder))
+    return _DIGESTS[key]
+
+
 def folder_digest(folder: Path) -> str:
     """sha256 over the names, sizes and bytes of the files of ``folder`` (recursively, sorted; hidden files and
     ``README.md`` / model cards excluded), so retrained weights in the same folder give a new digest."""
@@ -131,7 +148,7 @@ class CrossEncoderScorer:
         self.folder = check_cross_encoder_folder(model)
         self.max_length = max_length
         self.batch_size = batch_size
-        self.model_id = f"ce:{self.folder.name}@{folder_digest(self.folder)[:12]}/L{max_length}"
+        self.model_id = f"ce:{self.folder.name}@{cached_folder_digest(self.folder)[:12]}/L{max_length}"
         self._device = device
         self._threads = threads
         self._model: Any = None
