@@ -22,8 +22,9 @@ class SqlLane:
     """Mechanics shared by the Postgres lanes (vector, full text, trigram).
 
     Holds a :class:`Session` and the index table; :meth:`_run` answers a batch of
-    queries in one connection: each query's text is put in NFC (so NFD input ranks
-    the same), an empty or whitespace-only query (or ``k == 0``) gets an empty ranking
+    queries in one connection: each query's text is cleaned by the query normaliser
+    (:func:`workbench.text.query.clean`: NFC, so NFD input ranks the same; invisible and
+    control characters removed), an empty or whitespace-only query (or ``k == 0``) gets an empty ranking
     without a database call, every other query is answered by the subclass's
     ``_one(conn, text, k)`` and timed. ``last_latencies_ms`` maps each query_id of
     the last batch to its wall time in milliseconds (0.0 for a skipped query).
@@ -78,8 +79,9 @@ class SqlLane:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _guard(self, fn):
-        """Run ``fn()``, turning database errors into :class:`PgError` naming the lane and table."""
+    def _guard(self, fn, data_errors: bool = False):
+        """Run ``fn()``, turning database errors into :class:`PgError` naming the lane and table
+        (with ``data_errors``, a :class:`psycopg.DataError` is raised as it is, for the caller to isolate)."""
         import psycopg
 
         try:
@@ -95,6 +97,8 @@ class SqlLane:
             raise PgError(f"lane {self.name}: lost the connection to {self._session.dsn}: {_first_line(exc)}; "
                           "is the server running?") from None
         except psycopg.Error as exc:
+            if data_errors and isinstance(exc, psycopg.DataError):
+                raise
             raise PgError(f"lane {self.name}: query on {self.table!r} failed: {_first_line(exc)}") from None
 
     @staticmethod
@@ -108,20 +112,29 @@ class SqlLane:
         for key, value in settings.items():
             self._guard(lambda: conn.execute("SELECT set_config(%s, %s, false)", (key, str(value))))
 
-    def _run(self, queries, k: int, one, before=None):
-        """Answer ``queries`` (see the class docstring); ``before(conn)`` runs once first."""
+    def _run(self, queries, k: int, one, before=None, transliterate: bool = False):
+        """Answer ``queries`` (see the class docstring); ``before(conn)`` runs once first.
+
+        Each query's text is cleaned by :func:`workbench.text.query.clean`; with ``transliterate`` every form of
+        :func:`workbench.text.query.query_forms` is searched and each document keeps its best score (the top
+        ``k`` by best score is within the union of the forms' top ``k``). A query the server refuses as data
+        (:class:`psycopg.DataError`) gets an empty ranking and a warning on stderr; the others are answered.
+        """
         import time
-        import unicodedata
+
+        import psycopg
 
         from workbench.run import Run
+        from workbench.text.query import clean, query_forms
 
         k = self._check_k(k)
         rows: dict[str, list[tuple[str, float]]] = {}
         lat: dict[str, float] = {}
         conn = None
         for q in queries:
-            text = unicodedata.normalize("NFC", q.text or "")
-            if k == 0 or not text.strip():
+            forms = query_forms(q.text or "") if transliterate else [clean(q.text or "")]
+            forms = [f for f in forms if f.strip()]
+            if k == 0 or not forms:
                 rows[q.query_id], lat[q.query_id] = [], 0.0
                 continue
             if conn is None:
@@ -129,7 +142,19 @@ class SqlLane:
                 if before is not None:
                     before(conn)
             t0 = time.perf_counter()
-            rows[q.query_id] = self._guard(lambda: one(conn, text, k))
+            best: dict[str, float] = {}
+            for form in forms:
+                try:
+                    found = self._guard(lambda: one(conn, form, k), data_errors=True)
+                except psycopg.DataError as exc:
+                    print(f"lane {self.name}: query {q.query_id} refused by the server ({_first_line(exc)}); "
+                          "it gets an empty ranking", file=sys.stderr)
+                    found = []
+                for d, s in found:
+                    if s > best.get(d, float("-inf")):
+                        best[d] = s
+            ranked = sorted(best.items(), key=lambda ds: (-ds[1], ds[0]))
+            rows[q.query_id] = ranked[:k]
             lat[q.query_id] = (time.perf_counter() - t0) * 1000.0
         self.last_latencies_ms = lat
         return Run(rows, self.name)

@@ -21,7 +21,8 @@ sent as a parameter and turned into lexemes by the same configuration, so quotes
 * ``websearch``: ``websearch_to_tsquery`` (quotes, ``or``, ``-``; never a syntax error).
 
 A query with no lexemes (empty, only stop words or punctuation) returns an empty
-ranking. Queries longer than ``max_query_chars`` (default 2,000) are cut to that length.
+ranking, and so does one with no positive term (``websearch`` ``-krishna``: PostgreSQL's
+``querytree`` is ``T``), which would otherwise match every document with score 0. Queries longer than ``max_query_chars`` (default 2,000) are cut to that length.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class FullTextLane(SqlLane):
         form: ``or``, ``and``, ``phrase`` or ``websearch``.
         normalization: ``ts_rank_cd`` normalisation bitmask, 0..63 (PostgreSQL docs §12.3.3).
         max_query_chars: longer queries are cut to this many characters.
+        transliterate: also search the query's IAST form and Pali variants
+            (:func:`workbench.text.query.query_forms`; each document keeps its best score).
 
     Attributes:
         last_latencies_ms: per query_id, the SQL round trip in ms.
@@ -69,7 +72,7 @@ class FullTextLane(SqlLane):
     """
 
     def __init__(self, name: str, dsn, table, *, config: str = "simple", form: str = "or",
-                 normalization: int = 32, max_query_chars: int = 2000):
+                 normalization: int = 32, max_query_chars: int = 2000, transliterate: bool = False):
         super().__init__(name, dsn, table)
         if config not in TSV_COLUMNS:
             raise ConfigError(f"lane {name}: config must be one of {', '.join(TSV_COLUMNS)}, got {config!r}")
@@ -81,6 +84,7 @@ class FullTextLane(SqlLane):
             raise ConfigError(f"lane {name}: max_query_chars must be a positive integer, got {max_query_chars!r}")
         self.ts_config, self.form, self.normalization = config, form, normalization
         self.max_query_chars = max_query_chars
+        self.transliterate = bool(transliterate)
         self.column = TSV_COLUMNS[config]
         self.score_kind = (f"ts_rank_cd({self.column}, {form} tsquery, normalization {normalization}), "
                            ">= 0, higher is better")
@@ -89,7 +93,7 @@ class FullTextLane(SqlLane):
         """Every engine parameter that shapes the ranking (keys the candidate cache)."""
         return {"kind": "fulltext", "table": self.table, "config": self.ts_config, "column": self.column,
                 "form": self.form, "normalization": self.normalization, "rank": "ts_rank_cd",
-                "max_query_chars": self.max_query_chars}
+                "max_query_chars": self.max_query_chars, "transliterate": self.transliterate}
 
     def search(self, queries: Sequence[Query], k: int) -> Run:
         """Top ``k`` documents by ``ts_rank_cd`` for every query (empty ranking when a query has no lexemes).
@@ -102,7 +106,7 @@ class FullTextLane(SqlLane):
 
         stmt = sql.SQL(
             "SELECT t.doc_id, ts_rank_cd(t.{col}, q.tsq, %(norm)s::int) AS score "
-            "FROM (SELECT {tsq} AS tsq) q, {table} t WHERE t.{col} @@ q.tsq "
+            "FROM (SELECT {tsq} AS tsq) q, {table} t WHERE t.{col} @@ q.tsq AND querytree(q.tsq) <> 'T' "
             "ORDER BY score DESC, t.doc_id COLLATE \"C\" LIMIT %(k)s"
         ).format(col=sql.Identifier(self.column), tsq=sql.SQL(_TSQUERY[self.form]),
                  table=sql.Identifier(self.table)).as_string(None)
@@ -111,7 +115,7 @@ class FullTextLane(SqlLane):
             params = {"cfg": self.ts_config, "q": text[: self.max_query_chars], "norm": self.normalization, "k": k}
             return [(d, float(s)) for d, s in conn.execute(stmt, params).fetchall()]
 
-        return self._run(queries, k, one)
+        return self._run(queries, k, one, transliterate=self.transliterate)
 
 
 class FullTextParams(Params):
@@ -122,6 +126,8 @@ class FullTextParams(Params):
     form: Literal["or", "and", "phrase", "websearch"] = Field("or", description="how query words combine")
     normalization: int = Field(32, ge=0, le=63, description="ts_rank_cd normalization bitmask")
     max_query_chars: int = Field(2000, ge=1, description="longer queries are cut at a word boundary")
+    transliterate: bool = Field(False, description="also search the query in IAST (Cyrillic, Devanagari, HK, "
+                                "Velthuis) and its Pali spelling variants; best score per document")
 
 
 class FullTextKind(TextIndexKind):

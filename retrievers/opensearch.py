@@ -38,13 +38,13 @@ from __future__ import annotations
 
 import functools
 import time
-import unicodedata
 from pathlib import Path
 from typing import Annotated, Any, Literal, Sequence, Union
 
 from pydantic import Field, field_validator
 
 from workbench.text import doctext, refs
+from workbench.text.query import query_forms
 
 from workbench.engines import os_index
 from workbench.errors import ConfigError
@@ -89,6 +89,9 @@ class OpenSearchLane:
         operator: for ``fuzzy`` and ``lemma``: ``or`` or ``and``.
         ef_search: for ``semantic``: HNSW candidate list size, raised to ``k``.
         max_query_chars: longer queries are cut to this many characters.
+        transliterate: for ``fuzzy``, ``exact`` and ``lemma``: also search the query's IAST form
+            and Pali variants (:func:`workbench.text.query.query_forms`) in one ``dis_max``
+            query, so each document keeps its best score over the forms.
 
     Attributes:
         last_latencies_ms: per query_id, the request's round trip in ms (plus, for
@@ -101,7 +104,8 @@ class OpenSearchLane:
     """
 
     def __init__(self, name: str, es, index: str, mode: str, *, url: str = "", embedder: Any = None,
-                 fuzziness: str = "AUTO", operator: str = "or", ef_search: int = 100, max_query_chars: int = 1000):
+                 fuzziness: str = "AUTO", operator: str = "or", ef_search: int = 100, max_query_chars: int = 1000,
+                 transliterate: bool = False):
         if mode not in MODES:
             raise ConfigError(f"lane {name}: mode must be one of {', '.join(MODES)}, got {mode!r}")
         if str(fuzziness) not in FUZZINESS:
@@ -116,11 +120,14 @@ class OpenSearchLane:
                               f"got {max_query_chars!r}")
         if mode == "semantic" and embedder is None:
             raise ConfigError(f"lane {name}: mode 'semantic' needs an embedder")
+        if transliterate and mode not in ("fuzzy", "exact", "lemma"):
+            raise ConfigError(f"lane {name}: transliterate applies to the fuzzy, exact and lemma modes, not {mode!r}")
         self.name, self.es, self.index, self.mode, self.url = name, es, str(getattr(index, "name", index)), mode, url
         self.embedder = embedder
         self.fuzziness, self.operator, self.ef_search = str(fuzziness), operator, ef_search
         self.max_query_chars = max_query_chars
-        self.score_kind = _SCORE_KIND[mode]
+        self.transliterate = bool(transliterate)
+        self.score_kind = _SCORE_KIND[mode] + (" (best over the query's forms)" if self.transliterate else "")
         self.last_latencies_ms: dict[str, float] = {}
         self.last_shortened: set[str] = set()
 
@@ -134,15 +141,18 @@ class OpenSearchLane:
             out.update(operator=self.operator)
         if self.mode == "semantic":
             out.update(ef_search=self.ef_search, model_id=self.embedder.model_id)
+        if self.transliterate:
+            out.update(transliterate=True)
         return out
 
     # ------------------------------------------------------------ queries
 
     def clean(self, text: str) -> str:
-        """The query as sent: NFC, control characters as spaces, whitespace collapsed, cut to
-        ``max_query_chars`` at a word boundary (a cut word would defeat the exact mode)."""
-        text = "".join(" " if unicodedata.category(c) == "Cc" else c for c in unicodedata.normalize("NFC", text))
-        text = " ".join(text.split())
+        """The query as sent: cleaned by the query normaliser (:func:`workbench.text.query.clean`), whitespace
+        collapsed, cut to ``max_query_chars`` at a word boundary (a cut word would defeat the exact mode)."""
+        from workbench.text.query import clean
+
+        text = " ".join(clean(text).split())
         if len(text) > self.max_query_chars:
             cut = text[: self.max_query_chars + 1]
             text = cut.rsplit(" ", 1)[0] if " " in cut else cut[: self.max_query_chars]
@@ -160,18 +170,10 @@ class OpenSearchLane:
         if not text:
             return None
         if self.mode in ("fuzzy", "exact", "lemma"):
-            text = " ".join(text.split()[:max_words])
-        if self.mode == "fuzzy":
-            n = len(text.split())
-            q: dict[str, Any] = {"match": {"content.text": {"query": text, "fuzziness": self.fuzziness,
-                                                             "operator": self.operator,
-                                                             "max_expansions": max(1, min(50, 1000 // n))}}}
-        elif self.mode == "exact":
-            q = {"bool": {"should": [{"term": {"content.exact": {"value": text, "boost": 2.0}}},
-                                     {"match_phrase": {"content.words": {"query": text}}}],
-                          "minimum_should_match": 1}}
-        elif self.mode == "lemma":
-            q = {"match": {"content.lemma": {"query": text, "operator": self.operator}}}
+            forms = query_forms(text) if self.transliterate else [text]
+            forms = [" ".join(f.split()[:max(1, max_words // len(forms))]) for f in forms]
+            parts = [self._text_query(f) for f in forms]
+            q: dict[str, Any] = parts[0] if len(parts) == 1 else {"dis_max": {"queries": parts, "tie_breaker": 0.0}}
         elif self.mode == "page_ref":
             key = page_query_key(text)
             q = {"bool": {"should": [{"constant_score": {"filter": {"term": {"page_refs": key}}, "boost": 2.0}},
@@ -182,6 +184,18 @@ class OpenSearchLane:
                                             "method_parameters": {"ef_search": max(self.ef_search, k)}}}}
         return {"size": k, "query": q, "sort": [{"_score": "desc"}, {"doc_id": "asc"}], "track_scores": True,
                 "track_total_hits": False, "_source": False}
+
+    def _text_query(self, text: str) -> dict[str, Any]:
+        """The query of a text mode for one form of the query."""
+        if self.mode == "fuzzy":
+            n = len(text.split())
+            return {"match": {"content.text": {"query": text, "fuzziness": self.fuzziness, "operator": self.operator,
+                                               "max_expansions": max(1, min(50, 1000 // n))}}}
+        if self.mode == "exact":
+            return {"bool": {"should": [{"term": {"content.exact": {"value": text, "boost": 2.0}}},
+                                        {"match_phrase": {"content.words": {"query": text}}}],
+                             "minimum_should_match": 1}}
+        return {"match": {"content.lemma": {"query": text, "operator": self.operator}}}
 
     def search(self, queries: Sequence[Query], k: int) -> Run:
         """Top ``k`` documents for every query (empty ranking for an empty query).
@@ -268,6 +282,8 @@ class FuzzyParams(_OsParams):
     mode: Literal["fuzzy"]
     fuzziness: Union[str, int] = Field("AUTO", description="edits allowed per term: AUTO or 0, 1, 2")
     operator: Literal["or", "and"] = Field("or", description="whether every query word must match")
+    transliterate: bool = Field(False, description="also search the query in IAST (Cyrillic, Devanagari, HK, "
+                                "Velthuis) and its Pali spelling variants; best score per document (dis_max)")
 
     @field_validator("fuzziness", mode="before")
     @classmethod
@@ -281,6 +297,8 @@ class ExactParams(_OsParams):
     """``mode = "exact"``: the whole text or the words in order, diacritics kept."""
 
     mode: Literal["exact"]
+    transliterate: bool = Field(False, description="also search the query in IAST (Cyrillic, Devanagari, HK, "
+                                "Velthuis) and its Pali spelling variants; best score per document (dis_max)")
 
 
 class LemmaParams(_OsParams):
@@ -288,6 +306,8 @@ class LemmaParams(_OsParams):
 
     mode: Literal["lemma"]
     operator: Literal["or", "and"] = Field("or", description="whether every query word must match")
+    transliterate: bool = Field(False, description="also search the query in IAST (Cyrillic, Devanagari, HK, "
+                                "Velthuis) and its Pali spelling variants; best score per document (dis_max)")
 
 
 class PageRefParams(_OsParams):

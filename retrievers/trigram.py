@@ -57,6 +57,8 @@ class TrigramLane(SqlLane):
             paraphrase costs 70-350 ms a query against 700 gita verses (``word_similarity``
             rechecks every candidate against the whole body), several seconds against
             512-token passages; a limit keeps a main job within minutes.
+        transliterate: also search the query's IAST form and Pali variants
+            (:func:`workbench.text.query.query_forms`; each document keeps its best score).
 
     Attributes:
         last_latencies_ms: per query_id, the SQL round trip in ms.
@@ -66,7 +68,7 @@ class TrigramLane(SqlLane):
     """
 
     def __init__(self, name: str, dsn, table, *, function: str = "word_similarity", threshold: float = 0.3,
-                 max_query_chars: int = 512, max_query_words: int | None = None):
+                 max_query_chars: int = 512, max_query_words: int | None = None, transliterate: bool = False):
         super().__init__(name, dsn, table)
         if function not in FUNCTIONS:
             raise ConfigError(f"lane {name}: function must be one of {', '.join(FUNCTIONS)}, got {function!r}")
@@ -79,12 +81,14 @@ class TrigramLane(SqlLane):
             raise ConfigError(f"lane {name}: max_query_words must be a positive integer or absent, got {max_query_words!r}")
         self.function, self.threshold, self.max_query_chars = function, float(threshold), max_query_chars
         self.max_query_words = max_query_words
+        self.transliterate = bool(transliterate)
         self.score_kind = f"pg_trgm {function}, in [0, 1], higher is better"
 
     def config(self) -> dict[str, Any]:
         """Every engine parameter that shapes the ranking (keys the candidate cache)."""
         return {"kind": "trigram", "table": self.table, "function": self.function, "threshold": self.threshold,
-                "max_query_chars": self.max_query_chars, "max_query_words": self.max_query_words}
+                "max_query_chars": self.max_query_chars, "max_query_words": self.max_query_words,
+                "transliterate": self.transliterate}
 
     def search(self, queries: Sequence[Query], k: int) -> Run:
         """Top ``k`` documents by trigram similarity above the threshold, for every query.
@@ -103,7 +107,8 @@ class TrigramLane(SqlLane):
             rows = conn.execute(stmt, {"q": text[: self.max_query_chars], "k": k}).fetchall()
             return [(d, float(s)) for d, s in rows]
 
-        return self._run(queries, k, one, before=lambda conn: self._set(conn, {_GUC[self.function]: repr(self.threshold)}))
+        return self._run(queries, k, one, before=lambda conn: self._set(conn, {_GUC[self.function]: repr(self.threshold)}),
+                         transliterate=self.transliterate)
 
 
 class TrigramParams(Params):
@@ -114,6 +119,8 @@ class TrigramParams(Params):
     threshold: float = Field(0.3, ge=0, le=1, description="pg_trgm threshold of a candidate")
     max_query_words: Optional[int] = Field(None, ge=1, description="words of the query kept (default all)")
     max_query_chars: int = Field(512, ge=1, description="characters of the query kept")
+    transliterate: bool = Field(False, description="also search the query in IAST (Cyrillic, Devanagari, HK, "
+                                "Velthuis) and its Pali spelling variants; best score per document")
 
 
 class TrigramKind(TextIndexKind):

@@ -70,8 +70,17 @@ def test_hand_computed_single_query():
 def test_per_query_table_shape():
     res = evaluate(Run(Q1_RUN), Q1_QRELS, [Q("q1", "paraphrase", "dev", "ru")])
     assert isinstance(res, EvalResult)
-    assert list(res.per_query.columns) == ["query_id", "query_type", "split", "language", *DEFAULT_MEASURES]
+    assert list(res.per_query.columns) == ["query_id", "query_type", "split", "language", "script", *DEFAULT_MEASURES]
     assert res.per_query.iloc[0][["query_id", "query_type", "split", "language"]].tolist() == ["q1", "paraphrase", "dev", "ru"]
+
+
+def test_per_query_table_names_the_script_of_each_query():
+    qs = [Query(f"q{i}", text, "term", "pi", "test") for i, text in
+          enumerate(["saṅkhārā", "sankhara", "санкхара", "सङ्खारा", "BG 2.47", "2.47"])]
+    qrels = [Qrel(q.query_id, "d1", 1) for q in qs]
+    res = evaluate(Run({q.query_id: [("d1", 1.0)] for q in qs}), qrels, qs)
+    assert res.per_query["script"].tolist() == ["IAST", "ASCII", "Cyrillic", "Devanagari", "ASCII", "none"]
+    assert res.aggregate("script").loc["Cyrillic", "n"] == 1
     assert all(res.per_query[m].dtype == np.float64 for m in DEFAULT_MEASURES)
     assert res.measures == DEFAULT_MEASURES
     assert list(res.overall) == list(DEFAULT_MEASURES)

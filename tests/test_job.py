@@ -151,3 +151,23 @@ def test_eval_cli_rejects_a_bad_experiment_before_any_retrieval(tmp_path, monkey
     monkeypatch.setenv("WORKBENCH_PG_DSN", "postgresql://nobody@/nowhere?host=/nonexistent")
     res = CliRunner().invoke(app, ["eval", str(p), "--no-track"])
     assert res.exit_code == 2 and "configs.ref.lanes" in res.output and "ghost" in res.output
+
+
+def test_search_cli_reads_pasted_query_files(job, pg_dsn, monkeypatch, tmp_path):
+    """The issue's reproduction: a byte-order mark on the first line hid that query from the reference lane;
+    a NUL in one query aborted the batch on every Postgres lane; invisible characters split words."""
+    from workbench.cli import app
+
+    exp, _res, home = job
+    monkeypatch.setenv("WORKBENCH_HOME", str(home))
+    monkeypatch.setenv("WORKBENCH_PG_DSN", pg_dsn)
+    q = tmp_path / "q.txt"
+    q.write_bytes("\ufeffBG 2.47\nBG 2.47\nphale\x00ṣu kad\u00adācana\n\u200eBG २.४७\u200f\n\u200b\n".encode("utf-8"))
+    res = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "-k", "1", "--json", "-f", str(q)])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert [r["query"] for r in out] == ["BG 2.47", "BG 2.47", "phaleṣu kadācana", "BG 2.47"]  # the empty line is dropped
+    assert [r["hits"][0]["doc_id"] if r["hits"] else None for r in out] == ["bg2.47", "bg2.47", None, "bg2.47"]
+    fts = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "fts", "-k", "1", "--json", "-f", str(q)])
+    assert fts.exit_code == 0, fts.output
+    assert json.loads(fts.stdout)[2]["hits"][0]["doc_id"] == "bg2.47"

@@ -306,7 +306,8 @@ def test_configs_name_every_engine_parameter(reader, index):
     assert FullTextLane("f", reader, index, config="wb_fold", form="and").config()["column"] == "tsv_fold"
     assert TrigramLane("t", reader, index).config() == {"kind": "trigram", "table": index.table,
                                                         "function": "word_similarity", "threshold": 0.3,
-                                                        "max_query_chars": 512, "max_query_words": None}
+                                                        "max_query_chars": 512, "max_query_words": None,
+                                                        "transliterate": False}
 
 
 def test_connection_factory_and_read_only_session(pg_dsn, index):
@@ -325,3 +326,63 @@ def test_connection_factory_and_read_only_session(pg_dsn, index):
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             lane._session.get().execute("CREATE TABLE wb_should_not_exist (x int)")
     assert made[0].closed
+
+
+# ---------------------------------------------------------------- the query normaliser and transliteration (#12)
+
+def _ids(run, qid):
+    return [h.doc_id for h in run[qid]]
+
+
+@pytest.mark.parametrize("make", [
+    lambda r, i: FullTextLane("fts", r, i, config="wb_fold"),
+    lambda r, i: TrigramLane("trigram", r, i, threshold=0.6),
+    lambda r, i: VectorLane("vector", r, i, EMB),
+])
+def test_a_nul_byte_costs_no_other_query_its_answer(reader, index, make):
+    """One NUL in one query used to abort the batch on every Postgres lane (exit 2, nothing answered)."""
+    lane = make(reader, index)
+    alone = lane.search([Q("b", "phaleṣu kadācana")], 10)
+    run = lane.search([Q("a", "phale\x00ṣu kadācana"), Q("b", "phaleṣu kadācana")], 10)
+    assert _ids(run, "b") == _ids(alone, "b") and _ids(run, "b")
+    assert _ids(run, "a") == _ids(alone, "b")  # the NUL is removed, not a word break
+
+
+@pytest.mark.parametrize("pasted", ["pha\u00adle\u1e63u kad\u0101cana", "phale\u1e63u\u200b kad\u0101\u200dcana",
+                                    "\ufeff\u200ephale\u1e63u kad\u0101cana\u200f"])
+def test_invisible_characters_inside_words_are_ignored(reader, index, pasted):
+    for lane in (FullTextLane("fts", reader, index, config="simple"), TrigramLane("trigram", reader, index)):
+        assert _ids(lane.search([Q("q", pasted)], 10), "q")[0] == "bg2.47"
+
+
+def test_websearch_with_no_positive_term_is_an_empty_ranking(reader, index):
+    lane = FullTextLane("fts", reader, index, config="simple", form="websearch")
+    run = lane.search([Q("neg", "-krishna"), Q("both", "arjuna -krishna")], 10)
+    assert run["neg"] == ()
+    assert len(run["both"]) == 10 and all(h.score > 0 for h in run["both"])
+
+
+def test_transliterated_terms_find_what_their_iast_form_finds(reader, index):
+    """The gita term ``abhidhīyate`` typed in Cyrillic, Devanagari and Harvard-Kyoto: with ``transliterate``
+    the folded lane ranks exactly what the IAST form ranks; without it, nothing."""
+    typed = {"iast": "abhidhīyate", "cyr": "абхидхияте", "deva": "अभिधीयते", "hk": "abhidhIyate"}
+    qs = [Q(k, v) for k, v in typed.items()]
+    tr = FullTextLane("fold_tr", reader, index, config="wb_fold", transliterate=True).search(qs, 10)
+    plain = FullTextLane("fold", reader, index, config="wb_fold").search(qs, 10)
+    want = _ids(plain, "iast")
+    assert len(want) >= 2
+    for k in ("cyr", "deva", "hk"):
+        assert _ids(tr, k) == want, k
+    assert plain["cyr"] == () and plain["deva"] == ()
+    trig = TrigramLane("trigram_tr", reader, index, threshold=0.6, transliterate=True).search(qs, 10)
+    assert set(_ids(trig, "cyr")) >= set(want[:2])
+
+
+def test_velar_nasal_variants_find_the_same_verses(reader, index):
+    """``saṅkalpa`` (the gita's spelling) typed with ṁ or m before the k."""
+    qs = [Q("text", "saṅkalpa"), Q("m", "saṁkalpa"), Q("ascii", "samkalpa")]
+    plain = FullTextLane("simple", reader, index, config="simple").search(qs, 10)
+    tr = FullTextLane("simple_tr", reader, index, config="simple", transliterate=True).search(qs, 10)
+    want = _ids(plain, "text")
+    assert want and plain["m"] == () and plain["ascii"] == ()
+    assert _ids(tr, "m") == want and _ids(tr, "ascii")[: len(want)] == want

@@ -351,9 +351,12 @@ def test_a_long_query_is_cut_at_a_word_boundary(os_cluster, index):
     assert ln.clean("x" * 50) == "x" * 30
 
 
-def test_control_characters_are_spaces(os_cluster, index):
+def test_control_characters_follow_the_query_normaliser(os_cluster, index):
+    """The same hygiene as the Postgres lanes (workbench.text.query.clean): tabs are spaces, NUL and BEL are
+    removed, invisible characters too."""
     ln = lane(os_cluster, index, "page_ref")
-    assert ln.clean("M i 56\x00") == "M i 56" and ln.clean("M\ti\x0756") == "M i 56"
+    assert ln.clean("M i 56\x00") == "M i 56" and ln.clean("M\ti\x07 56") == "M i 56"
+    assert ln.clean("\ufeffM\u200b i\u00ad 56") == "M i 56"
     assert ln.search([Q("p", "M i 56\x00")], 5)["p"][0].doc_id == "mn10:2.1"
 
 
@@ -382,3 +385,19 @@ def test_a_query_over_the_clause_limit_is_retried_with_half_the_words():
     run = ln.search([Q("long", " ".join(f"w{i}" for i in range(300))), Q("short", "dhamma")], 5)
     assert es.sent == [256, 128, 64, 32, 1] and ln.last_shortened == {"long"}
     assert [h.doc_id for h in run["long"]] == ["d1"] and run["short"][0].doc_id == "d1"
+
+
+def test_transliterate_searches_every_form_of_the_query(os_cluster, index):
+    """A Pali term typed in the Russian reader's Cyrillic or in Devanagari ranks what its IAST form ranks (one
+    ``dis_max`` over the forms); without ``transliterate`` the Cyrillic form finds nothing."""
+    qs = [Q("iast", "satipaṭṭhāna"), Q("cyr", "сатипаттхана"), Q("deva", "सतिपट्ठान")]
+    tr = lane(os_cluster, index, "fuzzy", transliterate=True)
+    body = tr.query_body("сатипаттхана", 10)["query"]
+    assert [p["match"]["content.text"]["query"] for p in body["dis_max"]["queries"]] == ["сатипаттхана", "satipatthana"]
+    run = tr.search(qs, 10)
+    want = [h.doc_id for h in run["iast"]]
+    assert len(want) >= 3
+    assert [h.doc_id for h in run["cyr"]][:3] == want[:3] and [h.doc_id for h in run["deva"]][:3] == want[:3]
+    assert lane(os_cluster, index, "fuzzy").search(qs, 10)["cyr"] == ()
+    with pytest.raises(ConfigError, match="transliterate applies"):
+        lane(os_cluster, index, "page_ref", transliterate=True)

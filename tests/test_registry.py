@@ -271,7 +271,8 @@ def test_a_lane_written_with_or_without_its_defaults_is_the_same_lane(tmp_path):
     b = _exp(tmp_path, '[lanes.f]\nkind = "fulltext"\nnormalization = 32\nform = "or"\n[configs.c]\nlanes = ["f"]\n',
              "b.toml")
     ca, cb = (load_experiment(p, known_datasets={"gita"}).lanes["f"].canonical() for p in (a, b))
-    assert ca == cb == {"config": "simple", "form": "or", "normalization": 32, "max_query_chars": 2000}
+    assert ca == cb == {"config": "simple", "form": "or", "normalization": 32, "max_query_chars": 2000,
+                        "transliterate": False}
 
 
 @pytest.mark.parametrize("module, problem", [

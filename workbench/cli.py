@@ -954,10 +954,14 @@ def judge_import(
 
 
 def _read_queries(queries: list[str], file: Optional[Path]) -> list[str]:
+    """Query texts from the arguments and the file (``utf-8-sig``: a byte-order mark is not part of the first
+    query), each cleaned by :func:`workbench.text.query.clean`; lines empty after cleaning are left out."""
+    from workbench.text.query import clean
+
     texts = list(queries)
     if file is not None:
         try:
-            src = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+            src = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8-sig")
         except FileNotFoundError:
             raise WorkbenchError(f"query file {file} does not exist; give a UTF-8 text file, one query per line") from None
         except IsADirectoryError:
@@ -966,8 +970,8 @@ def _read_queries(queries: list[str], file: Optional[Path]) -> list[str]:
             raise WorkbenchError(f"query file {file} is not UTF-8; convert it (e.g. iconv -t utf-8)") from None
         except OSError as exc:
             raise WorkbenchError(f"cannot read query file {file}: {exc.strerror or exc}") from None
-        texts += [line.strip() for line in src.splitlines() if line.strip()]
-    return texts
+        texts += src.splitlines()
+    return [t for t in map(clean, texts) if t]
 
 
 @app.command("kinds")

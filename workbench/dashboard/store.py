@@ -162,14 +162,15 @@ def _require(path: Path, what: str, run_id: str) -> Path:
 
 
 def per_query(artifact_uri: str, run_id: str) -> pd.DataFrame:
-    """The run's per-query table: ``query_id, query_type, split, language`` and one column per measure.
+    """The run's per-query table: ``query_id, query_type, split, language, script`` (``script`` missing from
+    tables written before #12) and one column per measure.
 
     Raises:
         DataError: the artifact is missing.
     """
     path = _require(_artifact_path(artifact_uri, "per_query.csv"), "per_query.csv", run_id)
     try:
-        df = pd.read_csv(path, dtype={"query_id": str, "query_type": str, "split": str, "language": str},
+        df = pd.read_csv(path, dtype={"query_id": str, "query_type": str, "split": str, "language": str, "script": str},
                          keep_default_na=False)
     except (ValueError, OSError, UnicodeDecodeError) as exc:
         raise DataError(f"run {run_id}: cannot read {path} ({exc}); run `workbench eval` again") from None

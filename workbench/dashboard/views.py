@@ -1,6 +1,6 @@
 """Pure functions from per-query tables and runs to what the dashboard pages show.
 
-Conventions: a per-query table has ``query_id, query_type, split, language`` and one
+Conventions: a per-query table has ``query_id, query_type, split, language, script`` and one
 column per ir_measures measure (``R@10``…), higher is better; the comparison page calls
 the two configs *baseline* (A) and *candidate* (B), and a delta is ``B − A`` (positive:
 the candidate wins that query). Statistics come from :mod:`workbench.eval.stats`.
@@ -56,12 +56,15 @@ def overview(tables: Mapping[str, pd.DataFrame], measures: Sequence[str], *, spl
 
     Returns:
         long table ``config, stratum, n, measure, mean, ci_low, ci_high``; ``stratum`` is
-        :data:`ALL` or a query type. Empty when no query is shared.
+        :data:`ALL`, a query type, or ``type/script`` (``term/Cyrillic``) for a query type
+        asked in several scripts (:func:`script_strata`: script invariance). Empty when no
+        query is shared.
     """
     labels = [lab for lab, t in tables.items() if not t.empty]
     if not labels:
         return pd.DataFrame(columns=["config", "stratum", "n", "measure", "mean", "ci_low", "ci_high"])
-    first = select(tables[labels[0]], splits)[list(KEY_COLUMNS)].set_index("query_id")
+    head = select(tables[labels[0]], splits)
+    first = head[[c for c in KEY_COLUMNS if c in head.columns]].set_index("query_id")
     shared = first.index
     for lab in labels[1:]:
         shared = shared.intersection(tables[lab]["query_id"])
@@ -79,6 +82,8 @@ def overview(tables: Mapping[str, pd.DataFrame], measures: Sequence[str], *, spl
     rows = []
     strata = [(ALL, np.ones(len(keys), dtype=bool))]
     strata += [(t, (keys["query_type"] == t).to_numpy()) for t in sorted(keys["query_type"].unique())]
+    strata += [(f"{t}/{s}", ((keys["query_type"] == t) & (keys["script"] == s)).to_numpy())
+               for t, s in script_strata(keys)]
     for stratum, mask in strata:
         sub = matrix[mask]
         lo, hi = bootstrap_ci_columns(sub, seed, resamples)
@@ -87,6 +92,16 @@ def overview(tables: Mapping[str, pd.DataFrame], measures: Sequence[str], *, spl
             rows.append({"config": lab, "stratum": stratum, "n": int(mask.sum()), "measure": m,
                          "mean": float(mean[j]), "ci_low": float(lo[j]), "ci_high": float(hi[j])})
     return pd.DataFrame(rows)
+
+
+def script_strata(keys: pd.DataFrame) -> list[tuple[str, str]]:
+    """``(query_type, script)`` pairs of the query types asked in more than one script (the term queries, typed in
+    IAST, ASCII, Cyrillic and Devanagari), sorted; ``[]`` for a table without a ``script`` column."""
+    if "script" not in keys.columns:
+        return []
+    per_type = keys.groupby("query_type")["script"].unique()
+    return [(t, s) for t in sorted(per_type.index) if len(per_type[t]) > 1 for s in sorted(per_type[t])
+            if t == "term"]
 
 
 def overview_wide(long: pd.DataFrame, stratum: str = ALL) -> pd.DataFrame:

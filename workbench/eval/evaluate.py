@@ -56,13 +56,14 @@ import pandas as pd
 from workbench.errors import ConfigError
 from workbench.io.formats import BINARY_THRESHOLD
 from workbench.run import Run
+from workbench.text.scripts import script_of
 from workbench.types import Qrel, Query
 
 #: The measures reported when none are asked for (ir_measures names).
 DEFAULT_MEASURES = ("R@5", "R@10", "R@20", "R@100", "nDCG@10", "RR@10", "P@5", "Judged@10")
 
 #: Columns of :attr:`EvalResult.per_query` that :meth:`EvalResult.aggregate` can group by.
-GROUP_COLUMNS = ("query_type", "split", "language")
+GROUP_COLUMNS = ("query_type", "split", "language", "script")
 
 _EXAMPLES = "R@10, P@5, RR@10 (MRR@10), nDCG@10, Judged@10, AP@100, Success@10, R(rel=2)@10"
 
@@ -196,8 +197,10 @@ class EvalResult:
 
     Attributes:
         per_query: one row per judged query, in the order of ``queries``: columns
-            ``query_id, query_type, split, language`` and one float column per
-            measure, named by the measure (``"R@10"``, ``"nDCG@10"``).
+            ``query_id, query_type, split, language, script`` (the script the query is
+            typed in, :func:`workbench.text.scripts.script_of`: ``IAST``, ``ASCII``,
+            ``Cyrillic``, ``Devanagari``…) and one float column per measure, named by
+            the measure (``"R@10"``, ``"nDCG@10"``).
         measures: the measure names, in order.
         run_name: the run's name.
         unjudged_queries: how many queries had no judgment and were left out.
@@ -231,7 +234,7 @@ class EvalResult:
 
         Args:
             by: ``None`` (one row over all judged queries), a column of
-                :data:`GROUP_COLUMNS` (``"query_type"``, ``"split"``, ``"language"``)
+                :data:`GROUP_COLUMNS` (``"query_type"``, ``"split"``, ``"language"``, ``"script"``)
                 or a list of them (``["query_type", "split"]``).
 
         Returns:
@@ -336,7 +339,8 @@ def evaluate(
 
     rows = []
     for q in judged:
-        row: dict[str, Any] = {"query_id": q.query_id, "query_type": q.query_type, "split": q.split, "language": q.language}
+        row: dict[str, Any] = {"query_id": q.query_id, "query_type": q.query_type, "split": q.split, "language": q.language,
+                               "script": script_of(q.text)}
         for name in names:
             # A query with no hits scores 0; so would ir_measures' default, but say it here.
             row[name] = values.get((q.query_id, name), 0.0) if q.query_id in ranked else 0.0

@@ -56,6 +56,28 @@ def by_language_frame(result, measure: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def by_script_frame(result, measure: str) -> pd.DataFrame:
+    """One row per (dataset, config, script) of the term queries, for datasets whose term queries come in more
+    than one script (IAST, ASCII, Cyrillic, Devanagari: :func:`workbench.text.scripts.script_of`): ``measure``'s
+    mean and the query count, plus a row ``gap`` per config (best minus worst script). Empty when no dataset
+    has term queries in several scripts, or for tables without a ``script`` column."""
+    rows = []
+    for cr in result.configs:
+        per_q = cr.evaluation.per_query
+        if per_q.empty or measure not in per_q or "script" not in per_q:
+            continue
+        terms = per_q[per_q["query_type"] == "term"]
+        if terms["script"].nunique() < 2:
+            continue
+        means = terms.groupby("script", sort=True)[measure].agg(["mean", "size"])
+        for script, r in means.iterrows():
+            rows.append({"dataset": cr.dataset, "config": cr.config.name, "script": script, "n": int(r["size"]),
+                         measure: float(r["mean"])})
+        rows.append({"dataset": cr.dataset, "config": cr.config.name, "script": "gap", "n": int(len(terms)),
+                     measure: float(means["mean"].max() - means["mean"].min())})
+    return pd.DataFrame(rows)
+
+
 def render(result, type_measures: tuple[str, ...] = ("R@10", "nDCG@10", "RR@10")) -> str:
     """The comparison as text: per dataset (with the qrels layer it was judged by), configs × measures,
     then per query type."""
@@ -87,6 +109,12 @@ def render(result, type_measures: tuple[str, ...] = ("R@10", "nDCG@10", "RR@10")
             wide = part.pivot_table(index="config", columns=["query_type", "language"], values=measures[0], sort=False)
             wide = wide.reindex([c for c in result.experiment.configs if c in wide.index])
             out.append(f"\n-- {ds}: {measures[0]} per query type and language (types asked in several) --")
+            out.append(wide.to_string(float_format=lambda v: f"{v:.3f}"))
+        bs = by_script_frame(result, measures[0])
+        for ds, part in (bs.groupby("dataset", sort=False) if not bs.empty else ()):
+            wide = part.pivot_table(index="config", columns="script", values=measures[0], sort=False)
+            wide = wide.reindex([c for c in result.experiment.configs if c in wide.index])
+            out.append(f"\n-- {ds}: {measures[0]} of term queries per script (gap: best minus worst) --")
             out.append(wide.to_string(float_format=lambda v: f"{v:.3f}"))
     lanes = [(d, lane, s) for (d, lane), s in result.lane_latency.items()]
     if lanes:

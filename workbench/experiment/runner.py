@@ -213,12 +213,16 @@ class Engine:
     def cache_parts(self, ds: catalog.Dataset, spec: LaneSpec) -> dict[str, Any]:
         """Everything that shapes this lane's candidates (the cache key): the dataset's hashes, the kind, its
         parameters with defaults filled in (:meth:`LaneSpec.canonical`), the depth, the kind's code fingerprint and what the kind adds
-        (:meth:`workbench.registry.RetrieverKind.cache_extra`: a model id, a lexicon digest)."""
+        (:meth:`workbench.registry.RetrieverKind.cache_extra`: a model id, a lexicon digest), and the query
+        normaliser's fingerprint (:func:`workbench.text.query.fingerprint`)."""
+        from workbench.text.query import fingerprint as query_fingerprint
+
         kind = retriever_kind(spec.kind)
         outputs = ds.manifest["outputs"]
         parts: dict[str, Any] = {"dataset": ds.name, "documents": outputs["documents.jsonl"],
                                  "queries": outputs["queries.tsv"], "lane": spec.kind, "params": spec.canonical(),
-                                 "depth": self.exp.depth, "code": kind.code_fingerprint()}
+                                 "depth": self.exp.depth, "code": kind.code_fingerprint(),
+                                 "query_normaliser": query_fingerprint()}
         parts.update(kind.cache_extra(spec.parsed(), ds, self))
         return parts
 
@@ -248,6 +252,9 @@ def _run_lane(lane, queries, depth: int, progress: bool, label: str) -> tuple[Ru
 
     rows: dict = {}
     lat: dict[str, float] = {}
+    from workbench.text.query import clean_queries
+
+    queries = clean_queries(list(queries))
     batches = [queries[i:i + BATCH] for i in range(0, len(queries), BATCH)]
     for batch in tqdm(batches, desc=label, unit="batch", disable=not progress, file=sys.stderr, leave=False):
         run = lane.search(batch, depth)

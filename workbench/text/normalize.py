@@ -8,8 +8,8 @@ Display text is never changed; these functions produce *matching* forms.
 * :func:`ascii_fold` drops every combining mark (``satipaṭṭhāna`` → ``satipatthana``).
 * :func:`gita_to_iast` turns the gita data's Hindi-oriented romanisation into strict
   IAST (``ṣh``→``ṣ``, ``śh``→``ś``, ``chh``→``ch``, ``ch``→``c``, ``ṛi``→``ṛ``).
-* :func:`to_cyrillic` gives the Russian reader's transliteration: Aksharamukha's
-  ``RussianCyrillic`` scheme with its diacritics removed (``сатипаттхана``).
+* :func:`to_cyrillic` gives the Russian reader's transliteration (``сатипаттхана``, ``анусая``;
+  :mod:`workbench.text.translit`).
 """
 
 from __future__ import annotations
@@ -72,17 +72,13 @@ def gita_to_iast(text: str) -> str:
     return t
 
 
-def _russian_usage(cyr: str) -> str:
-    # Aksharamukha writes э for e everywhere; Russian usage writes е after a consonant (метта).
-    return re.sub(r"(?<=[^\W\d_])э", "е", ascii_fold(cyr))
-
-
 @functools.lru_cache(maxsize=65536)
 def to_cyrillic(iast: str) -> str:
-    """Russian-reader Cyrillic for an IAST (Pali or Sanskrit) word, diacritics removed.
+    """Russian-reader Cyrillic for an IAST (Pali or Sanskrit) word: ``anusaya`` → ``анусая``.
 
-    Uses Aksharamukha (``IAST`` → ``RussianCyrillic``), then drops combining marks,
-    as Russian Buddhist literature writes ``сатипаттхана``, ``ниббана``, ``метта``.
+    The rules (Aksharamukha's ``RussianCyrillic``, marks dropped but ``й`` kept, ``йа`` → ``я``,
+    ``э`` → ``е`` after a letter…) are :mod:`workbench.text.translit`'s, shared with the query
+    side, which reads the same spelling back.
     """
     return to_cyrillic_many([iast])[0]
 
@@ -93,14 +89,6 @@ def to_cyrillic_many(words: list[str]) -> list[str]:
     Raises:
         ValueError: a word contains a line break.
     """
-    from aksharamukha import transliterate
+    from workbench.text.translit import iast_to_cyrillic_many
 
-    if any("\n" in w or "\r" in w for w in words):
-        raise ValueError("to_cyrillic_many takes single-line words")
-    if not words:
-        return []
-    joined = "\n".join(match_form(w).replace("ṁ", "ṃ") for w in words)
-    out = transliterate.process("IAST", "RussianCyrillic", joined).split("\n")
-    if len(out) != len(words):
-        raise RuntimeError("Aksharamukha changed the number of lines; transliterate words one by one")
-    return [_russian_usage(c) for c in out]
+    return iast_to_cyrillic_many(words)

@@ -649,7 +649,10 @@ def parse(text: str, *, collection: str | None = None) -> Resolution:
 
     Args:
         text: the reference (any string; NFC/NFD, case and surrounding whitespace do not
-            matter). Grammar and ambiguity rules: see the module docstring.
+            matter; it is cleaned by the query normaliser, :func:`workbench.text.query.clean`,
+            so invisible characters, controls and a byte-order mark are ignored and
+            Devanagari digits read as ASCII ones; a Devanagari book name is read in IAST,
+            ``गीता 2.47`` as ``gītā 2.47``). Grammar and ambiguity rules: see the module docstring.
         collection: context for page references that name no collection (bare CST
             notation ``P1.56`` inside an MN file means ``"M"``): a key of
             :data:`COLLECTIONS` or an alias of it (``"MN"``), or ``None``.
@@ -665,19 +668,29 @@ def parse(text: str, *, collection: str | None = None) -> Resolution:
     """
     if not isinstance(text, str):
         raise TypeError(f"parse() needs a str, not {type(text).__name__}")
+    from workbench.text.query import clean
+
     context = _check_context(collection)
-    t = nfc(text).strip()
+    t = clean(text)
     if not t:
         return Resolution(None, f"{_show(text)} is an empty reference")
     if len(t) > MAX_REFERENCE_CHARS:
         return Resolution(None, f"{_show(t)} is too long to be a reference ({len(t)} "
                                 f"characters; at most {MAX_REFERENCE_CHARS})")
-    if any(unicodedata.category(c)[0] == "C" and not c.isspace() for c in t):
-        return Resolution(None, f"{_show(t)} contains control or unassigned characters")
+    if any(unicodedata.category(c) in ("Cn", "Co", "Cs") for c in t):
+        return Resolution(None, f"{_show(t)} contains unassigned, private-use or surrogate characters")
     try:
         return Resolution(_resolve(t, context))
     except _Unresolved as exc:
-        return Resolution(None, f"{_show(t)} cannot be resolved: {exc}")
+        reason = f"{_show(t)} cannot be resolved: {exc}"
+    if any("\u0900" <= c <= "\u097f" for c in t):  # a Devanagari name (गीता 2.47): read in IAST (gītā 2.47)
+        from workbench.text.query import to_iast
+
+        try:
+            return Resolution(_resolve(to_iast(t), context))
+        except _Unresolved:
+            pass
+    return Resolution(None, reason)
 
 
 def parse_page_ref(text: str, *, collection: str | None = None) -> Resolution:

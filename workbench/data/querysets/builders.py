@@ -21,6 +21,7 @@ from workbench.data.loaders.dpd import Lexicon
 from workbench.data.loaders.gita import GitaCorpus, shared_translation_groups, word_meanings_pairs
 from workbench.data.querysets.split import DEFAULT_RATIOS, assign_splits, unit_interval
 from workbench.text.normalize import ascii_fold, gita_to_iast, match_form, to_cyrillic_many, tokens
+from workbench.text.translit import iast_to_devanagari_many
 from workbench.types import QUERY_TYPES, Document, Qrel, Query
 
 _ABBREV = {"paraphrase": "para", "term": "term", "reference": "ref", "page_ref": "page"}
@@ -118,11 +119,12 @@ def gita_terms(corpus: GitaCorpus, min_df: int = 2, max_df: int = 15, min_len: i
 
 def _term_candidates(holders: dict[str, list[str]], language: str, min_df: int, max_df: int,
                      min_len: int) -> list[Candidate]:
-    """Term queries in IAST, ASCII and Cyrillic for words held by ``min_df``..``max_df`` documents.
+    """Term queries in IAST, ASCII, Cyrillic and Devanagari for words held by ``min_df``..``max_df`` documents.
 
     A word qualifies when it is letters only, at least ``min_len`` long, and no other
-    word of ``holders`` shares its ASCII form; its Cyrillic form is issued only when no
-    other such word shares it. Relevant: the holders (grade 1).
+    word of ``holders`` shares its ASCII form; its Cyrillic form (the Russian reader's,
+    :func:`workbench.text.translit.iast_to_cyrillic_many`) and its Devanagari form are
+    issued only when no other such word shares them. Relevant: the holders (grade 1).
     """
     found = [w for w in holders if _LETTERS.match(w)]
     ascii_count: dict[str, int] = defaultdict(int)
@@ -130,9 +132,12 @@ def _term_candidates(holders: dict[str, list[str]], language: str, min_df: int, 
         ascii_count[ascii_fold(w)] += 1
     unique_ascii = [w for w in found if ascii_count[ascii_fold(w)] == 1]
     cyr = dict(zip(unique_ascii, to_cyrillic_many(unique_ascii)))
+    deva = dict(zip(unique_ascii, iast_to_devanagari_many(unique_ascii)))
     cyr_count: dict[str, int] = defaultdict(int)
+    deva_count: dict[str, int] = defaultdict(int)
     for w in unique_ascii:
         cyr_count[cyr[w]] += 1
+        deva_count[deva[w]] += 1
     out = []
     for w in sorted(unique_ascii):
         if len(w) < min_len or not min_df <= len(holders[w]) <= max_df:
@@ -143,6 +148,8 @@ def _term_candidates(holders: dict[str, list[str]], language: str, min_df: int, 
             forms.append(ascii_fold(w))
         if cyr_count[cyr[w]] == 1:
             forms.append(cyr[w])
+        if deva_count[deva[w]] == 1:
+            forms.append(deva[w])
         for k, text in enumerate(forms):
             out.append(Candidate(text, "term", language, f"term:{language}:{w}", rel, (w, k)))
     return out

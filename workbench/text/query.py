@@ -1,0 +1,162 @@
+"""The query-side normaliser: one rule set, declared here, that every lane and the reference grammar read.
+
+**Hygiene** (:func:`clean`, applied by the lane runner to every query of every lane, and by
+``workbench search``; query files are read as ``utf-8-sig``, so a byte-order mark is not
+part of the first query):
+
+1. Unicode NFC;
+2. default-ignorable code points removed (Unicode ``Default_Ignorable_Code_Point``,
+   DerivedCoreProperties.txt: soft hyphen U+00AD, zero-width space U+200B, joiners
+   U+200C/U+200D, direction marks U+200E/U+200F, U+2060–U+206F, the byte-order mark
+   U+FEFF, variation selectors): text pasted from web pages, PDFs and editors carries
+   them inside words, where they split a word in two for every lexical engine;
+3. control characters (Unicode category ``Cc``: NUL, escape) removed; tab and line
+   breaks become spaces;
+4. decimal digits of any script become ASCII digits (``२.४७`` → ``2.47``: Devanagari
+   verse numbers are read like Latin ones);
+5. leading and trailing white space removed.
+
+**Forms for lexical lanes** (:func:`query_forms`, used by lanes with ``transliterate =
+true``): the cleaned text, then the text with every word in the corpus's IAST
+(:mod:`workbench.text.translit`: Cyrillic, Devanagari, Harvard-Kyoto, Velthuis), then the
+Pali orthographic variants of that (:data:`PALI_VARIANTS`). A lane searches each form and
+keeps each document's best score, so a form never lowers a document's score.
+
+**Pali orthographic equivalences** (:data:`PALI_VARIANTS`; SuttaCentral's bilara text writes
+the niggahīta ``ṁ``, CST4 and the DPD's sources ``ṃ``, and both write ``ṅ`` before a velar
+where ASCII and older editions have ``ṁ``/``m``: ``saṅkhārā``, ``saṁkhārā``, ``samkhara``):
+``ṁ`` ↔ ``ṃ``; ``ṁ``/``ṃ``/``m`` before ``k kh g gh`` → ``ṅ``, and ``ṅ``/``n`` there → ``ṁ``.
+Both directions are query forms, so a document written either way is found (the folded
+index maps ``ṅ`` to ``n`` and ``ṁ`` to ``m`` itself).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+
+import regex
+
+from workbench.text import translit
+
+_IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
+_CONTROL = regex.compile(r"[\t\n\r\v\f\x1c-\x1f\x85]|(\p{Cc})")
+#: A word: letters with their combining marks (Devanagari vowel signs are marks), Velthuis's ``. " ~`` inside.
+_WORD = regex.compile(r"[\p{L}\p{M}]+(?:[.\"~][\p{L}\p{M}]+)*|[.\"~][\p{L}\p{M}]+")
+
+#: Pali orthographic equivalences as (pattern, replacement) over a lower-case IAST word (module docstring).
+PALI_VARIANTS = (
+    (r"[ṁṃm](?=[kg])", "ṅ"),
+    (r"[ṅn](?=[kg])", "ṁ"),
+    (r"ṁ", "ṃ"),
+    (r"ṃ", "ṁ"),
+)
+_PALI = tuple((re.compile(p), r) for p, r in PALI_VARIANTS)
+
+
+def _control(m: "regex.Match") -> str:
+    return "" if m.group(1) else " "
+
+
+def clean(text: str) -> str:
+    """The query as the lanes see it (see the module docstring, hygiene 1–5).
+
+    ``"\\ufeffBG 2.47"`` → ``"BG 2.47"``; ``"sam\\u00adkhara"`` → ``"samkhara"``;
+    ``"BG २.४७"`` → ``"BG 2.47"``; ``"a\\x00b"`` → ``"ab"``. Never raises on a string.
+    """
+    t = unicodedata.normalize("NFC", text)
+    t = _IGNORABLE.sub("", t)
+    t = _CONTROL.sub(_control, t)
+    if not t.isascii():
+        t = "".join(str(unicodedata.decimal(c)) if c.isdecimal() and not c.isascii() else c for c in t)
+    return t.strip()
+
+
+def clean_queries(queries: list) -> list:
+    """``queries`` (:class:`~workbench.types.Query`) with every text :func:`clean` (unchanged ones kept as they are)."""
+    import dataclasses
+
+    out = []
+    for q in queries:
+        text = clean(q.text or "")
+        out.append(q if text == q.text else dataclasses.replace(q, text=text))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def fingerprint() -> str:
+    """sha256 (16 hex) of this module's and :mod:`workbench.text.translit`'s source: what the lanes see of a
+    query depends on them, so the candidate cache keys on it."""
+    import hashlib
+    import inspect
+    import sys
+
+    h = hashlib.sha256()
+    for mod in (sys.modules[__name__], translit):
+        h.update(inspect.getsource(mod).encode())
+    return h.hexdigest()[:16]
+
+
+def _word_iast(word: str) -> str:
+    """One word in the corpus's IAST, or the word itself when it is IAST or plain ASCII already."""
+    script = _word_script(word)
+    if script == "Cyrillic":
+        return translit.cyrillic_to_iast(word)
+    if script == "Devanagari":
+        return translit.devanagari_to_iast(word)
+    if script == "ASCII":
+        scheme = translit.ascii_scheme(word)
+        if scheme is not None:
+            return translit.ascii_scheme_to_iast(word, scheme)
+    return word
+
+
+def _word_script(word: str) -> str:
+    from workbench.text.scripts import script_of
+
+    return script_of(word)
+
+
+def to_iast(text: str) -> str:
+    """``text`` with every Cyrillic, Devanagari, Harvard-Kyoto or Velthuis word in IAST; the rest unchanged.
+
+    ``анусая`` → ``anusaya``; ``कर्म`` → ``karma``; ``kRSNa`` → ``kṛṣṇa``; ``BG 2.47`` unchanged.
+    """
+    return _WORD.sub(lambda m: _word_iast(m.group(0)), text)
+
+
+def pali_variants(text: str) -> list[str]:
+    """The orthographic variants of ``text`` (:data:`PALI_VARIANTS`), each rule applied to the whole text
+    on its own, the unchanged text left out: ``saṅkhārā`` → ``[saṁkhārā]``; ``samkhara`` → ``[saṅkhara]``."""
+    low = text.lower()
+    out: list[str] = []
+    for pattern, repl in _PALI:
+        v = pattern.sub(repl, low)
+        if v != low and v not in out:
+            out.append(v)
+    return out
+
+
+def query_forms(text: str) -> list[str]:
+    """The forms a lexical lane with ``transliterate = true`` searches: the cleaned text first, then its IAST
+    form, then the Pali variants of both (duplicates and empty forms left out).
+
+    ``"анусая"`` → ``["анусая", "anusaya"]``; ``"saṁkhārā"`` → ``["saṁkhārā", "saṅkhārā", "saṃkhārā"]``;
+    ``""`` → ``[]``.
+    """
+    first = clean(text)
+    if not first:
+        return []
+    forms = [first]
+    iast = to_iast(first)
+    if iast != first:
+        forms.append(iast)
+    for base in list(forms):
+        forms.extend(v for v in pali_variants(base) if v not in forms)
+    # Cyrillic ри before a consonant may stand for the vowel ṛ (кришна → kṛsna)
+    if iast != first:
+        r_vowel = re.sub(r"ri(?=[bcdghjklmnprstvyṣśṇṭḍ])", "ṛ", iast)
+        if r_vowel != iast and r_vowel not in forms:
+            forms.append(r_vowel)
+    return forms

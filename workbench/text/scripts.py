@@ -1,0 +1,55 @@
+"""Which script a query is written in: the unit of the script-invariance report.
+
+A reader types one Pali or Sanskrit term in IAST (``saṅkhārā``), plain ASCII
+(``sankhara``), Cyrillic (``санкхара``) or Devanagari (``संस्कार``); the evaluation report
+breaks term R@10 down by :func:`script_of` so that a config which serves one of them
+and not another shows it.
+
+Rules (by letter, digits and punctuation ignored):
+
+* ``Devanagari``: any letter or mark of the Devanagari block (U+0900–U+097F, U+A8E0–U+A8FF);
+* ``Cyrillic``: any Cyrillic letter (U+0400–U+052F);
+* ``IAST``: Latin letters, at least one outside ASCII (``ā``, ``ṅ``, ``ṃ``: IAST or ISO 15919);
+* ``ASCII``: Latin letters, all ASCII (plain ASCII, Harvard-Kyoto, Velthuis);
+* ``mixed``: letters of two of the script families above (Latin with Cyrillic, …);
+* ``none``: no letter at all (``2.47``, an empty query).
+"""
+
+from __future__ import annotations
+
+#: The scripts :func:`script_of` returns, in report order.
+SCRIPTS = ("IAST", "ASCII", "Cyrillic", "Devanagari", "mixed", "none")
+
+
+def _family(ch: str) -> str | None:
+    o = ord(ch)
+    if 0x0900 <= o <= 0x097F or 0xA8E0 <= o <= 0xA8FF:
+        return "Devanagari"
+    if not (ch.isalpha() or (0x0300 <= o <= 0x036F)):
+        return None
+    if 0x0400 <= o <= 0x052F:
+        return "Cyrillic"
+    if o < 0x80:
+        return "ASCII"
+    if 0x0300 <= o <= 0x036F or o <= 0x024F or 0x1E00 <= o <= 0x1EFF:
+        return "IAST"
+    return "other"
+
+
+def script_of(text: str) -> str:
+    """The script of ``text``: one of :data:`SCRIPTS` (see the module docstring).
+
+    Latin with and without diacritics is one family (``IAST`` if any letter has one);
+    a letter of any other script (Greek, Thai) counts as a second family, so such a
+    query is ``mixed``.
+    """
+    families = {f for f in map(_family, text) if f is not None}
+    latin = families & {"ASCII", "IAST"}
+    families -= latin
+    if latin:
+        families.add("IAST" if "IAST" in latin else "ASCII")
+    if not families:
+        return "none"
+    if len(families) > 1:
+        return "mixed"
+    return families.pop()
