@@ -89,7 +89,7 @@ def test_first_and_last_of_s0201m(mn: list[Document]) -> None:
     assert ids[0] == "s0201m:1"
     assert ids[-1] == "s0201m:513"
     d = mn[0]
-    assert d.address == "CST s0201m ¶1"
+    assert d.address == "MN 1 ¶1"
     assert d.granularity == "paragraph"
     assert d.metadata["file"] == "s0201m.mul0.xml"
     assert d.metadata["paranum"] == 1
@@ -367,3 +367,18 @@ def test_page_ref_sort_key_orders_editions_then_numbers() -> None:
     assert sorted(refs, key=page_ref_sort_key) == [
         "PTS M 1.56", "PTS M 2.1", "VRI M 1.3", "MYA M 1.9", "MYA M 1.10", "THAI M 1.2",
     ]
+
+
+@pytest.mark.data
+def test_addresses_name_the_sutta_with_the_cst_book_and_page_beside(mn: list[Document]) -> None:
+    """A scholar reads ``MN 10 ¶105``, not ``CST s0201m ¶105`` (the sutta was only in the metadata)."""
+    from workbench.text.doctext import beside, display_address
+
+    d = {x.doc_id: x for x in mn}
+    assert d["s0201m:105"].address == "MN 10 ¶105"
+    assert beside(d["s0201m:105"]) == "CST s0201m · PTS M 1.55"
+    assert display_address(d["s0201m:1"]) == "MN 1 ¶1 (CST s0201m · PTS M 1.1)"
+    assert d["s0202m:1"].address == "MN 51 ¶1"      # CST numbers paragraphs per book
+    assert d["s0203m:463"].address.startswith("MN 152 ")
+    commentary = [x for x in mn if x.work_id == "s0201a"]
+    assert commentary and all(x.address.startswith("CST s0201a ¶") for x in commentary)  # no sutta: the book

@@ -1014,7 +1014,7 @@ def search_cmd(
 ) -> None:
     """Run one config live and show each hit with its address, a snippet and its rank and score in every lane."""
     from workbench.data import catalog
-    from workbench.text.doctext import snippet
+    from workbench.text.doctext import beside, snippet
     from workbench.experiment.config import load_experiment
     from workbench.experiment.runner import Engine, config_run
     from workbench.settings import home_dir
@@ -1054,7 +1054,8 @@ def search_cmd(
                         per_lane[lane_name] = {"rank": r, "score": lh.score}
                         break
             d = docs.get(h.doc_id)
-            hits.append({"rank": rank, "doc_id": h.doc_id, "address": d.address if d else "", "score": h.score,
+            hits.append({"rank": rank, "doc_id": h.doc_id, "address": d.address if d else "",
+                         "beside": beside(d) if d else "", "score": h.score,
                          "snippet": snippet(d) if d else "", "lanes": per_lane,
                          # a rerank stage's own score (the run's score is then a rank score: workbench.eval.rerank)
                          **({"rerank_score": h.tiebreak} if cfg.rerank is not None else {})})
@@ -1070,7 +1071,8 @@ def search_cmd(
         for h in rec["hits"]:
             lanes = "  ".join(f"{n}#{v['rank']}:{v['score']:.4g}" for n, v in h["lanes"].items()) or "-"
             rr = f"  rerank {h['rerank_score']:.4g}" if "rerank_score" in h else ""
-            typer.echo(f"{h['rank']:3d}. {h['address']:<22s} {h['score']:.5f}{rr}  [{lanes}]")
+            where = f"{h['address']} ({h['beside']})" if h["beside"] else h["address"]
+            typer.echo(f"{h['rank']:3d}. {where:<22s} {h['score']:.5f}{rr}  [{lanes}]")
             typer.echo(f"     {h['snippet']}")
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.eval.evaluate import GROUP_COLUMNS
+from workbench.text.doctext import display_address
 from workbench.run import Run
 from workbench.eval.stats import bootstrap_ci_columns, paired_test
 
@@ -254,7 +255,7 @@ def ranked_list(run: Run, query_id: str, qrels: Mapping[str, int], found: Mappin
     for rank, h in enumerate(run.get_hits(query_id)[:k], 1):
         doc = documents.get(h.doc_id)
         grade = qrels.get(h.doc_id)
-        rows.append({"rank": rank, "doc_id": h.doc_id, "address": doc.address if doc else "(not in the dataset)",
+        rows.append({"rank": rank, "doc_id": h.doc_id, "address": display_address(doc) if doc else "(not in the dataset)",
                      "score": float(h.score), "relevance": grade,
                      "judged": "unjudged" if grade is None else str(grade),
                      "lanes": _lane_text(found.get(h.doc_id, {}), lanes), "snippet": snippet(doc, 200) if doc else ""})
@@ -268,7 +269,7 @@ def qrels_table(qrels: Mapping[str, int], runs: Mapping[str, Run], query_id: str
     rows = []
     for doc_id, grade in sorted(qrels.items(), key=lambda kv: (-kv[1], kv[0])):
         doc = documents.get(doc_id)
-        row: dict[str, Any] = {"doc_id": doc_id, "address": doc.address if doc else "(not in the dataset)",
+        row: dict[str, Any] = {"doc_id": doc_id, "address": display_address(doc) if doc else "(not in the dataset)",
                                "relevance": grade}
         row.update({f"rank in {lab}": ranks[lab].get(doc_id) for lab in runs})
         rows.append(row)

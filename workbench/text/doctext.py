@@ -32,3 +32,24 @@ def snippet(doc: Document, length: int = 160) -> str:
     first = next((t.text for t in doc.texts if t.text.strip()), "")
     flat = " ".join(first.split())
     return flat if len(flat) <= length else flat[: length - 1].rstrip() + "…"
+
+
+def beside(doc: Document) -> str:
+    """What a scholar reads beside the address: the CST book where the address names the sutta instead (``CST
+    s0201m`` beside ``MN 10 ¶105``; from the ``book`` metadata of CST documents) and its PTS page (the first it
+    starts, else the one it lies on; another edition's when no PTS page is known: ``PTS M 1.56``), joined by `` · ``; empty when there is neither (a gita verse)."""
+    parts = []
+    book = doc.metadata.get("book")
+    if isinstance(book, str) and book and not doc.address.startswith("CST "):
+        parts.append(f"CST {book}")
+    refs = [*doc.page_refs, *doc.pages]
+    page = next((r for r in refs if r.startswith("PTS ")), None) or next(iter(refs), None)
+    if page:
+        parts.append(page)
+    return " · ".join(parts)
+
+
+def display_address(doc: Document) -> str:
+    """The address with :func:`beside` in brackets: ``MN 10 ¶105 (CST s0201m · PTS M 1.56)``; ``BG 2.47``."""
+    extra = beside(doc)
+    return f"{doc.address} ({extra})" if extra else doc.address

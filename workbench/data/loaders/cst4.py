@@ -21,8 +21,9 @@ Documents (granularity ``paragraph``)
   sections under unnumbered sub-headings), none in s0202a, 6 in s0203a.
 * The invocation ``Namo tassa bhagavato arahato sammāsambuddhassa`` (a ``centre`` paragraph
   right before a ``nikaya`` heading, at the head of each volume) is front matter and skipped.
-* ``doc_id`` ``"{book}:{n}"`` (``s0201m:105``), ``address`` ``"CST {book} ¶{n}"``, ``work_id`` the
-  book code. ``n`` is the XML's ``n`` with leading zeros dropped. The MN and DN mūla books
+* ``doc_id`` ``"{book}:{n}"`` (``s0201m:105``), ``address`` the sutta and paragraph where the
+  paragraph is in a numbered sutta (``MN 10 ¶105``), else ``"CST {book} ¶{n}"`` (:func:`address`),
+  ``work_id`` the book code. ``n`` is the XML's ``n`` with leading zeros dropped. The MN and DN mūla books
   number their paragraphs 1, 2, … without gaps or repeats (s0201m 1–513, s0202m 1–486,
   s0203m 1–463, s0101m 1–559, s0102m 1–441, s0103m 1–360). The aṭṭhakathā numbers only the
   paragraphs that comment on a numbered mūla paragraph, with the mūla's number, sometimes a
@@ -294,6 +295,16 @@ class _Open:
     has_text: bool = False
 
 
+def address(book: str, key: str, sutta: str | None) -> str:
+    """The address a scholar reads: the sutta and the CST paragraph (``MN 10 ¶105``) where the paragraph is in a
+    numbered sutta of the mūla, else the CST book and paragraph (``CST s0201a ¶1.2``: the aṭṭhakathā, front
+    matter). The CST book is in ``work_id`` and the page references beside it (``search`` shows both)."""
+    m = re.fullmatch(r"(mn|dn)(\d+)", sutta or "")
+    if m:
+        return f"{m.group(1).upper()} {int(m.group(2))} ¶{key}"
+    return f"CST {book} ¶{key}"
+
+
 def _finish(book: str, spec: _Book, doc: _Open) -> Document:
     coll = spec.collection
     start_refs = {m.ref(coll): m.raw for m in doc.starts}
@@ -310,7 +321,7 @@ def _finish(book: str, spec: _Book, doc: _Open) -> Document:
     }
     return Document(
         doc_id=f"{book}:{doc.key}",
-        address=f"CST {book} ¶{doc.key}",
+        address=address(book, doc.key, doc.meta.get("sutta")),
         work_id=book,
         granularity="paragraph",
         texts=(Text(field="root", language="pi", script="Latn", text="\n".join(doc.lines), source="cst4"),),
