@@ -44,9 +44,9 @@ def _code_modules() -> tuple:
     """
     from workbench import data, types
     from workbench.io import formats
-    from workbench.text import passages, query, refs, translit, normalize as textnorm
+    from workbench.text import passages, query, refs, sanskrit, translit, normalize as textnorm
 
-    return (data, formats, passages, query, refs, textnorm, translit, types)
+    return (data, formats, passages, query, refs, sanskrit, textnorm, translit, types)
 
 
 def code_fingerprint() -> str:

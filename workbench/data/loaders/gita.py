@@ -200,7 +200,20 @@ def load_gita(data_dir: Path) -> GitaCorpus:
                 metadata={"chapter": c, "verse": n, "verse_id": v["id"], "chapter_name": chapter_names.get(c, "")},
             )
         )
+    _add_stems(corpus)
     return corpus
+
+
+def _add_stems(corpus: GitaCorpus) -> None:
+    """Put in each verse's metadata ``stems``: its gloss words → their Sanskrit stems (dictionary forms), chosen
+    across the whole gita (:func:`workbench.text.sanskrit.stem_map`; vidyut, offline). The ``sanskrit-lemma``
+    lane and the stem term queries read it; computing it once here keeps vidyut out of every search."""
+    from workbench.text.sanskrit import gloss_words, stem_map
+
+    words = {d.doc_id: gloss_words(d.text("word_meanings_iast")) for d in corpus.documents}
+    stems = stem_map(w for ws in words.values() for w in ws)
+    for d in corpus.documents:
+        d.metadata["stems"] = {w: list(stems[w]) for w in dict.fromkeys(words[d.doc_id]) if w in stems}
 
 
 def shared_translation_groups(corpus: GitaCorpus) -> dict[str, str]:

@@ -102,19 +102,34 @@ def gita_paraphrase(corpus: GitaCorpus, held_out: Sequence[str]) -> list[Candida
 
 
 def gita_terms(corpus: GitaCorpus, min_df: int = 2, max_df: int = 15, min_len: int = 4) -> list[Candidate]:
-    """Sanskrit words of the word-by-word glosses, in IAST, ASCII and Cyrillic.
+    """Sanskrit words of the word-by-word glosses and their dictionary forms, in IAST, ASCII, Cyrillic and Devanagari.
 
-    A word qualifies when it is a single word of at least ``min_len`` letters found in
-    the glosses of ``min_df``..``max_df`` verses, and its ASCII and Cyrillic forms are
-    not shared with any other gloss word (so each form has one meaning). Relevant: the
-    verses whose gloss lists the word (grade 1).
+    * A gloss word qualifies when it is a single word of at least ``min_len`` letters found
+      in the glosses of ``min_df``..``max_df`` verses; relevant: the verses whose gloss lists it.
+    * A **stem** (the dictionary form a reader types: ``kṣetra``, ``yuyutsu``) qualifies when
+      the verses' ``stems`` metadata (:func:`workbench.text.sanskrit.stem_map`, vidyut's
+      declensions) gives it for at least two distinct gloss words, so that it stands for a
+      word attested in several inflections; relevant: the verses holding any of its forms.
+      A stem that is also a gloss word joins the two sets.
+
+    The ASCII, Cyrillic and Devanagari forms are issued only when no other word shares them
+    (:func:`_term_candidates`). Grade 1.
     """
-    holders: dict[str, list[str]] = defaultdict(list)
+    holders: dict[str, set[str]] = defaultdict(set)
+    stem_forms: dict[str, set[str]] = defaultdict(set)
     for d in corpus.documents:
         words = {match_form(gita_to_iast(w)) for w, _ in word_meanings_pairs(d.text("word_meanings"))}
-        for w in sorted(words):
-            holders[w].append(d.doc_id)
-    return _term_candidates(holders, "sa", min_df, max_df, min_len)
+        for w in words:
+            holders[w].add(d.doc_id)
+        for form, stems in (d.metadata.get("stems") or {}).items():
+            for stem in stems:
+                stem_forms[match_form(stem)].add(form)
+    for d in corpus.documents:
+        for form, stems in (d.metadata.get("stems") or {}).items():
+            for stem in stems:
+                if len(stem_forms[match_form(stem)]) >= 2:
+                    holders[match_form(stem)].add(d.doc_id)
+    return _term_candidates({w: sorted(ds) for w, ds in holders.items()}, "sa", min_df, max_df, min_len)
 
 
 def _term_candidates(holders: dict[str, list[str]], language: str, min_df: int, max_df: int,

@@ -1,0 +1,146 @@
+"""The Sanskrit lemma lane: a word in any inflection, or its dictionary form, finds every verse holding any form.
+
+Like the OpenSearch ``lemma`` mode does for Pali with the DPD's inflection tables, this lane
+matches the gita on **stems**: each verse's gloss words were mapped to their stems when the
+dataset was built (``metadata["stems"]``, :func:`workbench.text.sanskrit.stem_map`, vidyut's
+declensions), and a query word is mapped the same way:
+
+1. the query is cleaned and read in IAST (:func:`workbench.text.query.to_iast`: Cyrillic,
+   Devanagari, Harvard-Kyoto and Velthuis too), split into words;
+2. a word that is a gloss form gives that form's stems (``kṣetre`` → ``kṣetra``); a word
+   that is itself a stem of the gita gives itself (``kṣetra``); any other word gives the
+   stems vidyut finds for it (:func:`workbench.text.sanskrit.stems_of`) that the gita has.
+   Keys are compared without diacritics (``ksetra`` = ``kṣetra``), so an ASCII query works.
+
+Raw score: **BM25** over stems (Robertson & Zaragoza 2009, *The Probabilistic Relevance
+Framework: BM25 and Beyond*, eq. 3.15; idf ``ln(1 + (N − df + 0.5) / (df + 0.5))`` as Lucene),
+``k1`` and ``b`` the lane's parameters, a verse's length its number of gloss stems; each
+query stem counts once. >= 0, higher is better; ties by ``doc_id``. A query with no known
+stem gets an empty ranking.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections import Counter, defaultdict
+from typing import Any, Sequence
+
+import regex
+from pydantic import Field
+
+from workbench.errors import ConfigError
+from workbench.registry import Params, RetrieverKind
+from workbench.run import Run
+from workbench.text import query as query_text
+from workbench.text import sanskrit
+from workbench.text.normalize import ascii_fold
+from workbench.types import Document, Query
+
+_WORD = regex.compile(r"[\p{L}\p{M}]+")
+
+
+def _key(word: str) -> str:
+    return ascii_fold(word.lower().replace("ṁ", "ṃ"))
+
+
+class SanskritLemmaLane:
+    """BM25 over the gita's gloss stems (see the module docstring).
+
+    Args:
+        name: lane name.
+        documents: the dataset's documents; those with ``metadata["stems"]`` are searched.
+        k1, b: BM25 parameters (term-frequency saturation, length normalisation).
+
+    Raises:
+        ConfigError: no document has stems (a dataset other than the gita), or ``k1``/``b`` out of range.
+    """
+
+    score_kind = "BM25 over Sanskrit stems (gloss words through vidyut's declensions), >= 0, higher is better"
+
+    def __init__(self, name: str, documents: Sequence[Document], k1: float = 1.2, b: float = 0.75):
+        if not 0 <= b <= 1 or k1 < 0:
+            raise ConfigError(f"lane {name}: need k1 >= 0 and 0 <= b <= 1, got k1 = {k1!r}, b = {b!r}")
+        self.name, self.k1, self.b = name, float(k1), float(b)
+        self._form: dict[str, set[str]] = defaultdict(set)
+        self._tf: dict[str, Counter] = {}
+        for d in documents:
+            stems = d.metadata.get("stems") if isinstance(d.metadata, dict) else None
+            if not stems:
+                continue
+            tf: Counter = Counter()
+            for form, ss in stems.items():
+                keys = {_key(s) for s in ss}
+                self._form[_key(form)] |= keys
+                tf.update(keys)
+            self._tf[d.doc_id] = tf
+        if not self._tf:
+            raise ConfigError(f"lane {name}: no document of this dataset has Sanskrit stems (metadata 'stems', built "
+                              "from the gita's word-by-word glosses); use kind 'sanskrit-lemma' on the gita")
+        self._postings: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        for doc_id, tf in self._tf.items():
+            for stem, n in tf.items():
+                self._postings[stem].append((doc_id, n))
+        self._len = {doc_id: sum(tf.values()) for doc_id, tf in self._tf.items()}
+        self._avg = sum(self._len.values()) / len(self._len)
+        n_docs = len(self._tf)
+        self._idf = {s: math.log(1 + (n_docs - len(p) + 0.5) / (len(p) + 0.5)) for s, p in self._postings.items()}
+        self.last_latencies_ms: dict[str, float] = {}
+
+    def config(self) -> dict[str, Any]:
+        """Engine parameters: BM25's k1 and b (the stems come with the dataset)."""
+        return {"kind": "sanskrit-lemma", "k1": self.k1, "b": self.b}
+
+    def stems(self, text: str) -> list[str]:
+        """The stem keys (diacritics folded) a query asks for, in query order, each once (module docstring, 1–2)."""
+        out: list[str] = []
+        for word in _WORD.findall(query_text.to_iast(query_text.clean(text)).lower()):
+            key = _key(word)
+            found = self._form.get(key)
+            if not found and key in self._postings:
+                found = {key}
+            if not found and len(word) >= 3:
+                found = {k for k in map(_key, sanskrit.stems_of(word)) if k in self._postings}
+            for s in sorted(found or ()):
+                if s not in out:
+                    out.append(s)
+        return out
+
+    def search(self, queries: Sequence[Query], k: int) -> Run:
+        """Top ``k`` verses by BM25 over the query's stems; an empty ranking when it has none."""
+        import time
+
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            raise ValueError(f"k must be an integer >= 0, got {k!r}")
+        rows = {}
+        for q in queries:
+            t0 = time.perf_counter()
+            scores: dict[str, float] = defaultdict(float)
+            for stem in self.stems(q.text or "") if k > 0 else ():
+                idf = self._idf[stem]
+                for doc_id, tf in self._postings[stem]:
+                    norm = self.k1 * (1 - self.b + self.b * self._len[doc_id] / self._avg)
+                    scores[doc_id] += idf * tf * (self.k1 + 1) / (tf + norm)
+            rows[q.query_id] = sorted(scores.items(), key=lambda ds: (-ds[1], ds[0]))[:k]
+            self.last_latencies_ms[q.query_id] = (time.perf_counter() - t0) * 1000
+        return Run(rows, self.name)
+
+
+class SanskritLemmaParams(Params):
+    """Parameters of a ``kind = "sanskrit-lemma"`` lane (see :class:`SanskritLemmaLane`)."""
+
+    k1: float = Field(1.2, ge=0, description="BM25 term-frequency saturation")
+    b: float = Field(0.75, ge=0, le=1, description="BM25 length normalisation")
+
+
+class SanskritLemmaKind(RetrieverKind):
+    """``sanskrit-lemma``: the gita's verses by the stems of their gloss words (BM25); no index, no service."""
+
+    kind = "sanskrit-lemma"
+    summary = "Sanskrit stems of the gita's glosses (vidyut declensions), BM25; higher is better"
+    Params = SanskritLemmaParams
+    code = (sys.modules[__name__], sanskrit, query_text)
+
+    def open(self, name: str, params: SanskritLemmaParams, ds, res) -> SanskritLemmaLane:
+        """The lane over ``ds``'s documents (in memory)."""
+        return SanskritLemmaLane(name, ds.documents, **params.model_dump())
