@@ -26,8 +26,9 @@ main: $(VENV)/.installed
 	$(BIN)/workbench reranker train -d gita -e experiments/seeds.toml --skip-existing
 	$(BIN)/workbench reranker train -d bilara-passages -e experiments/kb.toml --skip-existing
 	$(BIN)/workbench eval experiments/kb.toml
-	@echo "$(BIN)/workbench eval experiments/mint.toml, then experiments/rerank.toml   (then: workbench services down opensearch)"
-	@$(BIN)/workbench eval experiments/mint.toml && $(BIN)/workbench eval experiments/rerank.toml; rc=$$?; \
+	@echo "$(BIN)/workbench eval experiments/mint.toml, experiments/rerank.toml, experiments/scripts.toml   (then: workbench services down opensearch)"
+	@$(BIN)/workbench eval experiments/mint.toml && $(BIN)/workbench eval experiments/rerank.toml && \
+	  $(BIN)/workbench eval experiments/scripts.toml; rc=$$?; \
 	  $(BIN)/workbench services down opensearch; exit $$rc
 	$(BIN)/workbench tune experiments/tune-kb.toml
 	$(BIN)/workbench tune experiments/tune-rerank.toml

@@ -12,8 +12,8 @@ declensions), and a query word is mapped the same way:
    stems vidyut finds for it (:func:`workbench.text.sanskrit.stems_of`) that the gita has.
    Keys are compared without diacritics (``ksetra`` = ``kṣetra``), so an ASCII query works.
 
-Raw score: **BM25** over stems (Robertson & Zaragoza 2009, *The Probabilistic Relevance
-Framework: BM25 and Beyond*, eq. 3.15; idf ``ln(1 + (N − df + 0.5) / (df + 0.5))`` as Lucene),
+Raw score: **BM25** over stems (:class:`retrievers._bm25.Bm25Index`: Robertson & Zaragoza 2009,
+idf as Lucene),
 ``k1`` and ``b`` the lane's parameters, a verse's length its number of gloss stems; each
 query stem counts once. >= 0, higher is better; ties by ``doc_id``. A query with no known
 stem gets an empty ranking.
@@ -21,13 +21,14 @@ stem gets an empty ranking.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections import Counter, defaultdict
 from typing import Any, Sequence
 
 import regex
 from pydantic import Field
+
+from retrievers._bm25 import Bm25Index
 
 from workbench.errors import ConfigError
 from workbench.registry import Params, RetrieverKind
@@ -77,14 +78,7 @@ class SanskritLemmaLane:
         if not self._tf:
             raise ConfigError(f"lane {name}: no document of this dataset has Sanskrit stems (metadata 'stems', built "
                               "from the gita's word-by-word glosses); use kind 'sanskrit-lemma' on the gita")
-        self._postings: dict[str, list[tuple[str, int]]] = defaultdict(list)
-        for doc_id, tf in self._tf.items():
-            for stem, n in tf.items():
-                self._postings[stem].append((doc_id, n))
-        self._len = {doc_id: sum(tf.values()) for doc_id, tf in self._tf.items()}
-        self._avg = sum(self._len.values()) / len(self._len)
-        n_docs = len(self._tf)
-        self._idf = {s: math.log(1 + (n_docs - len(p) + 0.5) / (len(p) + 0.5)) for s, p in self._postings.items()}
+        self._bm25 = Bm25Index(self._tf, self.k1, self.b)
         self.last_latencies_ms: dict[str, float] = {}
 
     def config(self) -> dict[str, Any]:
@@ -97,10 +91,10 @@ class SanskritLemmaLane:
         for word in _WORD.findall(query_text.to_iast(query_text.clean(text)).lower()):
             key = _key(word)
             found = self._form.get(key)
-            if not found and key in self._postings:
+            if not found and key in self._bm25:
                 found = {key}
             if not found and len(word) >= 3:
-                found = {k for k in map(_key, sanskrit.stems_of(word)) if k in self._postings}
+                found = {k for k in map(_key, sanskrit.stems_of(word)) if k in self._bm25}
             for s in sorted(found or ()):
                 if s not in out:
                     out.append(s)
@@ -115,12 +109,7 @@ class SanskritLemmaLane:
         rows = {}
         for q in queries:
             t0 = time.perf_counter()
-            scores: dict[str, float] = defaultdict(float)
-            for stem in self.stems(q.text or "") if k > 0 else ():
-                idf = self._idf[stem]
-                for doc_id, tf in self._postings[stem]:
-                    norm = self.k1 * (1 - self.b + self.b * self._len[doc_id] / self._avg)
-                    scores[doc_id] += idf * tf * (self.k1 + 1) / (tf + norm)
+            scores = self._bm25.scores((s, 1.0) for s in self.stems(q.text or "")) if k > 0 else {}
             rows[q.query_id] = sorted(scores.items(), key=lambda ds: (-ds[1], ds[0]))[:k]
             self.last_latencies_ms[q.query_id] = (time.perf_counter() - t0) * 1000
         return Run(rows, self.name)
@@ -139,7 +128,7 @@ class SanskritLemmaKind(RetrieverKind):
     kind = "sanskrit-lemma"
     summary = "Sanskrit stems of the gita's glosses (vidyut declensions), BM25; higher is better"
     Params = SanskritLemmaParams
-    code = (sys.modules[__name__], sanskrit, query_text)
+    code = (sys.modules[__name__], sanskrit, query_text, sys.modules["retrievers._bm25"])
 
     def open(self, name: str, params: SanskritLemmaParams, ds, res) -> SanskritLemmaLane:
         """The lane over ``ds``'s documents (in memory)."""

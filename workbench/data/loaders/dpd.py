@@ -79,6 +79,10 @@ class Lexicon:
                 if e is not None:
                     forms.setdefault(e.lemma, set()).add(form)
         self._forms = {lemma: tuple(sorted(fs)) for lemma, fs in forms.items()}
+        by_lemma: dict[str, list[Entry]] = {}
+        for e in self._entries.values():
+            by_lemma.setdefault(e.lemma, []).append(e)
+        self._by_lemma = {lemma: tuple(sorted(es, key=lambda e: e.lemma_1)) for lemma, es in by_lemma.items()}
 
     def __len__(self) -> int:
         """Number of inflected forms."""
@@ -107,7 +111,7 @@ class Lexicon:
 
     def lemma_entries(self, lemma: str) -> tuple[Entry, ...]:
         """The headwords of a bare lemma (homonyms), ordered by id."""
-        return tuple(sorted((e for e in self._entries.values() if e.lemma == lemma), key=lambda e: e.lemma_1))
+        return self._by_lemma.get(lemma, ())
 
 
 def dpd_files(data_dir: Path) -> dict[str, Path]:
