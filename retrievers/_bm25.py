@@ -51,3 +51,37 @@ class Bm25Index:
                 norm = self.k1 * (1 - self.b + self.b * self.length[doc_id] / self.avg_length)
                 out[doc_id] += weight * idf * tf * (self.k1 + 1) / (tf + norm)
         return out
+
+
+class Bm25Lane:
+    """What the in-memory BM25 lanes share: ``search`` ranks by :meth:`Bm25Index.scores` of the query's weighted
+    terms (:meth:`query_terms`, implemented by the lane); ties by ``doc_id``; an empty ranking when a query has
+    no known term. Subclasses set ``name`` and ``_bm25`` (a :class:`Bm25Index`)."""
+
+    name: str
+    _bm25: Bm25Index
+
+    def query_terms(self, text: str) -> Iterable[tuple[str, float]]:
+        """``(term, weight)`` pairs a query asks for."""
+        raise NotImplementedError
+
+    def search(self, queries, k: int):
+        """Top ``k`` documents by BM25 over each query's terms.
+
+        Raises:
+            ValueError: ``k`` is not an integer >= 0.
+        """
+        import time
+
+        from workbench.run import Run
+
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            raise ValueError(f"k must be an integer >= 0, got {k!r}")
+        rows = {}
+        self.last_latencies_ms: dict[str, float] = {}
+        for q in queries:
+            t0 = time.perf_counter()
+            scores = self._bm25.scores(self.query_terms(q.text or "")) if k > 0 else {}
+            rows[q.query_id] = sorted(scores.items(), key=lambda ds: (-ds[1], ds[0]))[:k]
+            self.last_latencies_ms[q.query_id] = (time.perf_counter() - t0) * 1000
+        return Run(rows, self.name)

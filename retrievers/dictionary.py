@@ -31,13 +31,12 @@ from typing import Any, Literal, Sequence
 import regex
 from pydantic import Field
 
-from retrievers._bm25 import Bm25Index
+from retrievers._bm25 import Bm25Index, Bm25Lane
 from workbench.errors import ConfigError
 from workbench.registry import Params, RetrieverKind
-from workbench.run import Run
 from workbench.text import query as query_text
 from workbench.text.normalize import tokens
-from workbench.types import Document, Query
+from workbench.types import Document
 
 _WORD = regex.compile(r"\p{L}+")
 _LANGUAGES = {"ru": "russian", "en": "english"}
@@ -71,7 +70,7 @@ def meaning_stems(text: str, language: str) -> list[str]:
     return list(dict.fromkeys(stem.stemWords(words)))
 
 
-class DictionaryLane:
+class DictionaryLane(Bm25Lane):
     """Russian and English questions → DPD meanings → Pali lemmas → passages (see the module docstring).
 
     Args:
@@ -140,20 +139,9 @@ class DictionaryLane:
                     weights[lemma] += 1.0 / len(found)
         return sorted(weights.items())
 
-    def search(self, queries: Sequence[Query], k: int) -> Run:
-        """Top ``k`` documents by weighted BM25 over the query's lemmas; an empty ranking when it has none."""
-        import time
-
-        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
-            raise ValueError(f"k must be an integer >= 0, got {k!r}")
-        rows = {}
-        for q in queries:
-            t0 = time.perf_counter()
-            scores = self._bm25.scores(self.lemmas(q.text or "")) if k > 0 else {}
-            rows[q.query_id] = sorted(scores.items(), key=lambda ds: (-ds[1], ds[0]))[:k]
-            self.last_latencies_ms[q.query_id] = (time.perf_counter() - t0) * 1000
-        return Run(rows, self.name)
-
+    def query_terms(self, text: str) -> list[tuple[str, float]]:
+        """The query's weighted lemmas (:meth:`lemmas`), for :meth:`retrievers._bm25.Bm25Lane.search`."""
+        return self.lemmas(text)
 
 class DictionaryParams(Params):
     """Parameters of a ``kind = "dictionary"`` lane (see :class:`DictionaryLane`)."""

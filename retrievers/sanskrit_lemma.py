@@ -28,15 +28,14 @@ from typing import Any, Sequence
 import regex
 from pydantic import Field
 
-from retrievers._bm25 import Bm25Index
+from retrievers._bm25 import Bm25Index, Bm25Lane
 
 from workbench.errors import ConfigError
 from workbench.registry import Params, RetrieverKind
-from workbench.run import Run
 from workbench.text import query as query_text
 from workbench.text import sanskrit
 from workbench.text.normalize import ascii_fold
-from workbench.types import Document, Query
+from workbench.types import Document
 
 _WORD = regex.compile(r"[\p{L}\p{M}]+")
 
@@ -45,7 +44,7 @@ def _key(word: str) -> str:
     return ascii_fold(word.lower().replace("ṁ", "ṃ"))
 
 
-class SanskritLemmaLane:
+class SanskritLemmaLane(Bm25Lane):
     """BM25 over the gita's gloss stems (see the module docstring).
 
     Args:
@@ -100,20 +99,9 @@ class SanskritLemmaLane:
                     out.append(s)
         return out
 
-    def search(self, queries: Sequence[Query], k: int) -> Run:
-        """Top ``k`` verses by BM25 over the query's stems; an empty ranking when it has none."""
-        import time
-
-        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
-            raise ValueError(f"k must be an integer >= 0, got {k!r}")
-        rows = {}
-        for q in queries:
-            t0 = time.perf_counter()
-            scores = self._bm25.scores((s, 1.0) for s in self.stems(q.text or "")) if k > 0 else {}
-            rows[q.query_id] = sorted(scores.items(), key=lambda ds: (-ds[1], ds[0]))[:k]
-            self.last_latencies_ms[q.query_id] = (time.perf_counter() - t0) * 1000
-        return Run(rows, self.name)
-
+    def query_terms(self, text: str) -> list[tuple[str, float]]:
+        """The query's stems, each weighing 1 (:meth:`stems`), for :meth:`retrievers._bm25.Bm25Lane.search`."""
+        return [(s, 1.0) for s in self.stems(text)]
 
 class SanskritLemmaParams(Params):
     """Parameters of a ``kind = "sanskrit-lemma"`` lane (see :class:`SanskritLemmaLane`)."""
