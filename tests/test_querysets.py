@@ -173,7 +173,10 @@ def test_pali_term_judgments_hold_an_inflected_form(built_home, data_dir):
         forms = set(lexicon.forms_of(lemma))
         assert 3 <= len(qrels[q.query_id]) <= 30
         for doc_id in qrels[q.query_id]:
-            assert forms & set(tokens(docs[doc_id].text("root", "pi"))), (lemma, doc_id)
+            words = set(tokens(docs[doc_id].text("root", "pi")))
+            # a lemma found only inside compounds (#12) is judged by the compounds made of it
+            inside = {lem for w in words for lem2 in lexicon.lemmas(w) for lem in (lem2, *lexicon.members(lem2))}
+            assert forms & words or lemma in inside, (lemma, doc_id)
         assert q.text in (lemma, ascii_fold(lemma), to_cyrillic(lemma), iast_to_devanagari_many([lemma])[0])
 
 

@@ -109,6 +109,26 @@ class Lexicon:
         """Every bare lemma that has at least one indexed form, sorted."""
         return tuple(sorted(self._forms))
 
+    def members(self, lemma: str) -> tuple[str, ...]:
+        """The lemmas a compound is made of, recursively, from the DPD's ``construction`` (``kakacūpamasutta`` =
+        ``kakacūpama+sutta``, ``kakacūpama`` = ``kakaca+upama`` → ``('kakaca', 'kakacūpama', 'sutta', 'upama')``),
+        sorted. Only constructions of whole words count: every part a lemma of the dictionary of 3 or more
+        letters, no root (``√``): ``upa+√mā+a`` and ``anu+passa+ī`` are derivations, not compounds. ``()`` for
+        a word that is not a compound."""
+        return self._members(lemma, frozenset())
+
+    def _members(self, lemma: str, seen: frozenset) -> tuple[str, ...]:
+        out: set[str] = set()
+        for e in self._by_lemma.get(lemma, ()):
+            parts = [p.strip() for p in e.construction.split("+")]
+            if len(parts) < 2 or any("√" in p or len(p) < 3 or p not in self._by_lemma for p in parts):
+                continue
+            for p in parts:
+                if p != lemma and p not in seen:
+                    out.add(p)
+                    out.update(self._members(p, seen | {lemma}))
+        return tuple(sorted(out))
+
     def lemma_entries(self, lemma: str) -> tuple[Entry, ...]:
         """The headwords of a bare lemma (homonyms), ordered by id."""
         return self._by_lemma.get(lemma, ())

@@ -241,13 +241,32 @@ def lemma_holders(documents: Sequence[Document], lexicon: Lexicon, field: str = 
 
 def pali_terms(documents: Sequence[Document], lexicon: Lexicon, min_df: int = 3, max_df: int = 30,
                min_len: int = 5) -> list[Candidate]:
-    """Pali lemmas in IAST, ASCII and Cyrillic; relevant = documents holding any inflected form.
+    """Pali lemmas in IAST, ASCII, Cyrillic and Devanagari; relevant = documents holding any inflected form.
 
     A lemma qualifies when it is one word of at least ``min_len`` letters, found in
-    ``min_df``..``max_df`` documents, and its ASCII (and Cyrillic) form is shared with no
-    other lemma found in the corpus. Grade 1 for every holder.
+    ``min_df``..``max_df`` documents, and its ASCII (and Cyrillic, Devanagari) form is shared
+    with no other lemma found in the corpus. A lemma found only inside compounds
+    (:func:`compound_member_holders`) qualifies the same way, its holders being the
+    documents with those compounds. Grade 1 for every holder.
     """
-    return _term_candidates(lemma_holders(documents, lexicon), "pi", min_df, max_df, min_len)
+    holders = lemma_holders(documents, lexicon)
+    for member, docs in compound_member_holders(holders, lexicon).items():
+        holders.setdefault(member, docs)
+    return _term_candidates(holders, "pi", min_df, max_df, min_len)
+
+
+def compound_member_holders(holders: dict[str, list[str]], lexicon: Lexicon) -> dict[str, list[str]]:
+    """Lemmas found in the corpus **only inside compounds** (#12): member → the documents holding a compound
+    made of it (:meth:`~workbench.data.loaders.dpd.Lexicon.members`, the DPD's construction data), for members
+    with no standalone form in any document (``kakaca``: only in ``kakacūpama``, MN 21's simile). Corpus order
+    of ``holders`` is kept."""
+    order = {d: i for i, d in enumerate(dict.fromkeys(d for ds in holders.values() for d in ds))}
+    inside: dict[str, set[str]] = defaultdict(set)
+    for lemma, docs in holders.items():
+        for member in lexicon.members(lemma):
+            if member not in holders:
+                inside[member].update(docs)
+    return {m: sorted(ds, key=order.__getitem__) for m, ds in sorted(inside.items())}
 
 
 _WORK_RE = re.compile(r"^(dn|mn|sn|dhp)(\d+)(?:\.(\d+))?(?:-(\d+))?$")
