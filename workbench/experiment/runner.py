@@ -182,12 +182,12 @@ class Engine:
         return self._os
 
     def lexicon(self):
-        """The ms-dpd lexicon (lemma synonyms of the OpenSearch index), loaded once."""
+        """The ms-dpd lexicon (the OpenSearch lemma synonyms, the dictionary and pali-lemma lanes), loaded once."""
         if self._lexicon is None:
             from workbench.data.loaders.dpd import load_dpd
             from workbench.settings import data_dir
 
-            self.log("loading ms-dpd for the OpenSearch lemma synonyms")
+            self.log("loading ms-dpd (the DPD: forms, lemmas, meanings, compound constructions)")
             self._lexicon = load_dpd(data_dir(sources=("ms-dpd",)))
         return self._lexicon
 
