@@ -39,6 +39,7 @@ import unicodedata
 import regex
 
 from workbench.text import translit
+from workbench.text.scripts import script_of
 
 _IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
 _CONTROL = regex.compile(r"[\t\n\r\v\f\x1c-\x1f\x85]|(\p{Cc})")
@@ -100,7 +101,7 @@ def fingerprint() -> str:
 
 def _word_iast(word: str) -> str:
     """One word in the corpus's IAST, or the word itself when it is IAST or plain ASCII already."""
-    script = _word_script(word)
+    script = script_of(word)
     if script == "Cyrillic":
         return translit.cyrillic_to_iast(word)
     if script == "Devanagari":
@@ -110,12 +111,6 @@ def _word_iast(word: str) -> str:
         if scheme is not None:
             return translit.ascii_scheme_to_iast(word, scheme)
     return word
-
-
-def _word_script(word: str) -> str:
-    from workbench.text.scripts import script_of
-
-    return script_of(word)
 
 
 def to_iast(text: str) -> str:
