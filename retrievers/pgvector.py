@@ -23,7 +23,6 @@ HNSW index even on a small table (where a sequential scan looks cheaper).
 from __future__ import annotations
 
 import time
-import unicodedata
 from typing import Any, Literal, Sequence
 
 import numpy as np
@@ -121,9 +120,10 @@ class VectorLane(SqlLane):
             ConfigError: the embedder does not match the index, or returns a wrong shape.
             PgError: the table is missing or the server is unreachable.
         """
+        from workbench.text.query import clean
+
         k = self._check_k(k)
-        texts = list(dict.fromkeys(t for t in (unicodedata.normalize("NFC", q.text or "") for q in queries)
-                                   if t.strip()))
+        texts = list(dict.fromkeys(t for t in (clean(q.text or "") for q in queries) if t.strip()))
         self.last_exact_fallbacks = []
         self.last_embed_ms = 0.0
         if k == 0 or not texts:
@@ -158,8 +158,7 @@ class VectorLane(SqlLane):
         share = self.last_embed_ms / len(texts)
         self.last_latencies_ms = {q: (ms + share if ms else ms) for q, ms in self.last_latencies_ms.items()}
         fb = set(fallbacks)
-        self.last_exact_fallbacks = [q.query_id for q in queries
-                                     if unicodedata.normalize("NFC", q.text or "") in fb]
+        self.last_exact_fallbacks = [q.query_id for q in queries if clean(q.text or "") in fb]
         return run
 
     def _ident(self) -> str:

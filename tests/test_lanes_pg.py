@@ -353,6 +353,9 @@ def test_a_nul_byte_costs_no_other_query_its_answer(reader, index, make):
 def test_invisible_characters_inside_words_are_ignored(reader, index, pasted):
     for lane in (FullTextLane("fts", reader, index, config="simple"), TrigramLane("trigram", reader, index)):
         assert _ids(lane.search([Q("q", pasted)], 10), "q")[0] == "bg2.47"
+    # the vector lane embeds the cleaned text (it used to look the cleaned text up among the raw ones: KeyError)
+    vec = VectorLane("vector", reader, index, EMB)
+    assert _ids(vec.search([Q("q", pasted)], 10), "q") == _ids(vec.search([Q("q", "phaleṣu kadācana")], 10), "q")
 
 
 def test_websearch_with_no_positive_term_is_an_empty_ranking(reader, index):
