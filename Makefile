@@ -11,7 +11,7 @@ export WORKBENCH_DATA ?= $(abspath ../shared/data)
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[st,test]'
+	$(BIN)/pip install -q -e '.[st,test,notebooks]'
 	touch $@
 
 # The main job, end to end on the real corpora: datasets, then the seed experiments (tracked in MLflow),

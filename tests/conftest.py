@@ -61,6 +61,15 @@ def built_home(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
 
 
 @pytest.fixture(scope="session")
+def board(built_home, data_dir, pg_dsn, tmp_path_factory) -> Path:
+    """A home with the main job's kinds of results: the gita evaluated (board.toml: rrf, noref, ref) and
+    tracked in MLflow, the study board-study, a failing gate report (tests/fixtures/board.py)."""
+    from fixtures.board import make_board
+
+    return make_board(built_home, pg_dsn, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
 def pg_dsn():
     """The admin DSN of a real PostgreSQL (pgvector, pg_trgm, unaccent) for the session.
 

@@ -15,66 +15,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
-from fixtures.experiments import experiment_toml, only, rrf
-from workbench.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ROOT / "dashboards" / "views"
-
-EXPERIMENT = experiment_toml("board", ["R@10", "nDCG@10", "RR@10"],
-                             {"rrf": rrf("vector", "fts", "ref"), "noref": rrf("vector", "fts"), "ref": only("ref")})
-
-STUDY = """
-name = "board-study"
-experiment = "board.toml"
-dataset = "gita"
-lanes = ["vector", "fts", "ref"]
-baseline = "rrf"
-trials = 20
-seed = 11
-[objective]
-measure = "R@10"
-[space]
-k = { low = 1, high = 120, log = true }
-[space.weights]
-ref = { low = 0.0, high = 6.0 }
-"""
-
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     env.update({"WORKBENCH_HOME": str(home), **extra})
     return env
-
-
-@pytest.fixture(scope="module")
-def board(built_home, data_dir, pg_dsn, tmp_path_factory):
-    """A home with the main job's kinds of results: an eval in MLflow, a study, a gate report."""
-    home = tmp_path_factory.mktemp("board-home")
-    for shared in ("datasets", "cache"):  # built datasets and the candidate cache of the session
-        (built_home / shared).mkdir(exist_ok=True)
-        (home / shared).symlink_to(built_home / shared)
-    folder = tmp_path_factory.mktemp("board-exp")
-    (folder / "board.toml").write_text(EXPERIMENT)
-    (folder / "study.toml").write_text(STUDY)
-    runner = CliRunner()
-    mp = pytest.MonkeyPatch()
-    mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-    mp.setenv("WORKBENCH_HOME", str(home))
-    mp.setenv("WORKBENCH_PG_DSN", pg_dsn)
-    try:
-        ev = runner.invoke(app, ["eval", str(folder / "board.toml")])
-        assert ev.exit_code == 0, ev.output
-        tu = runner.invoke(app, ["tune", str(folder / "study.toml")])
-        assert tu.exit_code == 0, tu.output
-        gate = runner.invoke(app, ["gate", "--candidate", f"{folder / 'board.toml'}:noref",
-                                   "--baseline", f"{folder / 'board.toml'}:rrf", "-d", "gita"])
-        assert gate.exit_code == 1, gate.output  # dropping the reference lane loses every verse reference
-    finally:
-        mp.undo()
-    return home
 
 
 @pytest.fixture(autouse=True)

@@ -36,6 +36,73 @@ rater_app = typer.Typer(help="Raters and their tokens.", no_args_is_help=True)
 judge_app.add_typer(rater_app, name="rater")
 SERVICES = ("opensearch", "postgres")
 
+notebooks_typer = typer.Typer(help="The analysis notebooks of notebooks/ (jupytext pairs on workbench.results): "
+                              "start JupyterLab on them, or `notebooks run` them headless.")
+app.add_typer(notebooks_typer, name="notebooks")
+
+
+@notebooks_typer.callback(invoke_without_command=True)
+def notebooks_cmd(
+    ctx: typer.Context,
+    port: int = typer.Option(8888, "--port", min=1, max=65535, help="Port to serve on."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
+    open_browser: bool = typer.Option(True, "--open/--no-open", help="Open a browser tab (when one is available)."),
+) -> None:
+    """Start JupyterLab on notebooks/ with the workbench's environment (the `notebooks` extra).
+
+    The notebooks read WORKBENCH_HOME's results (after `make main`) through workbench.results;
+    open the `.py` files as notebooks (jupytext); outputs go to the git-ignored `.ipynb` beside them.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from workbench import notebooks
+    from workbench.settings import home_dir
+
+    try:
+        notebooks.find()
+        args = notebooks.lab_command(port, host, open_browser)
+        home = home_dir()
+    except WorkbenchError as exc:
+        _fail(exc)
+    typer.echo(f"[workbench] JupyterLab on http://{host}:{port} over {notebooks.NOTEBOOKS_DIR} — home {home} "
+               "(Ctrl-C stops it)", err=True)
+    sys.stdout.flush()
+    os.environ["WORKBENCH_HOME"] = str(home)
+    os.execv(sys.executable, args)
+
+
+@notebooks_typer.command("run")
+def notebooks_run(
+    names: list[str] = typer.Argument(None, help="Notebooks to run (quickstart, failure_analysis, tuning, "
+                                      "judgments); default every one."),
+    out: Path = typer.Option(Path("notebooks/out"), "--out", "-o", help="Folder for the executed .ipynb files."),
+    timeout: int = typer.Option(1200, "--timeout", min=1, help="Seconds one cell may take."),
+) -> None:
+    """Run notebooks top to bottom in fresh kernels on WORKBENCH_HOME's results and keep their outputs.
+
+    Exit 1 when a notebook fails (its cell and error are printed; the others still run), 2 on bad input.
+    """
+    from workbench import notebooks
+
+    try:
+        paths = notebooks.find(names or ())
+    except WorkbenchError as exc:
+        _fail(exc)
+    failed = 0
+    for path in paths:
+        try:
+            done = notebooks.execute(path, out, timeout=timeout)
+        except WorkbenchError as exc:
+            _fail(exc)
+        if done.error:
+            failed += 1
+            typer.secho(f"{done.name}: FAILED in {done.seconds:.0f} s at {done.error} (outputs so far: {done.output})",
+                        fg=typer.colors.RED, err=True)
+        else:
+            typer.echo(f"{done.name}: ok in {done.seconds:.0f} s → {done.output}")
+    raise typer.Exit(1 if failed else 0)
+
+
 
 def _fail(exc: Exception) -> None:
     """Print ``error: <message>`` on one line to stderr and exit 2 (no traceback)."""

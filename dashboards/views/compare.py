@@ -4,6 +4,7 @@ import streamlit as st
 
 from workbench.dashboard import ui, views
 from workbench.errors import WorkbenchError
+from workbench.eval.stats import P_ADJUST, P_ADJUST_NAME
 from workbench.types import SPLITS
 
 st.title("Compare two configs")
@@ -68,12 +69,14 @@ c1.metric(f"{measure}: {candidate}", f"{overall['candidate']:.3f}", f"{overall['
 c2.metric("Wins (B better)", int(overall["wins"]))
 c3.metric("Losses (B worse)", int(overall["losses"]))
 c4.metric("Ties", int(overall["ties"]))
-verdict = ("significant" if overall["p_value"] < 0.05 else "not significant")
+verdict = ("significant" if overall["p_adjusted"] < 0.05 else "not significant")
 st.markdown(f"Mean Δ = **{overall['delta']:+.4f}**, 95% CI [{overall['ci_low']:+.4f}, {overall['ci_high']:+.4f}], "
-            f"paired randomisation test p = **{overall['p_value']:.4f}** ({verdict} at 0.05; "
-            f"{len(cmp)} queries, 10,000 sign flips).")
+            f"paired randomisation test p = **{overall['p_value']:.4f}**, "
+            f"{P_ADJUST_NAME[P_ADJUST]}-adjusted over the {len(sig)} strata below p = **{overall['p_adjusted']:.4f}** "
+            f"({verdict} at 0.05; {len(cmp)} queries, 10,000 sign flips).")
 st.dataframe(sig, hide_index=True, column_config={
-    "p_value": st.column_config.NumberColumn(format="%.4f"),
+    "p_value": st.column_config.NumberColumn("p", format="%.4f"),
+    "p_adjusted": st.column_config.NumberColumn(f"p ({P_ADJUST_NAME[P_ADJUST]})", format="%.4f"),
     **{c: st.column_config.NumberColumn(format="%.4f") for c in ("baseline", "candidate", "delta", "ci_low", "ci_high")}})
 st.plotly_chart(views.delta_figure(cmp, measure, baseline, candidate))
 

@@ -37,7 +37,7 @@ if train:
     test_m = ev.test.measures.get(train.objective) if ev.test else None
     if test_m:
         c3.metric(f"Held-out test {train.objective} (mean over queries)", f"{test_m.chosen:.4f}",
-                  f"{test_m.mean_diff:+.4f} (p = {test_m.p_value:.4f})")
+                  f"{test_m.mean_diff:+.4f} (p = {test_m.p_value:.4f}, Holm-adjusted {test_m.p_adjusted:.4f})")
 for note in rep.notes:
     st.warning(note)
 left, right = st.columns([1, 2])
@@ -62,7 +62,8 @@ with right:
         st.info("The report has no dev/test evaluation.")
     else:
         st.dataframe(table, hide_index=True, column_config={
-            c: st.column_config.NumberColumn(format="%.4f") for c in ("chosen", "baseline", "delta", "p_value")})
+            **{c: st.column_config.NumberColumn(format="%.4f") for c in ("chosen", "baseline", "delta", "p_value")},
+            "p_adjusted": st.column_config.NumberColumn("p (Holm–Bonferroni)", format="%.4f")})
     for split in ("dev", "test"):
         part = ev.split(split)
         if part is not None and part.by_query_type:

@@ -22,14 +22,15 @@ def find(home: Path) -> list[Path]:
 
 def checks_frame(report: GateReport) -> pd.DataFrame:
     """Every check of every result: ``status, dataset, candidate, baseline, measure, stratum, n,
-    candidate_value, baseline_value, diff, ci_low, ci_high, note`` (values in the measures' units)."""
+    candidate_value, baseline_value, diff, ci_low, ci_high, p_value, p_adjusted, note`` (values in the
+    measures' units; ``p_adjusted``: Holm–Bonferroni over one result's paired checks, NaN where none)."""
     rows = []
     for r in report.results:
         for c in r.checks:
             rows.append({"status": c.status, "dataset": r.dataset, "candidate": r.candidate, "baseline": r.baseline,
                          "measure": c.measure, "stratum": c.stratum, "n": c.n, "candidate_value": c.candidate,
                          "baseline_value": c.baseline, "diff": c.diff, "ci_low": c.ci_low, "ci_high": c.ci_high,
-                         "note": c.note})
+                         "p_value": c.p_value, "p_adjusted": c.p_adjusted, "note": c.note})
     return pd.DataFrame(rows)
 
 

@@ -161,7 +161,8 @@ def fmt_value(v: Any) -> str:
 
 def measures_table(rep: StudyReport) -> pd.DataFrame:
     """The dev/test comparison of the chosen trial and the baseline, one row per (split, measure):
-    ``split, measure, chosen, chosen_ci, baseline, baseline_ci, delta, delta_ci, p_value``."""
+    ``split, measure, chosen, chosen_ci, baseline, baseline_ci, delta, delta_ci, p_value, p_adjusted``
+    (``p_adjusted``: Holm–Bonferroni over the split's measures and query types; NaN in old reports)."""
     rows = []
     for split in ("dev", "test"):
         part = rep.evaluation.split(split)
@@ -171,5 +172,5 @@ def measures_table(rep: StudyReport) -> pd.DataFrame:
                          "baseline": r.baseline,
                          "baseline_ci": f"[{r.baseline_ci[0]:.3f}, {r.baseline_ci[1]:.3f}]",
                          "delta": r.mean_diff, "delta_ci": f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]",
-                         "p_value": r.p_value})
+                         "p_value": r.p_value, "p_adjusted": r.p_adjusted})
     return pd.DataFrame(rows)

@@ -17,7 +17,7 @@ import pandas as pd
 from workbench.eval.evaluate import GROUP_COLUMNS
 from workbench.text.doctext import display_address
 from workbench.run import Run
-from workbench.eval.stats import bootstrap_ci_columns, paired_test
+from workbench.eval.stats import adjust_pvalues, bootstrap_ci_columns, paired_test
 
 #: Per-query columns that describe a query rather than measure it.
 KEY_COLUMNS = ("query_id", *GROUP_COLUMNS)
@@ -166,10 +166,12 @@ def significance(cmp: pd.DataFrame, seed: int = 20261129) -> pd.DataFrame:
     """Paired statistics per stratum (all queries, then each query type).
 
     Returns:
-        ``stratum, n, baseline, candidate, delta, ci_low, ci_high, p_value, wins, losses,
-        ties``: means, the mean paired difference with its 95% bootstrap CI and the
+        ``stratum, n, baseline, candidate, delta, ci_low, ci_high, p_value, p_adjusted, wins, losses,
+        ties``: means, the mean paired difference with its 95% bootstrap CI, the
         two-sided p-value of the paired sign-flip randomisation test
-        (:func:`workbench.eval.stats.paired_test`: Smucker et al. 2007).
+        (:func:`workbench.eval.stats.paired_test`: Smucker et al. 2007) and that p-value adjusted over
+        the rows (the strata are read together) by Holm–Bonferroni
+        (:func:`workbench.eval.stats.adjust_pvalues`).
     """
     rows = []
     strata = [(ALL, cmp)] + [(t, g) for t, g in cmp.groupby("query_type", sort=True)]
@@ -181,7 +183,10 @@ def significance(cmp: pd.DataFrame, seed: int = 20261129) -> pd.DataFrame:
                      "candidate": float(g["candidate"].mean()), "delta": test["mean_diff"],
                      "ci_low": test["ci_low"], "ci_high": test["ci_high"], "p_value": test["p_value"],
                      **outcomes(g)})
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if not out.empty:
+        out.insert(out.columns.get_loc("p_value") + 1, "p_adjusted", adjust_pvalues(out["p_value"].to_numpy()))
+    return out
 
 
 def delta_figure(cmp: pd.DataFrame, measure: str, baseline: str, candidate: str):

@@ -152,6 +152,41 @@ def parse_measures(names: str | Iterable[Any]) -> list:
 # ---------------------------------------------------------------------------------------
 
 
+def ranx_metric(measure: str) -> str:
+    """ranx's name for a measure: ``R@10`` → ``recall@10``, ``nDCG@10`` → ``ndcg@10``, ``RR@10`` →
+    ``mrr@10``, ``P@5`` → ``precision@5``.
+
+    Raises:
+        ConfigError: the measure has no plain ranx equivalent (Judged@k, a measure with other
+            parameters); the message lists those that have one.
+    """
+    (m,) = parse_measures([measure])
+    base = _RANX_NAMES.get(m.NAME)
+    cutoff = m["cutoff"] if "cutoff" in m.SUPPORTED_PARAMS else None
+    plain = all(k == "cutoff" for k, v in m.params.items() if v != m.SUPPORTED_PARAMS[k].default)
+    if base is None or not isinstance(cutoff, int) or not plain:
+        raise ConfigError(f"ranx has no equivalent for {m}; use R@k, P@k, RR@k or nDCG@k")
+    return f"{base}@{cutoff}"
+
+
+def ranx_run(run: Run, qids: Iterable[str] | None = None):
+    """A :class:`workbench.run.Run` as a ranx ``Run`` named like it, scored ``n, n-1, …, 1`` in its own
+    order (so ranx sees the workbench's tie order, not its own); queries without hits are left out."""
+    from ranx import Run as RanxRun
+
+    return RanxRun(_rank_scores(run, qids if qids is not None else list(run)), name=run.name or None)
+
+
+def ranx_qrels(qrels: Iterable[Qrel], qids: Iterable[str] | None = None):
+    """Qrels as a ranx ``Qrels`` (every grade kept; ranx counts grade >= 1 as relevant), restricted to
+    ``qids`` when given; queries without a judged pair are left out (ranx refuses empty ones)."""
+    from ranx import Qrels as RanxQrels
+
+    j = _judgments(qrels)
+    keep = set(qids) if qids is not None else set(j)
+    return RanxQrels({q: dict(d) for q, d in j.items() if q in keep and d})
+
+
 def _judgments(qrels: Iterable[Qrel]) -> dict[str, dict[str, int]]:
     """``{query_id: {doc_id: relevance}}``; a conflicting duplicate raises ValueError."""
     out: dict[str, dict[str, int]] = {}
@@ -425,14 +460,7 @@ def cross_check(
     """
     ms = parse_measures(measures)
     _check_run(run)
-    ranx_names: dict[str, str] = {}
-    for m in ms:
-        base = _RANX_NAMES.get(m.NAME)
-        cutoff = m["cutoff"] if "cutoff" in m.SUPPORTED_PARAMS else None
-        plain = all(k == "cutoff" for k, v in m.params.items() if v != m.SUPPORTED_PARAMS[k].default)
-        if base is None or not isinstance(cutoff, int) or not plain:
-            raise ConfigError(f"cross_check has no ranx equivalent for {m}; use R@k, P@k, RR@k or nDCG@k")
-        ranx_names[str(m)] = f"{base}@{cutoff}"
+    ranx_names = {str(m): ranx_metric(str(m)) for m in ms}
     judgments = {q: d for q, d in _judgments(qrels).items() if d}
     if not judgments:
         raise ValueError("cross_check got no qrels: pass the judgments of the run's query set")

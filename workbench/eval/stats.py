@@ -9,7 +9,11 @@ compute them on thousands of queries while a page loads:
   p-value of a sign-flip randomisation test (:func:`sign_flip_p`; Smucker, Allan and
   Carterette, "A comparison of statistical significance tests for information retrieval
   evaluation", CIKM 2007); with nz non-zero differences there are 2^nz sign patterns, so
-  up to 13 of them the test is exact.
+  up to 13 of them the test is exact;
+* :func:`adjust_pvalues` — the multiple-comparison correction applied wherever several tests
+  are read together (the gate's measures × strata, a study's measures × query types, the
+  dashboard's compare page): Holm–Bonferroni by default (:data:`P_ADJUST`), computed by
+  statsmodels' ``multipletests``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,46 @@ import numpy as np
 
 #: Resamples for the bootstrap and the randomisation test.
 RESAMPLES = 10_000
+
+#: The multiple-comparison correction every report applies, as statsmodels names it: Holm's
+#: step-down method ("A simple sequentially rejective multiple test procedure", Scand. J. Statist.
+#: 1979), which controls the family-wise error rate like Bonferroni and is uniformly more powerful.
+P_ADJUST = "holm"
+#: How the reports name it.
+P_ADJUST_NAME = {"holm": "Holm–Bonferroni", "bonferroni": "Bonferroni", "fdr_bh": "Benjamini–Hochberg (FDR)",
+                 "none": "none"}
+
+
+def adjust_pvalues(pvalues, method: str = P_ADJUST) -> np.ndarray:
+    """p-values adjusted for reading them together (one family), by ``method``.
+
+    Args:
+        pvalues: the raw two-sided p-values, any sequence of floats in [0, 1]; NaN entries (a test
+            that could not run: no queries) are left NaN and are not counted in the family.
+        method: a statsmodels ``multipletests`` method (``holm``, ``bonferroni``, ``fdr_bh``…) or
+            ``none``.
+
+    Returns:
+        the adjusted p-values, same shape and order, each >= its raw value and <= 1.
+
+    Raises:
+        ValueError: a p-value outside [0, 1], or an unknown method (the message lists the known ones).
+    """
+    p = np.asarray(pvalues, dtype=float)
+    out = p.copy()
+    ok = ~np.isnan(p)
+    if ((p[ok] < 0) | (p[ok] > 1)).any():
+        raise ValueError(f"p-values must lie in [0, 1], got {p[ok][(p[ok] < 0) | (p[ok] > 1)][:5].tolist()}")
+    if method == "none" or not ok.any():
+        return out
+    from statsmodels.stats.multitest import multipletests
+
+    try:
+        out[ok] = multipletests(p[ok], method=method)[1]
+    except ValueError as exc:
+        raise ValueError(f"unknown p-value adjustment {method!r}: use one of {', '.join(P_ADJUST_NAME)} "
+                         f"or another statsmodels multipletests method ({exc})") from None
+    return out
 
 
 def bootstrap_ci(values: np.ndarray, seed: int) -> tuple[float, float]:

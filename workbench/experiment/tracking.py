@@ -491,6 +491,8 @@ def log_study(result, home: Path, folder: Path) -> str:
                 final[f"{split}/{metric_key(m)}/chosen"] = row["chosen"]
                 final[f"{split}/{metric_key(m)}/baseline"] = row["baseline"]
                 final[f"{split}/{metric_key(m)}/p_value"] = row["p_value"]
+                if "p_adjusted" in row:
+                    final[f"{split}/{metric_key(m)}/p_adjusted"] = row["p_adjusted"]
         values = [Metric(k, float(v), now, 0) for k, v in final.items() if v is not None]
         for i in range(0, len(values), 1000):
             client.log_batch(rid, metrics=values[i:i + 1000])

@@ -9,6 +9,10 @@
 * expected values: **fail** when the candidate's mean is below expected − δ (the runs
   are deterministic, so the point value is compared, as regression files do);
 * a stratum with fewer than ``min_queries`` judged queries is reported, never failed;
+* every paired check also carries the two-sided p-value of the paired sign-flip test and that
+  p-value adjusted over all the paired checks of one result (measures × strata read together) by
+  Holm–Bonferroni (:func:`workbench.eval.stats.adjust_pvalues`); the decision stays the CI rule
+  above, and a fail whose adjusted p-value is 0.05 or more says so in its note;
 * judged coverage: mean Judged@k of the candidate below ``judged_floor`` warns (or
   fails with ``judged_action = "fail"``) and lists the unjudged documents of its top k,
   best-ranked first, to judge next.
@@ -44,7 +48,10 @@ class Check:
 
     Values are means of the measure over the stratum's queries (its own units, 0-1); ``diff`` is
     candidate − baseline (or − the expected value); ``ci_low`` / ``ci_high`` the 95% bootstrap CI of
-    the mean paired difference (NaN against expected values); ``n`` the queries compared.
+    the mean paired difference (NaN against expected values); ``n`` the queries compared;
+    ``p_value`` the paired sign-flip test's two-sided p-value and ``p_adjusted`` that p-value
+    adjusted over the result's paired checks (Holm–Bonferroni; both NaN against expected values and
+    in reports written before they existed).
     """
 
     measure: str
@@ -57,10 +64,17 @@ class Check:
     ci_high: float
     status: str  # one of STATUSES
     note: str = ""
+    p_value: float = math.nan
+    p_adjusted: float = math.nan
 
     def to_json(self) -> dict[str, Any]:
-        """The check as a JSON object (NaN stays NaN: the report is written with ``allow_nan``)."""
-        return asdict(self)
+        """The check as a JSON object (NaN stays NaN: the report is written with ``allow_nan``); the p-values
+        are left out where there are none (checks against expected values, reports written before them),
+        so such a report is written back as it was read."""
+        d = asdict(self)
+        if math.isnan(self.p_value) and math.isnan(self.p_adjusted):
+            del d["p_value"], d["p_adjusted"]
+        return d
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Check:
@@ -73,7 +87,8 @@ class Check:
         if d["status"] not in STATUSES:
             raise ValueError(f"status {d['status']!r} is not one of {', '.join(STATUSES)}")
         return cls(str(d["measure"]), str(d["stratum"]), int(d["n"]), float(d["candidate"]), float(d["baseline"]),
-                   float(d["diff"]), float(d["ci_low"]), float(d["ci_high"]), str(d["status"]), str(d.get("note", "")))
+                   float(d["diff"]), float(d["ci_low"]), float(d["ci_high"]), str(d["status"]), str(d.get("note", "")),
+                   float(d.get("p_value", math.nan)), float(d.get("p_adjusted", math.nan)))
 
 
 @dataclass
@@ -144,8 +159,9 @@ def _strata(per_query) -> list[tuple[str, Any]]:
 def paired_checks(cand, base, measures: Sequence[str], *, policy: GatePolicy = GatePolicy(),
                   seed: int = DEFAULT_SEED) -> list[Check]:
     """Per measure and stratum, the paired non-inferiority decision (see the module docstring) with
-    ``policy.margin`` (absolute, in the measure's units) and ``policy.min_queries``."""
-    from workbench.eval.stats import bootstrap_ci
+    ``policy.margin`` (absolute, in the measure's units) and ``policy.min_queries``, each with its
+    sign-flip p-value and the Holm–Bonferroni adjusted one (the family: every check returned)."""
+    from workbench.eval.stats import P_ADJUST, adjust_pvalues, bootstrap_ci, sign_flip_p
 
     margin, min_queries = policy.margin, policy.min_queries
     joined = cand.merge(base[["query_id", *measures]], on="query_id", how="inner", suffixes=("", "__base"))
@@ -166,7 +182,13 @@ def paired_checks(cand, base, measures: Sequence[str], *, policy: GatePolicy = G
             else:
                 status = "inconclusive"
             checks.append(Check(m, name, n, float(a.mean()) if n else math.nan, float(b.mean()) if n else math.nan,
-                                float(d.mean()) if n else math.nan, lo, hi, status))
+                                float(d.mean()) if n else math.nan, lo, hi, status,
+                                p_value=sign_flip_p(d, seed) if n else math.nan))
+    adjusted = adjust_pvalues([c.p_value for c in checks], P_ADJUST)
+    for c, p in zip(checks, adjusted):
+        c.p_adjusted = float(p)
+        if c.status == "fail" and not p < 0.05:
+            c.note = f"the regression is not significant after {P_ADJUST} correction (adjusted p = {p:.3f})"
     return checks
 
 

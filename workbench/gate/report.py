@@ -21,17 +21,24 @@ from workbench.gate.decide import GateResult
 
 def markdown(res: GateResult) -> str:
     """A summary fit for a pull-request comment."""
+    from workbench.eval.stats import P_ADJUST, P_ADJUST_NAME
     verdict = "❌ regression" if res.exit_code else "✅ pass"
     sha = f", sha256 `{res.qrels_sha256[:12]}`" if res.qrels_sha256 else ""
     lines = [f"### Retrieval gate: {verdict}", "",
              f"**{res.candidate}** vs **{res.baseline}** on `{res.dataset}` (margin δ = {res.margin:g}; "
              f"qrels **{res.qrels}**{sha})", "",
-             "| measure | stratum | n | candidate | baseline | Δ | 95% CI of Δ | result |",
-             "|---|---|---:|---:|---:|---:|---|---|"]
+             f"| measure | stratum | n | candidate | baseline | Δ | 95% CI of Δ | p | p ({P_ADJUST_NAME[P_ADJUST]}) "
+             "| result |",
+             "|---|---|---:|---:|---:|---:|---|---:|---:|---|"]
     for c in res.checks:
         ci = "" if math.isnan(c.ci_low) else f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}]"
+        p = "" if math.isnan(c.p_value) else f"{c.p_value:.4f}"
+        pa = "" if math.isnan(c.p_adjusted) else f"{c.p_adjusted:.4f}"
         lines.append(f"| {c.measure} | {c.stratum} | {c.n} | {c.candidate:.4f} | {c.baseline:.4f} | {c.diff:+.4f} | "
-                     f"{ci} | {c.status} |")
+                     f"{ci} | {p} | {pa} | {c.status} |")
+    if any(not math.isnan(c.p_adjusted) for c in res.checks):
+        lines += ["", f"p: paired sign-flip randomisation test, two-sided; adjusted over the {sum(not math.isnan(c.p_value) for c in res.checks)} "
+                  f"paired checks above by {P_ADJUST_NAME[P_ADJUST]} (Holm 1979). Decisions follow the CIs."]
     j = res.judged
     if j:
         lines += ["", f"Judged@{j['k']} of the candidate: {j['mean']:.3f} (floor {j['floor']:g}): **{j['status']}**"]

@@ -70,7 +70,10 @@ def write_outputs(result: StudyResult, home: Path, storage: str | None = None) -
 
 
 def summary(result: StudyResult) -> str:
-    """A plain-text summary: train objective, dev/test measures with CIs and p-values, sensitivity."""
+    """A plain-text summary: train objective, dev/test measures with CIs and p-values (raw and
+    Holm–Bonferroni adjusted), sensitivity."""
+    from workbench.eval.stats import P_ADJUST, P_ADJUST_NAME
+
     st = result.study
     q = result.evaluation.qrels or QrelsSummary(getattr(st, "qrels", "built"))
     lines = [f"study {st.name}: {len(result.optuna_study.trials)} trials on {st.dataset} ({st.split}), "
@@ -96,14 +99,17 @@ def summary(result: StudyResult) -> str:
         if rep is None or not rep.queries:
             lines.append(f"  {split}: {(rep.note if rep else '') or 'no queries'}")
             continue
-        lines.append(f"  {split} ({rep.queries} queries)   chosen [95% CI]   baseline [95% CI]   diff   p")
+        lines.append(f"  {split} ({rep.queries} queries)   chosen [95% CI]   baseline [95% CI]   diff   p   "
+                     f"p {P_ADJUST_NAME[P_ADJUST]}")
         for m, r in rep.measures.items():
             lines.append(f"    {m:10s} {r.chosen:.4f} [{r.chosen_ci[0]:.3f}, {r.chosen_ci[1]:.3f}]   "
                          f"{r.baseline:.4f} [{r.baseline_ci[0]:.3f}, {r.baseline_ci[1]:.3f}]   "
-                         f"{r.mean_diff:+.4f}   {r.p_value:.4f}")
+                         f"{r.mean_diff:+.4f}   {r.p_value:.4f}   {r.p_adjusted:.4f}")
         for t, r in rep.by_query_type.items():
             lines.append(f"    {rep.by_type_measure} {t:10s} n={r.n:4d}  {r.chosen:.4f} vs {r.baseline:.4f}  "
-                         f"{r.mean_diff:+.4f}  p={r.p_value:.4f}")
+                         f"{r.mean_diff:+.4f}  p={r.p_value:.4f}  adjusted p={r.p_adjusted:.4f}")
+        lines.append(f"    (p adjusted over the {len(rep.measures) + len(rep.by_query_type)} tests above by "
+                     f"{P_ADJUST_NAME[P_ADJUST]})")
     if result.sensitivity:
         lines.append("  sensitivity (objective at -10% / +10% of each numeric parameter):")
         for r in result.sensitivity:

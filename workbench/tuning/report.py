@@ -10,6 +10,7 @@ DataError naming the file.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,17 @@ class _Record:
     takes a field's default when the key is absent."""
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields; a field left at a NaN default (``p_adjusted`` of a report written before it existed)
+        is left out, so an old report is written back as it was read."""
+        import dataclasses
+        import math
+
+        d = asdict(self)
+        for f in dataclasses.fields(self):
+            v = d[f.name]
+            if isinstance(f.default, float) and math.isnan(f.default) and isinstance(v, float) and math.isnan(v):
+                del d[f.name]
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]):
@@ -61,6 +72,9 @@ class MeasureComparison(_Record):
         chosen_ci, baseline_ci: their 95% percentile-bootstrap CIs.
         mean_diff: the mean of chosen − baseline per query; ``ci_low``, ``ci_high`` its 95% bootstrap CI.
         p_value: the paired sign-flip randomisation test's two-sided p-value.
+        p_adjusted: ``p_value`` adjusted by Holm–Bonferroni over the split's family: every measure
+            and every query type of the report (:func:`workbench.eval.stats.adjust_pvalues`); NaN in
+            reports written before it existed.
     """
 
     chosen: float
@@ -71,13 +85,15 @@ class MeasureComparison(_Record):
     ci_low: float
     ci_high: float
     p_value: float
+    p_adjusted: float = math.nan
 
 
 @dataclass(frozen=True)
 class TypeComparison(_Record):
     """The objective measure on the ``n`` queries of one query type of a split: ``chosen`` and
     ``baseline`` means (the measure's units), ``mean_diff`` with its 95% bootstrap CI and the paired
-    sign-flip ``p_value`` (as :class:`MeasureComparison`, without the CIs of the two means)."""
+    sign-flip ``p_value`` and its Holm–Bonferroni ``p_adjusted`` (as :class:`MeasureComparison`, without the
+    CIs of the two means)."""
 
     n: int
     chosen: float
@@ -86,6 +102,7 @@ class TypeComparison(_Record):
     ci_low: float
     ci_high: float
     p_value: float
+    p_adjusted: float = math.nan
 
 
 @dataclass(frozen=True)

@@ -149,8 +149,22 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any],
             b = evb.loc[qids, study.measure].to_numpy(float)[mask]
             by_type[t] = TypeComparison(int(mask.sum()), float(a.mean()), float(b.mean()),
                                         **paired_test(a, b, study.seed))
+        rows, by_type = _holm(rows, by_type)
         out[split] = SplitReport(len(qids), rows, study.measure, by_type)
     return out
+
+
+def _holm(rows: dict, by_type: dict) -> tuple[dict, dict]:
+    """The measures and per-type comparisons of one split with ``p_adjusted``: Holm–Bonferroni over all
+    of them (one family: they are read together in the report)."""
+    import dataclasses
+
+    from workbench.eval.stats import P_ADJUST, adjust_pvalues
+
+    items = [*rows.items(), *by_type.items()]
+    adjusted = adjust_pvalues([r.p_value for _, r in items], P_ADJUST)
+    done = [dataclasses.replace(r, p_adjusted=float(p)) for (_, r), p in zip(items, adjusted)]
+    return (dict(zip(rows, done[:len(rows)])), dict(zip(by_type, done[len(rows):])))
 
 
 def _fast(measure: str) -> bool:

@@ -1,0 +1,140 @@
+"""The analysis notebooks of ``notebooks/``: find them, run them headless, start JupyterLab on them.
+
+Each notebook is a jupytext pair (Mouse et al., jupytext): the ``.py`` percent file is the one
+committed and reviewed; JupyterLab opens it as a notebook and writes the ``.ipynb`` with outputs
+beside it (git-ignored). They read results only through :mod:`workbench.results`, from the home
+``WORKBENCH_HOME`` names, and take their parameters from ``NB_*`` environment variables
+(``NB_EXPERIMENT``, ``NB_CONFIGS``…; each notebook's first code cell lists its own).
+
+JupyterLab and the notebook tools are the optional extra ``notebooks`` (``make main`` installs it):
+``pip install -e '.[notebooks]'``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from workbench.errors import ConfigError, WorkbenchError
+from workbench.settings import PROJECT_ROOT
+
+#: Where the notebooks live (a source checkout's ``notebooks/``).
+NOTEBOOKS_DIR = PROJECT_ROOT / "notebooks"
+#: The command that installs what the notebooks need.
+INSTALL_HINT = "pip install -e '.[notebooks]' (make main installs it)"
+
+
+class NotebookError(WorkbenchError):
+    """A notebook failed: names the notebook and the cell, with the error's last line."""
+
+
+@dataclass
+class Executed:
+    """One headless run: the notebook, where its executed ``.ipynb`` went, seconds taken, and the error
+    (``""`` when every cell ran)."""
+
+    name: str
+    output: Path | None
+    seconds: float
+    error: str = ""
+
+
+def _require(module: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(f"{module} is not installed in {sys.prefix}; {INSTALL_HINT}")
+
+
+def find(names: Sequence[str] = (), folder: Path = NOTEBOOKS_DIR) -> list[Path]:
+    """The notebooks' ``.py`` files, sorted; ``names`` picks some (``quickstart`` or ``quickstart.py``).
+
+    Raises:
+        ConfigError: the folder is missing (not a source checkout), or a name matches no notebook
+            (the message lists them).
+    """
+    if not folder.is_dir():
+        raise ConfigError(f"no notebooks folder at {folder}; run from a source checkout (git clone) of the workbench")
+    every = sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
+    if not names:
+        return every
+    by_name = {p.stem: p for p in every}
+    out = []
+    for n in names:
+        stem = Path(n).stem
+        if stem not in by_name:
+            raise ConfigError(f"no notebook {n!r} in {folder}; there are: {', '.join(by_name) or 'none'}")
+        out.append(by_name[stem])
+    return out
+
+
+def execute(path: Path, out_dir: Path | None = None, *, timeout: int = 1200,
+            env: Mapping[str, str] | None = None) -> Executed:
+    """Run one notebook top to bottom in a fresh kernel of this environment and keep its outputs.
+
+    Args:
+        path: the notebook's ``.py`` percent file.
+        out_dir: where the executed ``<name>.ipynb`` is written (None: not written).
+        timeout: seconds one cell may take.
+        env: environment variables set for the kernel (``WORKBENCH_HOME``, ``NB_*``), on top of this
+            process's.
+
+    Returns:
+        an :class:`Executed`; a failing cell does not raise: its error is in ``error`` (the cell's number
+        and the exception's last line) and the notebook is written up to it.
+
+    Raises:
+        ConfigError: jupytext, nbclient or ipykernel is not installed (names the extra to install).
+    """
+    for module in ("jupytext", "nbclient", "ipykernel"):
+        _require(module)
+    import jupytext
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    nb = jupytext.read(path)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    saved = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    t0 = time.perf_counter()
+    error = ""
+    try:
+        client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                resources={"metadata": {"path": str(path.parent)}})
+        try:
+            client.execute()
+        except CellExecutionError as exc:
+            cell = next((i for i, c in enumerate(nb.cells, 1) if c.get("cell_type") == "code"
+                         and any(o.get("output_type") == "error" for o in c.get("outputs", []))), "?")
+            last = [ln for ln in str(exc).splitlines() if ln.strip()]
+            error = f"cell {cell}: {last[-1] if last else type(exc).__name__}"
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    out = None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        out = out_dir / f"{path.stem}.ipynb"
+        nbformat.write(nb, out)
+    return Executed(path.stem, out, time.perf_counter() - t0, error)
+
+
+def lab_command(port: int = 8888, host: str = "127.0.0.1", open_browser: bool = True,
+                folder: Path = NOTEBOOKS_DIR) -> list[str]:
+    """The command that starts JupyterLab on ``folder`` with this environment's Python.
+
+    Raises:
+        ConfigError: jupyterlab or jupytext is not installed (names the extra to install).
+    """
+    for module in ("jupyterlab", "jupytext"):
+        _require(module)
+    return [sys.executable, "-m", "jupyterlab", f"--notebook-dir={folder}", f"--ServerApp.port={port}",
+            f"--ServerApp.ip={host}", *([] if open_browser else ["--no-browser"])]

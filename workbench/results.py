@@ -1,0 +1,409 @@
+"""The public read API: what the main job left in a workbench home, for notebooks and scripts.
+
+One object, :class:`Results`, reads a home (``WORKBENCH_HOME`` or ``~/.workbench``) the way the
+dashboard does — the same readers (:mod:`workbench.dashboard.store`, :mod:`workbench.dashboard.studies`,
+:mod:`workbench.dashboard.gates`, :mod:`workbench.judging`), so a notebook and a dashboard page
+show the same numbers. Nothing here writes, and nothing queries a retrieval service:
+
+* evaluation runs from MLflow (:meth:`Results.runs`), a config's per-query table
+  (:meth:`Results.per_query`), its fused ranking (:meth:`Results.run`) and every lane's candidates
+  (:meth:`Results.lanes`);
+* a built dataset's queries and the qrels of any layer — ``built``, ``human``, ``merged``
+  (:meth:`Results.queries`, :meth:`Results.qrels`);
+* Optuna studies (:meth:`Results.studies`, :meth:`Results.study_report`, :meth:`Results.trials`,
+  :meth:`Results.optuna_study`), gate reports (:meth:`Results.gate_reports`, :meth:`Results.gate_checks`),
+  judgments, pool coverage and inter-rater agreement (:meth:`Results.judgments`,
+  :meth:`Results.pool_coverage`, :meth:`Results.agreement`);
+* conversions: :func:`run_frame` (pandas, ir_measures' columns ``query_id, doc_id, score, rank``),
+  :func:`workbench.eval.evaluate.ranx_run` / :func:`workbench.eval.evaluate.ranx_qrels` (ranx);
+* :func:`compare`: a ranx comparison report of several runs on the same queries with a paired test
+  and every p-value adjusted for multiple comparisons (Holm–Bonferroni by default).
+
+Example (the main job has run)::
+
+    >>> from workbench.results import Results, compare
+    >>> res = Results()
+    >>> res.runs(experiment="seeds")[["config", "metric.recall_at_10"]].head()   # doctest: +SKIP
+    >>> pq = res.per_query("aicharya-rrf60-ref", experiment="seeds")             # doctest: +SKIP
+    >>> pq.groupby("query_type")["R@10"].mean()                                  # doctest: +SKIP
+    >>> runs = {c: res.run(c, experiment="seeds") for c in ("aicharya-rrf60-ref", "e5-translit-lemma-ref")}
+    >>> cmp = compare(runs, res.qrels("gita"), ["R@10", "nDCG@10"],
+    ...               query_ids=pq.query_id[pq.split == "test"])                  # doctest: +SKIP
+    >>> cmp.pvalues                                                              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from workbench.errors import ConfigError, DataError
+from workbench.run import Run
+
+
+def run_frame(run: Run) -> pd.DataFrame:
+    """A run as a table: ``query_id, doc_id, score, rank`` (rank from 1, best first; scores as the run
+    holds them, higher is better), in the run's order."""
+    rows = [(q, h.doc_id, h.score, i) for q in run for i, h in enumerate(run[q], 1)]
+    return pd.DataFrame(rows, columns=["query_id", "doc_id", "score", "rank"])
+
+
+def qrels_frame(qrels: Iterable[Any]) -> pd.DataFrame:
+    """Qrels (:class:`workbench.types.Qrel` objects) as ``query_id, doc_id, relevance``."""
+    return pd.DataFrame([(r.query_id, r.doc_id, int(r.relevance)) for r in qrels],
+                        columns=["query_id", "doc_id", "relevance"])
+
+
+@dataclass
+class Comparison:
+    """What :func:`compare` returns.
+
+    Attributes:
+        report: the ranx ``Report`` (prints as ranx's table; ``to_latex()``, ``to_dataframe()``).
+        means: one row per run: the mean of each measure over the compared queries.
+        pvalues: one row per pair of runs and measure: ``run_a, run_b, measure, mean_a, mean_b,
+            p_value`` (ranx's paired test, two-sided; a randomization p-value is at least
+            1 / (permutations + 1)) and ``p_adjusted`` (over every row: one family).
+        test: ranx's name of the paired test (``fisher``: Fisher's randomization test, ``student``:
+            the paired t-test; Smucker et al. 2007 compare them).
+        adjustment: the correction's name (:data:`workbench.eval.stats.P_ADJUST_NAME`).
+        queries: how many queries were compared.
+    """
+
+    report: Any
+    means: pd.DataFrame
+    pvalues: pd.DataFrame
+    test: str
+    adjustment: str
+    queries: int
+
+
+def compare(runs: Mapping[str, Run], qrels: Iterable[Any] | pd.DataFrame, measures: Sequence[str], *,
+            query_ids: Iterable[str] | None = None, test: str = "fisher", permutations: int = 10_000,
+            adjust: str | None = None, seed: int = 42) -> Comparison:
+    """Compare several runs on the same queries with ranx, adjusting the p-values for reading them together.
+
+    Every run is scored in its own order (ties as the workbench broke them) on the queries of
+    ``query_ids`` (default: every query with a relevant document); a query a run has no hits for
+    counts 0, as in :func:`workbench.eval.evaluate.evaluate`.
+
+    Args:
+        runs: name → :class:`workbench.run.Run` (two or more).
+        qrels: :class:`workbench.types.Qrel` objects or a ``query_id, doc_id, relevance`` frame.
+        measures: workbench names with a ranx equivalent: ``R@k``, ``P@k``, ``RR@k``, ``nDCG@k``.
+        query_ids: the queries to compare (e.g. one split's).
+        test: ranx's paired test: ``fisher`` (randomization, default), ``student`` or ``tukey``.
+        permutations: the randomization test's permutations.
+        adjust: the multiple-comparison correction (default :data:`workbench.eval.stats.P_ADJUST`,
+            Holm–Bonferroni); ``none`` shows the raw p-values only.
+        seed: the randomization test's seed.
+
+    Returns:
+        a :class:`Comparison`.
+
+    Raises:
+        ConfigError: fewer than two runs, a measure without a ranx equivalent, an unknown test or
+            correction, or no query with a relevant document among ``query_ids``.
+    """
+    import itertools
+    import warnings
+
+    from ranx import compare as ranx_compare
+
+    from workbench.eval.evaluate import ranx_metric, ranx_qrels, ranx_run
+    from workbench.eval.stats import P_ADJUST, P_ADJUST_NAME, adjust_pvalues
+    from workbench.types import Qrel
+
+    if len(runs) < 2:
+        raise ConfigError(f"compare needs two runs or more, got {len(runs)}: {list(runs)}")
+    if test not in ("fisher", "student", "tukey"):
+        raise ConfigError(f"unknown paired test {test!r}: use fisher, student or tukey")
+    adjust = adjust or P_ADJUST
+    names = {m: ranx_metric(m) for m in measures}
+    if isinstance(qrels, pd.DataFrame):
+        qrels = [Qrel(str(r.query_id), str(r.doc_id), int(r.relevance)) for r in qrels.itertuples()]
+    qrels = list(qrels)
+    relevant = {r.query_id for r in qrels if r.relevance >= 1}
+    qids = sorted(relevant if query_ids is None else relevant & {str(q) for q in query_ids})
+    if not qids:
+        raise ConfigError("compare found no query with a relevant document among the queries given; "
+                          "pass the qrels of the runs' dataset and query ids of a split that has judgments")
+    rq = ranx_qrels(qrels, qids)
+    rruns = []
+    for name, run in runs.items():
+        rr = ranx_run(run, qids)
+        for q in qids:  # a query without hits: an empty ranking scores 0 (ranx needs the key)
+            if q not in rr.run:
+                rr.add(q, ["__none__"], [0.0])
+        rr.name = name
+        rruns.append(rr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numba's cast warnings on query counts
+        report = ranx_compare(rq, rruns, list(names.values()), stat_test=test, n_permutations=permutations,
+                              max_p=0.05, random_seed=seed, make_comparable=True)
+    back = {v: k for k, v in names.items()}
+    means = pd.DataFrame([{"run": n, **{back[m]: float(v) for m, v in report.results[n].items()}}
+                          for n in runs])
+    # ranx's randomization p-value is (#permutations at least as extreme) / permutations, 0 when none is;
+    # a permutation p-value is at least 1 / (permutations + 1) (Phipson and Smyth 2010)
+    floor = 1.0 / (permutations + 1) if test == "fisher" else 0.0
+    rows = []
+    for a, b in itertools.combinations(runs, 2):
+        for m, rm in names.items():
+            rows.append({"run_a": a, "run_b": b, "measure": m, "mean_a": float(report.results[a][rm]),
+                         "mean_b": float(report.results[b][rm]),
+                         "p_value": max(float(report.comparisons[a, b][rm]["p_value"]), floor)})
+    pvalues = pd.DataFrame(rows)
+    pvalues["p_adjusted"] = adjust_pvalues(pvalues["p_value"].to_numpy(), adjust)
+    return Comparison(report, means, pvalues, test, P_ADJUST_NAME.get(adjust, adjust), len(qids))
+
+
+class Results:
+    """Read a workbench home (see the module docstring).
+
+    Args:
+        home: the workbench home; default ``WORKBENCH_HOME`` or ``~/.workbench``
+            (:func:`workbench.settings.home_dir`).
+
+    Attributes:
+        home: the home's path.
+        uri: its MLflow tracking URI (``MLFLOW_TRACKING_URI`` or ``sqlite:///<home>/mlflow.db``).
+
+    Raises (from the methods):
+        DataError: a file or store that cannot be read, or a run or dataset the home does not hold
+            (the message names it and the command that makes it).
+    """
+
+    def __init__(self, home: str | Path | None = None):
+        from workbench.experiment.tracking import tracking_uri
+        from workbench.settings import home_dir
+
+        self.home = Path(home).expanduser() if home is not None else home_dir()
+        self.uri = tracking_uri(self.home)
+
+    def __repr__(self) -> str:
+        return f"Results(home={str(self.home)!r})"
+
+    # ------------------------------------------------------------------ evaluation runs
+
+    def runs(self, *, experiment: str | None = None, dataset: str | None = None, latest: bool = True) -> pd.DataFrame:
+        """The complete config runs ``workbench eval`` logged, newest first.
+
+        Args:
+            experiment, dataset: keep only those (the experiment's ``name``, e.g. ``seeds``).
+            latest: only the newest run of each (experiment, dataset, config).
+
+        Returns:
+            :data:`workbench.dashboard.store.RUN_COLUMNS` and one ``metric.<name>`` column per logged
+            measure (``metric.recall_at_10`` …); empty when nothing matches.
+        """
+        from workbench.dashboard import store
+
+        df = store.config_runs(self.uri)
+        if experiment is not None:
+            df = df[df["experiment"] == experiment]
+        if dataset is not None:
+            df = df[df["dataset"] == dataset]
+        if latest:
+            df = store.latest_per_config(df)
+        return df.reset_index(drop=True)
+
+    def run_row(self, config: str | pd.Series, *, experiment: str | None = None,
+                dataset: str | None = None) -> pd.Series:
+        """The newest complete run of ``config`` (a row of :meth:`runs`; a row is returned as given).
+
+        Raises:
+            DataError: no such run, or the name matches runs of several experiments or datasets
+                (the message lists them: pass ``experiment`` / ``dataset``).
+        """
+        if isinstance(config, pd.Series):
+            return config
+        df = self.runs(experiment=experiment, dataset=dataset)
+        hit = df[df["config"] == config]
+        if hit.empty:
+            known = ", ".join(sorted(set(df["experiment"] + "/" + df["config"]))[:20]) or "none"
+            raise DataError(f"no complete evaluation run of config {config!r}"
+                            + (f" in experiment {experiment!r}" if experiment else "")
+                            + (f" on dataset {dataset!r}" if dataset else "")
+                            + f" in {self.uri}; known: {known}. Run `workbench eval` on its experiment first")
+        if len(hit) > 1:
+            where = ", ".join(f"{r.experiment} on {r.dataset}" for r in hit.itertuples())
+            raise DataError(f"config {config!r} has runs in several places ({where}); pass experiment= and dataset=")
+        return hit.iloc[0]
+
+    def per_query(self, config: str | pd.Series, **where: str) -> pd.DataFrame:
+        """A config run's per-query table: ``query_id, query_type, split, language, script, …`` and one
+        column per measure (``R@10`` …), as ``workbench eval`` wrote it (``where``: see :meth:`run_row`)."""
+        from workbench.dashboard import store
+
+        row = self.run_row(config, **where)
+        return store.per_query(row["artifact_uri"], row["run_id"])
+
+    def run(self, config: str | pd.Series, **where: str) -> Run:
+        """A config run's fused ranking (``run.trec``) as a :class:`workbench.run.Run` named after the config."""
+        from workbench.dashboard import store
+
+        row = self.run_row(config, **where)
+        run = store.fused_run(row["artifact_uri"], row["run_id"])
+        return Run({q: run[q] for q in run}, str(row["config"]))
+
+    def lanes(self, config: str | pd.Series, **where: str) -> pd.DataFrame | None:
+        """Every lane's candidates in the eval that config run belongs to: ``lane, query_id, doc_id, rank,
+        score`` (rank from 1; each lane's own score); None when that eval did not log them."""
+        from workbench.dashboard import store
+
+        row = self.run_row(config, **where)
+        parent = store.parent_artifact_uri(row["artifact_uri"], row["run_id"], row["parent_run_id"])
+        return store.lane_hits(parent, str(row["dataset"]))
+
+    # ------------------------------------------------------------------ datasets and qrels
+
+    def queries(self, dataset: str) -> pd.DataFrame:
+        """The built dataset's queries: ``query_id, text, query_type, split, language, group, …``."""
+        from workbench.dashboard import store
+
+        q = store.dataset_files(str(self.home), dataset).queries
+        return q.reset_index() if "query_id" not in q.columns else q.reset_index(drop=True)
+
+    def qrels(self, dataset: str, layer: str = "built") -> pd.DataFrame:
+        """The qrels of one layer as ``query_id, doc_id, relevance``.
+
+        ``built`` is the dataset's own file; ``human`` and ``merged`` read the judgment store (the
+        home's embedded PostgreSQL, started when needed) and need ``WORKBENCH_DATA`` to load the dataset.
+
+        Raises:
+            ConfigError: an unknown layer. DataError: the dataset is not built.
+            PgError: the store's server cannot be reached.
+        """
+        from workbench.judging.layers import check_layer, load_layer
+
+        check_layer(layer, "the qrels layer")
+        if layer == "built":
+            from workbench.dashboard import store
+
+            files = store.dataset_files(str(self.home), dataset)
+            return pd.DataFrame([(q, d, int(r)) for q, docs in files.qrels.items() for d, r in docs.items()],
+                                columns=["query_id", "doc_id", "relevance"])
+        from workbench.data import catalog
+
+        ds = catalog.load(dataset, home=self.home)
+        return qrels_frame(load_layer(layer, ds, home=self.home).qrels)
+
+    # ------------------------------------------------------------------ studies and gates
+
+    def studies(self) -> pd.DataFrame:
+        """Every study's output folder: ``name, label, folder, storage``, newest report first."""
+        from workbench.dashboard import studies
+
+        return pd.DataFrame([{"name": s.name, "label": s.label, "folder": str(s.folder), "storage": s.storage}
+                             for s in studies.find(self.home)], columns=["name", "label", "folder", "storage"])
+
+    def _study(self, name: str):
+        from workbench.dashboard import studies
+
+        found = [s for s in studies.find(self.home) if s.name == name or s.label == name]
+        if not found:
+            known = ", ".join(s.label for s in studies.find(self.home)) or "none"
+            raise DataError(f"no study {name!r} under {self.home / 'studies'}; known: {known}. "
+                            "Run `workbench tune experiments/<study>.toml` first")
+        return found[0]
+
+    def study_report(self, name: str):
+        """The study's ``report.json`` (:class:`workbench.tuning.report.StudyReport`): the chosen trial,
+        its dev/test comparison with CIs and raw and Holm-adjusted p-values, sensitivity."""
+        from workbench.dashboard import studies
+
+        return studies.report(self._study(name))
+
+    def study_measures(self, name: str) -> pd.DataFrame:
+        """The study's dev/test table: ``split, measure, chosen, chosen_ci, baseline, baseline_ci, delta,
+        delta_ci, p_value, p_adjusted``."""
+        from workbench.dashboard import studies
+
+        return studies.measures_table(self.study_report(name))
+
+    def trials(self, name: str) -> pd.DataFrame:
+        """The study's trials (``trials.csv``: number, value, state, params …)."""
+        from workbench.dashboard import studies
+
+        return studies.trials(self._study(name))
+
+    def optuna_study(self, name: str):
+        """The study as an ``optuna.Study`` read from its storage (for optuna's plots: history,
+        importances, Pareto front). Raises DataError when the study kept no storage (``memory``)."""
+        from workbench.dashboard import studies
+
+        out = self._study(name)
+        url = studies.storage_url(out, self.home)
+        if not url:
+            raise DataError(f"study {name} kept its trials in memory only; its trials.csv is in {out.folder}")
+        return studies.load(url, out.name)
+
+    def gate_reports(self) -> list:
+        """Every gate report under ``<home>/gates`` (:class:`workbench.gate.report.GateReport`), newest first."""
+        from workbench.dashboard import gates
+        from workbench.gate.report import GateReport
+
+        return [GateReport.load(p) for p in gates.find(self.home)]
+
+    @staticmethod
+    def gate_checks(report) -> pd.DataFrame:
+        """A gate report's checks as a table, with raw and Holm-adjusted p-values
+        (:func:`workbench.dashboard.gates.checks_frame`)."""
+        from workbench.dashboard import gates
+
+        return gates.checks_frame(report)
+
+    # ------------------------------------------------------------------ judgments
+
+    def judgments(self, dataset: str) -> pd.DataFrame:
+        """Every rater's current judgment of ``dataset`` from the judgment store: ``query_id, doc_id,
+        rater, grade, …`` (one row per rater and pair; empty without a store or judgments)."""
+        from workbench.dashboard.auth import judgment_store_exists
+        from workbench.judging.store import JudgmentStore
+
+        cols = ["query_id", "doc_id", "rater", "rater_id", "grade", "cannot_judge", "note", "doc_sha256",
+                "created_at", "source"]
+        if not judgment_store_exists(self.home):
+            return pd.DataFrame(columns=cols)
+        with JudgmentStore.open(self.home) as store:
+            return pd.DataFrame(store.current(dataset), columns=cols)
+
+    def pool_coverage(self, dataset: str) -> pd.DataFrame:
+        """Per query of ``dataset``: ``query_id, pooled`` (pairs in some judging pool) and ``judged`` (of
+        those, pairs a human graded or adjudicated); empty without a store or pools."""
+        from workbench.dashboard.auth import judgment_store_exists
+        from workbench.judging.store import JudgmentStore
+
+        cols = ["query_id", "pooled", "judged"]
+        if not judgment_store_exists(self.home):
+            return pd.DataFrame(columns=cols)
+        with JudgmentStore.open(self.home) as store:
+            pooled, judged = store.pooled_pairs(dataset), store.judged_pairs(dataset)
+        if not pooled:
+            return pd.DataFrame(columns=cols)
+        df = pd.DataFrame(sorted(pooled), columns=["query_id", "doc_id"])
+        df["judged"] = [(q, d) in judged for q, d in zip(df["query_id"], df["doc_id"])]
+        return (df.groupby("query_id").agg(pooled=("doc_id", "size"), judged=("judged", "sum"))
+                .reset_index()[cols])
+
+    def agreement(self, dataset: str) -> dict:
+        """Inter-rater agreement on ``dataset``: Krippendorff's alpha and Cohen's kappa with bootstrap
+        CIs, overall, by query type and by rater (:func:`workbench.judging.agreement.store_agreement`).
+
+        Raises:
+            DataError: the home has no judgment store yet.
+        """
+        from workbench.dashboard.auth import RATER_ADD_COMMAND, judgment_store_exists
+        from workbench.data import catalog
+        from workbench.judging.agreement import store_agreement
+        from workbench.judging.store import JudgmentStore
+
+        if not judgment_store_exists(self.home):
+            raise DataError(f"{self.home} has no judgment store yet; add a rater with `{RATER_ADD_COMMAND}`")
+        ds = catalog.load(dataset, home=self.home)
+        with JudgmentStore.open(self.home) as store:
+            return store_agreement(store, dataset, ds=ds)
