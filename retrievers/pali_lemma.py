@@ -85,13 +85,17 @@ class PaliLemmaLane(Bm25Lane):
     def query_terms(self, text: str) -> list[tuple[str, float]]:
         """``(lemma, weight)`` pairs of the query's words (module docstring); a lemma reached twice adds up."""
         weights: dict[str, float] = defaultdict(float)
-        for word in _WORD.findall(query_text.to_iast(query_text.clean(text))):
-            w = match_form(word)
-            lemmas = [lem for lem in self._lexicon.lemmas(w) if lem in self._bm25]
-            if w in self._bm25 and w not in lemmas:
-                lemmas.append(w)
-            if not lemmas:
-                lemmas = sorted(lem for lem in self._folded.get(ascii_fold(w), ()) if lem in self._bm25)
+        for typed in _WORD.findall(query_text.to_iast(query_text.clean(text))):
+            lemmas: list[str] = []
+            for word in (typed, *query_text.pali_variants(typed)):  # saṃgha / samgha → saṅgha
+                w = match_form(word)
+                lemmas = [lem for lem in self._lexicon.lemmas(w) if lem in self._bm25]
+                if w in self._bm25 and w not in lemmas:
+                    lemmas.append(w)
+                if not lemmas:
+                    lemmas = sorted(lem for lem in self._folded.get(ascii_fold(w), ()) if lem in self._bm25)
+                if lemmas:
+                    break
             for lemma in lemmas:
                 weights[lemma] += 1.0 / len(lemmas)
         return sorted(weights.items())

@@ -87,13 +87,17 @@ class SanskritLemmaLane(Bm25Lane):
     def stems(self, text: str) -> list[str]:
         """The stem keys (diacritics folded) a query asks for, in query order, each once (module docstring, 1–2)."""
         out: list[str] = []
-        for word in _WORD.findall(query_text.to_iast(query_text.clean(text)).lower()):
-            key = _key(word)
-            found = self._form.get(key)
-            if not found and key in self._bm25:
-                found = {key}
-            if not found and len(word) >= 3:
-                found = {k for k in map(_key, sanskrit.stems_of(word)) if k in self._bm25}
+        for typed in _WORD.findall(query_text.to_iast(query_text.clean(text)).lower()):
+            found = None
+            for word in (typed, *query_text.pali_variants(typed)):  # ahaṃkāra / ahamkara → ahaṅkāra
+                key = _key(word)
+                found = self._form.get(key)
+                if not found and key in self._bm25:
+                    found = {key}
+                if not found and len(word) >= 3:
+                    found = {k for k in map(_key, sanskrit.stems_of(word)) if k in self._bm25}
+                if found:
+                    break
             for s in sorted(found or ()):
                 if s not in out:
                     out.append(s)

@@ -171,3 +171,15 @@ def test_search_cli_reads_pasted_query_files(job, pg_dsn, monkeypatch, tmp_path)
     fts = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "fts", "-k", "1", "--json", "-f", str(q)])
     assert fts.exit_code == 0, fts.output
     assert json.loads(fts.stdout)[2]["hits"][0]["doc_id"] == "bg2.47"
+    # stdin is decoded like a file; UTF-16 (with or without a byte-order mark) is named, not read as garbage
+    bad = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "fts", "-f", "-"],
+                             input=b"BG 2.47\nkar\xffma\n")
+    assert bad.exit_code == 2 and "standard input is not UTF-8 (byte 0xff at offset 11)" in bad.output
+    for raw in ("BG 2.47\n".encode("utf-16"), "BG 2.47\n".encode("utf-16-le")):
+        q.write_bytes(raw)
+        res = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "-f", str(q)])
+        assert res.exit_code == 2 and "UTF-16" in res.output and "iconv -f UTF-16" in res.output
+    q.write_text("BG 2.47\u2028BG 2.48\n", encoding="utf-8")  # a pasted line separator does not split a query
+    one = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "-k", "1", "--json", "-f", str(q)])
+    assert one.exit_code == 0, one.output
+    assert len(json.loads(one.stdout)) == 1

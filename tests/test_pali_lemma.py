@@ -78,3 +78,15 @@ def test_ascii_without_diacritics_reaches_the_lemma(passages, lexicon):
         assert "satipaṭṭhāna" in dict(lane.query_terms(typed)), typed
     run = lane.search([Q("ascii", "satipatthana"), Q("iast", "satipaṭṭhāna")], 10)
     assert run["ascii"][0].doc_id == run["iast"][0].doc_id
+
+
+@pytest.mark.data
+def test_anusvara_spellings_reach_the_lemma(passages, lexicon):
+    """``saṅgha`` typed ``saṃgha``, ``saṁgha``, ``samgha`` or ``संघ``: the same ranking (they used to find nothing)."""
+    lane = PaliLemmaLane("p", passages.documents, lexicon)
+    run = lane.search([Q("n", "saṅgha"), Q("m_dot", "saṃgha"), Q("m_dot2", "saṁgha"), Q("ascii", "samgha"),
+                       Q("deva", "संघ")], 10)
+    top = [h.doc_id for h in run["n"]]
+    assert top and top[0].startswith("mn69")
+    for k in ("m_dot", "m_dot2", "ascii", "deva"):
+        assert [h.doc_id for h in run[k]] == top, k

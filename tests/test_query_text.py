@@ -28,6 +28,8 @@ pytestmark = pytest.mark.unit
     ("BG २.४७", "BG 2.47"),                             # Devanagari digits
     ("sa\u0304dhu", "sādhu"),                           # NFD → NFC
     ("  \u200b ", ""),                                  # nothing left
+    ("kar\udcffma", "karma"),                          # a byte that was not UTF-8 (surrogateescape) dropped
+    ("san\u200b\u0307khārā", "saṅkhārā"),                # NFC again after a removal joins letter and mark
 ])
 def test_clean(raw, want):
     assert clean(raw) == want

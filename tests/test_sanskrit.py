@@ -137,3 +137,16 @@ def test_bad_input_is_an_empty_ranking_or_a_ranking_never_an_error(gita, text):
     lane = SanskritLemmaLane("sa", gita.documents)
     run = lane.search([Q("q", text)], 10)
     assert len(run["q"]) <= 10
+
+
+@pytest.mark.data
+def test_anusvara_spellings_reach_the_velar_nasal_stem(gita):
+    """``ahaṅkāra`` (BG 18.24's gloss) typed with ṃ, in ASCII with m, in Devanagari with the anusvāra (अहंकार)
+    and in Cyrillic: each the ranking of the ṅ spelling (they used to find nothing)."""
+    lane = SanskritLemmaLane("sa", gita.documents)
+    run = lane.search([Q("n", "ahaṅkāra"), Q("m_dot", "ahaṃkāra"), Q("ascii", "ahamkara"), Q("deva", "अहंकार"),
+                       Q("cyr", "ахамкара")], 10)
+    top = [h.doc_id for h in run["n"]]
+    assert top[0] == "bg18.24"
+    for k in ("m_dot", "ascii", "deva", "cyr"):
+        assert [h.doc_id for h in run[k]] == top, k

@@ -1025,19 +1025,29 @@ def _read_queries(queries: list[str], file: Optional[Path]) -> list[str]:
     query), each cleaned by :func:`workbench.text.query.clean`; lines empty after cleaning are left out."""
     from workbench.text.query import clean
 
+    import re
+
     texts = list(queries)
     if file is not None:
+        name = "standard input" if str(file) == "-" else f"query file {file}"
         try:
-            src = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8-sig")
+            raw = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
+            if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+                raise WorkbenchError(f"{name} is UTF-16; convert it: iconv -f UTF-16 -t UTF-8 FILE > FILE.utf8")
+            src = raw.decode("utf-8-sig")
         except FileNotFoundError:
             raise WorkbenchError(f"query file {file} does not exist; give a UTF-8 text file, one query per line") from None
         except IsADirectoryError:
             raise WorkbenchError(f"query file {file} is a folder; give a UTF-8 text file, one query per line") from None
-        except UnicodeDecodeError:
-            raise WorkbenchError(f"query file {file} is not UTF-8; convert it (e.g. iconv -t utf-8)") from None
+        except UnicodeDecodeError as exc:
+            raise WorkbenchError(f"{name} is not UTF-8 (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+                                 "convert it, e.g. iconv -f LATIN1 -t UTF-8 FILE > FILE.utf8") from None
         except OSError as exc:
-            raise WorkbenchError(f"cannot read query file {file}: {exc.strerror or exc}") from None
-        texts += src.splitlines()
+            raise WorkbenchError(f"cannot read {name}: {exc.strerror or exc}") from None
+        if b"\x00" in raw and raw.count(b"\x00") * 4 > len(raw):  # UTF-16 without a byte-order mark
+            raise WorkbenchError(f"{name} looks like UTF-16 without a byte-order mark (every other byte is NUL); "
+                                 "convert it: iconv -f UTF-16LE -t UTF-8 FILE > FILE.utf8")
+        texts += re.split(r"\r\n|\n|\r", src)  # one query per line; U+2028, U+0085… inside a query do not split it
     return [t for t in map(clean, texts) if t]
 
 

@@ -42,6 +42,9 @@ from workbench.text import translit
 from workbench.text.scripts import script_of
 
 _IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
+#: Lone surrogates: what Python makes of bytes that are not UTF-8 in an argument or on stdin
+#: (``surrogateescape``); no server or encoder accepts them, so they are dropped.
+_SURROGATE = regex.compile(r"\p{Cs}+")
 _CONTROL = regex.compile(r"[\t\n\r\v\f\x1c-\x1f\x85]|(\p{Cc})")
 #: A word: letters with their combining marks (Devanagari vowel signs are marks), Velthuis's ``. " ~`` inside.
 _WORD = regex.compile(r"[\p{L}\p{M}]+(?:[.\"~][\p{L}\p{M}]+)*|[.\"~][\p{L}\p{M}]+")
@@ -64,13 +67,16 @@ def clean(text: str) -> str:
     """The query as the lanes see it (see the module docstring, hygiene 1–5).
 
     ``"\\ufeffBG 2.47"`` → ``"BG 2.47"``; ``"sam\\u00adkhara"`` → ``"samkhara"``;
-    ``"BG २.४७"`` → ``"BG 2.47"``; ``"a\\x00b"`` → ``"ab"``. Never raises on a string.
+    ``"BG २.४७"`` → ``"BG 2.47"``; ``"a\\x00b"`` → ``"ab"``; ``"kar\\udcffma"`` (a byte that was not UTF-8) →
+    ``"karma"``. The result is NFC. Never raises on a string.
     """
-    t = unicodedata.normalize("NFC", text)
+    t = _SURROGATE.sub("", text)
+    t = unicodedata.normalize("NFC", t)
     t = _IGNORABLE.sub("", t)
     t = _CONTROL.sub(_control, t)
     if not t.isascii():
         t = "".join(str(unicodedata.decimal(c)) if c.isdecimal() and not c.isascii() else c for c in t)
+        t = unicodedata.normalize("NFC", t)  # a removed character may have parted a letter from its mark
     return t.strip()
 
 
