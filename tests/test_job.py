@@ -183,3 +183,6 @@ def test_search_cli_reads_pasted_query_files(job, pg_dsn, monkeypatch, tmp_path)
     one = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "-k", "1", "--json", "-f", str(q)])
     assert one.exit_code == 0, one.output
     assert len(json.loads(one.stdout)) == 1
+    q.write_text("\n \n\u200b\n", encoding="utf-8")  # a file of blank and invisible lines is named as such
+    empty = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "-f", str(q)])
+    assert empty.exit_code == 2 and f"no query in {q}: it is empty or holds only blank lines" in empty.output

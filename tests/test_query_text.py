@@ -152,3 +152,21 @@ def test_unknown_characters_never_raise(text):
 ])
 def test_script_of(text, script):
     assert script_of(text) == script
+
+
+
+@pytest.mark.parametrize("common, scheme", [("вайшья", "ваишья"), ("майя", "мая"), ("джняна", "джнана"),
+                                            ("яджня", "яджна"), ("сансара", "самсара")])
+def test_common_cyrillic_spellings_are_also_read_as_the_schemes(common, scheme):
+    """Spellings Russian dictionaries use (ай as the diphthong ai, йя, ня for jñ, н before a sibilant) are
+    searched in the reading of the scheme's spelling too."""
+    from workbench.text.translit import cyrillic_to_iast
+
+    assert cyrillic_to_iast(scheme) in query_forms(common)
+
+
+def test_velthuis_is_searched_in_iast_only():
+    """``sa.mkhaaraa`` split at its dots would search the fragment ``sa``: only its IAST forms are searched."""
+    assert query_forms("sa.mkhaaraa") == ["saṃkhārā", "saṅkhārā", "saṁkhārā"]
+    assert query_forms("kRSNa") == ["kRSNa", "kṛṣṇa"]      # Harvard-Kyoto keeps its own form
+    assert query_forms("e.g. karma") == ["e.g. karma"]     # not Velthuis: nothing to read

@@ -293,6 +293,10 @@ def test_garbage_never_raises(text: str) -> None:
         ("गीता २.४७", "BG 2.47"),
         ("भगवद्गीता 18.66", "BG 18.66"),
         ("Бг 2.47", "BG 2.47"),
+        ("(BG 2.47)", "BG 2.47"),              # pasted from running text with its punctuation
+        ("BG 2.47,", "BG 2.47"),
+        ("«Гита 2.47»", "BG 2.47"),
+        ("गीता २।४७", "BG 2.47"),              # the danda as the separator
     ],
 )
 def test_pasted_and_devanagari_references_resolve(text: str, canonical: str) -> None:

@@ -42,6 +42,13 @@ def test_stems_of_finds_the_dictionary_form(word, stem):
 
 
 @pytest.mark.unit
+def test_no_stem_for_a_pasted_wall_of_letters():
+    from workbench.text.sanskrit import MAX_WORD
+
+    assert stems_of("a" * 10_000) == () and stems_of("dharma" * 20) == ()  # longer than MAX_WORD: not declined
+    assert MAX_WORD >= 30  # the gita's longest gloss word
+
+
 def test_no_stem_for_short_or_non_words():
     assert stems_of("ca") == () and stems_of("") == () and stems_of("2.47") == ()
 

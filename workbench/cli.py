@@ -1105,6 +1105,9 @@ def search_cmd(
         name = dataset or exp.datasets[0]
         texts = _read_queries(queries or [], file)
         if not texts:
+            if file is not None:
+                raise WorkbenchError(f"no query in {'standard input' if str(file) == '-' else file}: it is empty or "
+                                     "holds only blank lines or invisible characters; one query per line")
             raise WorkbenchError("no query given: pass query texts, or --file FILE ('-' reads stdin)")
         home = home_dir()
         defs = catalog.load_definitions()

@@ -42,6 +42,9 @@ from workbench.text import translit
 from workbench.text.scripts import script_of
 
 _IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
+_CYRILLIC = regex.compile(r"\p{Cyrillic}")
+#: A Velthuis mark inside a word (``sa.msaara``, ``~na``, ``"sa``).
+_VELTHUIS_MARK = regex.compile(r"[A-Za-z][.\"~][A-Za-z]|(?:^|\s)[.\"~][a-z]")
 #: Lone surrogates: what Python makes of bytes that are not UTF-8 in an argument or on stdin
 #: (``surrogateescape``); no server or encoder accepts them, so they are dropped.
 _SURROGATE = regex.compile(r"\p{Cs}+")
@@ -140,10 +143,13 @@ def pali_variants(text: str) -> list[str]:
 
 
 def query_forms(text: str) -> list[str]:
-    """The forms a lexical lane with ``transliterate = true`` searches: the cleaned text first, then its IAST
-    form, then the Pali variants of both (duplicates and empty forms left out).
+    """The forms a lexical lane with ``transliterate = true`` searches: the cleaned text first (not when it is
+    Velthuis: its dots split words into fragments), then its IAST form, then the Pali variants of both
+    (duplicates and empty forms left out).
 
-    ``"анусая"`` → ``["анусая", "anusaya"]``; ``"saṁkhārā"`` → ``["saṁkhārā", "saṅkhārā", "saṃkhārā"]``;
+    ``"анусая"`` → ``["анусая", "anusaya"]``; ``"вайшья"`` → ``["вайшья", "vayṣya", "vaiṣya"]`` (the common
+    spelling also read as the scheme's, :data:`~workbench.text.translit.CYRILLIC_ALTERNATES`);
+    ``"saṁkhārā"`` → ``["saṁkhārā", "saṅkhārā", "saṃkhārā"]``;
     ``""`` → ``[]``.
     """
     first = clean(text)
@@ -153,6 +159,11 @@ def query_forms(text: str) -> list[str]:
     iast = to_iast(first)
     if iast != first:
         forms.append(iast)
+    if iast != first and _VELTHUIS_MARK.search(first):
+        forms = [iast]  # sa.mkhaaraa: its own form splits at the dots into fragments (``sa``) that match anything
+    alt = translit.cyrillic_alternate(first) if _CYRILLIC.search(first) else first
+    if alt != first.lower() and (alt_iast := to_iast(alt)) not in forms:
+        forms.append(alt_iast)  # вайшья → vaiśya (the scheme's ваишья), сансара → samsara
     for base in list(forms):
         forms.extend(v for v in pali_variants(base) if v not in forms)
     # Cyrillic ри before a consonant may stand for the vowel ṛ (кришна → kṛsna)

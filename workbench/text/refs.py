@@ -644,6 +644,11 @@ def _resolve(t: str, context: str | None) -> TextRef | PageRef:
     raise _Unresolved(f"unknown book code {name!r} (known: {', '.join(BOOKS)})")
 
 
+#: Punctuation a reference pasted from running text brings along, tried without when the whole fails. Not
+#: the full stop: ``SB 5.5.`` is an unfinished reference, not ``SB 5.5`` at the end of a sentence.
+_PASTED_PUNCTUATION = "()[]{}«»\"'“”„‘’,;:!?"
+
+
 def parse(text: str, *, collection: str | None = None) -> Resolution:
     """Parse one reference a reader wrote into a :class:`TextRef` or :class:`PageRef`.
 
@@ -683,11 +688,17 @@ def parse(text: str, *, collection: str | None = None) -> Resolution:
         return Resolution(_resolve(t, context))
     except _Unresolved as exc:
         reason = f"{_show(t)} cannot be resolved: {exc}"
-    if any("\u0900" <= c <= "\u097f" for c in t):  # a Devanagari name (गीता 2.47): read in IAST (gītā 2.47)
-        from workbench.text.query import to_iast
+    # pasted with its punctuation: "(BG 2.47)", "BG 2.47,", "«Гита 2.47»"
+    stripped = t.strip(_PASTED_PUNCTUATION + " ")
+    retries = [stripped] if stripped and stripped != t else []
+    for cand in (t, *retries):
+        if any("\u0900" <= c <= "\u097f" for c in cand):  # a Devanagari name (गीता 2.47): read in IAST (gītā 2.47)
+            from workbench.text.query import to_iast
 
+            retries.append(to_iast(cand.replace("।", ".")))  # the danda as the chapter-verse separator
+    for cand in retries:
         try:
-            return Resolution(_resolve(to_iast(t), context))
+            return Resolution(_resolve(cand, context))
         except _Unresolved:
             pass
     return Resolution(None, reason)

@@ -103,13 +103,19 @@ def declension(stem: str) -> frozenset[str]:
     return frozenset(forms)
 
 
+#: The longest word :func:`stems_of` declines (the gita's longest gloss word has 30 letters).
+MAX_WORD = 60
+
+
 @functools.lru_cache(maxsize=200_000)
 def stems_of(word: str) -> tuple[str, ...]:
     """The stems (IAST, sorted) whose declension holds ``word`` (an IAST word, lower case; ``ṁ`` read as ``ṃ``):
     ``kṣetre`` → ``('kṣetra', 'kṣetrā', 'kṣetri')`` (loc. sg. n./m., voc. sg. f., …); ``ca`` → ``()`` when
-    no candidate of :data:`ENDINGS` generates it. Words of fewer than 3 letters have none."""
+    no candidate of :data:`ENDINGS` generates it. Words of fewer than 3 letters, or more than
+    :data:`MAX_WORD`, have none (declining a candidate costs time in its length: a pasted 10,000-letter
+    "word" took 21 s)."""
     w = unicodedata.normalize("NFC", word).lower().replace("ṁ", "ṃ")
-    if len(w) < 3 or not w.isalpha():
+    if not 3 <= len(w) <= MAX_WORD or not w.isalpha():
         return ()
     found = set()
     for ending, stem_end in _BY_LENGTH:

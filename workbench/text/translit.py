@@ -38,6 +38,9 @@ aspirates                digraphs ``кх``         ``dukkha`` → ``дуккха
                          ``бх``
 =======================  ======================  ============================================
 
+Readers also write ``вайшья``, ``майя``, ``джняна``, ``сансара`` for the scheme's ``ваишья``, ``мая``,
+``джнана``, ``самсара``: a Cyrillic query is searched in both readings (:data:`CYRILLIC_ALTERNATES`).
+
 Reading Cyrillic back gives IAST without length marks (``анусая`` → ``anusaya``): the
 folded lanes and the trigram lane match it against ``anusaya``; the ``simple`` lanes,
 which keep diacritics, cannot. ``ш`` reads as ``ṣ``/``ś`` (one letter in Cyrillic), ``ри``
@@ -59,6 +62,26 @@ CYRILLIC_USAGE = (
 )
 _CONSONANTS = "бвгджзклмнпрстфхцчшщ"
 _USAGE = tuple((re.compile(p.replace("C", f"[{_CONSONANTS}]")), r) for p, r in CYRILLIC_USAGE)
+
+#: Other spellings Russian dictionaries and translations use for the same sounds, and the scheme's spelling
+#: each stands for (pattern on the reader's Cyrillic, replacement; ``C`` a consonant letter). A query in
+#: Cyrillic is also read with all of them applied (:func:`cyrillic_alternate`; one more form to search).
+CYRILLIC_ALTERNATES = (
+    (r"(?<=[аеиоуэ])й(?=C)", "и"),   # вайшья → ваишья: ай before a consonant is the diphthong ai (vaiśya)
+    (r"йя", "я"), (r"йю", "ю"),      # майя → мая (māyā)
+    (r"(?<=C)ня", "на"),              # джняна, яджня → джнана, яджна (jñāna, yajña)
+    (r"н(?=[сшз])", "м"),            # сансара → самсара (saṃsāra): the anusvāra before a sibilant
+)
+_ALTERNATES = tuple((re.compile(p.replace("C", f"[{_CONSONANTS}]")), r) for p, r in CYRILLIC_ALTERNATES)
+
+
+def cyrillic_alternate(text: str) -> str:
+    """``text`` (lower-cased) with every :data:`CYRILLIC_ALTERNATES` rule applied: a common spelling rewritten
+    into the scheme's (``вайшья`` → ``ваишья``, ``сансара`` → ``самсара``); unchanged text when none applies."""
+    out = text.lower()
+    for pattern, repl in _ALTERNATES:
+        out = pattern.sub(repl, out)
+    return out
 _BREVE = "\u0306"  # й = и + breve; ё = е + diaeresis: letters, not diacritics
 _KEEP_MARKS = {_BREVE, "\u0308"}
 
