@@ -13,23 +13,20 @@ JupyterLab and the notebook tools are the optional extra ``notebooks`` (``make m
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from workbench.errors import ConfigError, WorkbenchError
+from workbench.errors import ConfigError
 from workbench.settings import PROJECT_ROOT
 
 #: Where the notebooks live (a source checkout's ``notebooks/``).
 NOTEBOOKS_DIR = PROJECT_ROOT / "notebooks"
 #: The command that installs what the notebooks need.
 INSTALL_HINT = "pip install -e '.[notebooks]' (make main installs it)"
-
-
-class NotebookError(WorkbenchError):
-    """A notebook failed: names the notebook and the cell, with the error's last line."""
 
 
 @dataclass
@@ -99,26 +96,18 @@ def execute(path: Path, out_dir: Path | None = None, *, timeout: int = 1200,
 
     nb = jupytext.read(path)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    saved = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
     t0 = time.perf_counter()
     error = ""
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
     try:
-        client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                resources={"metadata": {"path": str(path.parent)}})
-        try:
-            client.execute()
-        except CellExecutionError as exc:
-            cell = next((i for i, c in enumerate(nb.cells, 1) if c.get("cell_type") == "code"
-                         and any(o.get("output_type") == "error" for o in c.get("outputs", []))), "?")
-            last = [ln for ln in str(exc).splitlines() if ln.strip()]
-            error = f"cell {cell}: {last[-1] if last else type(exc).__name__}"
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        client.execute(env={**os.environ, **(env or {})})  # the kernel's environment; ours is left alone
+    except CellExecutionError as exc:
+        cell = next((i for i, c in enumerate(nb.cells, 1) if c.get("cell_type") == "code"
+                     and any(o.get("output_type") == "error" for o in c.get("outputs", []))), "?")
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # the kernel colours its traceback
+        last = [ln for ln in plain.splitlines() if ln.strip()]
+        error = f"cell {cell}: {last[-1] if last else type(exc).__name__}"
     out = None
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
