@@ -55,6 +55,12 @@ SETTINGS = [
     FusionSpec(("b", "c"), method="combmnz", tiebreak_lane="c"),
     FusionSpec(("b",), method="none"),
     FusionSpec(("c",), method="none", min_score=0.02, top_k=6),
+    # ranx's methods: the slow path (the lanes' runs rebuilt from the arrays, fused by ranx)
+    FusionSpec(("a", "b", "c"), method="isr", depth=15, tiebreak_lane="b"),
+    FusionSpec(("a", "b"), method="bordafuse", min_score=30.0, top_k=8),
+    FusionSpec(("a", "b", "c"), method="w_bordafuse", weights={"a": 0.7, "b": 0.3, "c": 1.0}),
+    FusionSpec(("b", "c"), method="combmed", depth={"b": 5}),
+    FusionSpec(("c",), method="log_isr"),
 ]
 
 

@@ -9,7 +9,11 @@ trec_eval semantics) gives, to 1e-9 (a test proves it on real runs):
 
 * fusion: the formulas and float operations of :mod:`workbench.eval.fusion` (RRF
   ``Σ w / (k + rank)``, weighted sums of per-query min-max / z-scored scores, CombSUM /
-  CombMNZ), summed lane by lane in the config's lane order, so fused ties are the same;
+  CombMNZ), summed lane by lane in the config's lane order, so fused ties are the same. The
+  methods ranx computes (:data:`workbench.eval.fusion.RANX_METHODS`: ISR, BordaFuse, CombMAX…) take a
+  slower path: the lanes' runs are rebuilt from the arrays and fused by
+  :func:`workbench.eval.fusion.fuse` (so the result is the same by construction), then put back into
+  columns; scoring and reranking are the same arrays as for the others;
 * ranking: fused score desc, then the tie-break lane's raw score desc (−inf when that
   lane did not retrieve the document), then doc_id asc (candidate columns are kept in
   doc_id order), after ``min_score``, cut at ``top_k``;
@@ -36,8 +40,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from workbench.eval.fusion import FusionSpec
-from workbench.run import Run
+from workbench.eval.fusion import FAST_METHODS, RANX_METHODS, FusionSpec
+from workbench.run import Hit, Run
 
 #: Measures the in-memory evaluator computes (name → kind); others need ir_measures.
 _MEASURE = re.compile(r"^(R|P|RR|nDCG|Judged)@(\d+)$")
@@ -94,6 +98,7 @@ class CandidateMatrix:
         self.scores: dict[str, np.ndarray] = {}
         self._stacks: dict[tuple, np.ndarray] = {}
         self._zero: np.ndarray | None = None
+        self._lane_runs: dict[str, Run] = {}
         self.raw: dict[str, np.ndarray] = {}  # (Q, C) raw score of the lane, -inf when absent (tie-breaks)
         for lane, run in runs.items():
             D = max((len(run.get_hits(q)) for q in self.query_ids), default=0)
@@ -152,7 +157,7 @@ class CandidateMatrix:
         unknown = [ln for ln in s.lanes if ln not in self.cols]
         if unknown:
             raise ValueError(f"lanes {unknown} are not in the candidate matrix (lanes: {self.lanes})")
-        if s.method not in ("rrf", "weighted", "combsum", "combmnz", "none"):
+        if s.method not in (*FAST_METHODS, *RANX_METHODS, "none"):
             raise ValueError(f"unknown fusion method {s.method!r}")
         if s.method == "none" and len(s.lanes) != 1:
             raise ValueError("fusion 'none' takes exactly one lane")
@@ -171,6 +176,8 @@ class CandidateMatrix:
         from workbench.eval._fastkernel import fuse_rank
 
         self._check(s)
+        if s.method in RANX_METHODS:
+            return self._rank_by_fuse(s, depth)
         Q, C = len(self.query_ids), self.n_cols
         cols3 = self._stacked(s.lanes)
         L, _, Dmax = cols3.shape
@@ -201,6 +208,34 @@ class CandidateMatrix:
         out[:, :K] = ranked
         sc = np.full((Q, depth), -np.inf)
         sc[:, :K] = scores
+        return out, sc
+
+    def lane_run(self, lane: str) -> Run:
+        """The lane's run over :attr:`query_ids` as the matrix holds it (hits in rank order, raw scores)."""
+        got = self._lane_runs.get(lane)
+        if got is None:
+            cols, sc = self.cols[lane], self.scores[lane]
+            got = Run({q: [Hit(self.doc_ids[i][c], float(sc[i, j])) for j, c in enumerate(cols[i]) if c >= 0]
+                       for i, q in enumerate(self.query_ids)}, lane)
+            self._lane_runs[lane] = got
+        return got
+
+    def _rank_by_fuse(self, s: FusionSpec, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`rank` for a method of ranx: :func:`workbench.eval.fusion.fuse_spec` on the lanes' runs, its
+        order put back into columns (the slow path; the tie rule is fusion's, the same as the kernel's)."""
+        from dataclasses import replace
+
+        from workbench.eval.fusion import fuse_spec
+
+        K = max(min(depth, s.top_k, self.n_cols), 0)
+        fused = fuse_spec({ln: self.lane_run(ln) for ln in s.lanes}, replace(s, top_k=K))
+        out = np.full((len(self.query_ids), depth), -1, dtype=np.int64)
+        sc = np.full((len(self.query_ids), depth), -np.inf)
+        for i, q in enumerate(self.query_ids):
+            col = {d: c for c, d in enumerate(self.doc_ids[i])}
+            for j, h in enumerate(fused.get_hits(q)):
+                out[i, j] = col[h.doc_id]
+                sc[i, j] = h.score
         return out, sc
 
     def _stacked(self, lanes: tuple[str, ...]) -> np.ndarray:
@@ -308,8 +343,6 @@ class CandidateMatrix:
     def run(self, s: FusionSpec, depth: int | None = None) -> Run:
         """The fused run for setting ``s`` (for checks and export): fused scores (for ``none``, the lane's
         raw scores), in the evaluated order (each hit's tiebreak is minus its position)."""
-        from workbench.run import Hit
-
         ranked, scores = self.rank(s, depth or s.top_k)
         rows = {}
         for i, q in enumerate(self.query_ids):

@@ -22,6 +22,26 @@ Methods:
   document absent from a lane contributes 0 from it.
 * **CombSUM / CombMNZ** (Fox and Shaw, TREC-2 1994): the sum of min-max normalised
   scores; CombMNZ multiplies it by the number of lanes that retrieved the document.
+
+Methods computed by ranx (:func:`ranx.fuse`, :data:`RANX_METHODS`; :func:`ranx_fused`), where the
+workbench has no implementation of its own. ``depth``, ``min_score``, ``top_k``, ``tiebreak_lane`` and the
+tie rule are the workbench's, applied around ranx's scores:
+
+* rank-based (ranx reads each lane's order only; the workbench hands it the lane's ranks, so ties in a
+  lane's raw scores keep the lane's own order): **ISR** and **log-ISR** (Mourão, Martins and Magalhães,
+  "Multimodal medical information retrieval with unsupervised rank fusion", CMIG 2015:
+  ``Σ 1 / rank²`` times the number of lanes that retrieved the document, or times its log),
+  **BordaFuse** (Aslam and Montague, SIGIR 2001: ``n − rank + 1`` points per lane, unranked documents
+  share the remaining points) and its weighted form **w_bordafuse** (the config's lane weights).
+  ranx's Condorcet fusion is left out: it sorts a Python set of candidates with a comparator that is not
+  transitive on split votes, so its order changes with the process's string hash seed (PYTHONHASHSEED)
+  and a config's result would not repeat;
+* score-based, over the workbench's per-query min-max normalisation (a constant list maps to 1.0, as
+  for CombSUM; ranx's own maps it to 0.0): **CombMAX**, **CombMIN**, **CombMED** and **CombANZ**
+  (Fox and Shaw 1994: the maximum, minimum, median and mean over the lanes that retrieved the document).
+
+They are slower than the methods above: tuning evaluates them through ranx per trial
+(:meth:`workbench.eval.fasteval.CandidateMatrix.rank`'s slow path) rather than in the compiled kernel.
 """
 
 from __future__ import annotations
@@ -33,7 +53,20 @@ from typing import Any, Mapping, Sequence
 from workbench.run import Hit, Run
 
 NORMALISATIONS = ("minmax", "zscore")
-METHODS = ("rrf", "weighted", "combsum", "combmnz")
+#: The workbench's fusion name → (ranx's method name, whether ranx reads ranks (True) or normalised scores).
+RANX_METHODS: dict[str, tuple[str, bool]] = {
+    "isr": ("isr", True), "log_isr": ("log_isr", True), "bordafuse": ("bordafuse", True),
+    "w_bordafuse": ("w_bordafuse", True),
+    "combmax": ("max", False), "combmin": ("min", False), "combmed": ("med", False), "combanz": ("anz", False),
+}
+#: The ranx methods that read the lane weights (the others take none: a config giving weights is refused).
+RANX_WEIGHTED = ("w_bordafuse",)
+#: Methods the compiled in-memory evaluator (:mod:`workbench.eval.fasteval`) fuses itself.
+FAST_METHODS = ("rrf", "weighted", "combsum", "combmnz")
+#: Every fusion method of several lanes: the workbench's own, then ranx's.
+METHODS = (*FAST_METHODS, *RANX_METHODS)
+#: The methods that read the lane weights.
+WEIGHTED_METHODS = (*FAST_METHODS, *RANX_WEIGHTED)
 #: Every value of a config's ``fusion``: the methods above and ``none`` (one lane, :func:`single`).
 ALL_METHODS = (*METHODS, "none")
 
@@ -67,8 +100,10 @@ class FusionSpec:
 
     def params(self, name: str = "") -> dict[str, Any]:
         """Keyword arguments of :func:`fuse` for :attr:`method` (what the method reads, nothing else)."""
-        p: dict[str, Any] = {"weights": self.weights, "depth": self.depth, "min_score": self.min_score,
+        p: dict[str, Any] = {"depth": self.depth, "min_score": self.min_score,
                              "top_k": self.top_k, "tiebreak_lane": self.tiebreak_lane, "name": name}
+        if self.method in WEIGHTED_METHODS or self.method == "none":
+            p["weights"] = self.weights
         if self.method == "rrf":
             p["k"] = self.k
         if self.method == "weighted":
@@ -246,8 +281,63 @@ def single(runs: Mapping[str, Run], *, min_score: float | None = None, top_k: in
     return Run(rows, name or run.name)
 
 
+def ranx_fused(runs: Mapping[str, Run], method: str, *, weights: Mapping[str, float] | None = None,
+               depth: int | Mapping[str, int] | None = None, min_score: float | None = None,
+               top_k: int | None = None, tiebreak_lane: str | None = None, name: str | None = None) -> Run:
+    """A fusion method of ranx (:data:`RANX_METHODS`, see the module docstring) over the lanes' runs.
+
+    Each lane's top ``depth`` hits go to :func:`ranx.fuse` as the ranks ``1/rank`` (rank-based methods) or
+    as min-max normalised scores (CombMAX/MIN/MED/ANZ), every query present in every lane (an empty list
+    where a lane found nothing). A lane with no hit for any query ranks nothing and is left out (ranx
+    cannot hold it); when one lane is left it is fused with a copy of itself, which keeps its order
+    (ranx fuses two runs or more). The fused scores (higher is better) are then cut by ``min_score`` and
+    ``top_k`` and their ties broken by ``tiebreak_lane``, then doc_id, as for the other methods.
+
+    Raises:
+        ValueError: an unknown method, weights given to a method that does not read them, or the
+            errors of :func:`rrf`'s argument checks.
+    """
+    import warnings
+
+    import ranx
+
+    if method not in RANX_METHODS:
+        raise ValueError(f"{method!r} is not a ranx fusion method; choose from {', '.join(RANX_METHODS)}")
+    _check(runs, weights, depth)
+    if weights is not None and method not in RANX_WEIGHTED and any(float(v) != 1.0 for v in weights.values()):
+        raise ValueError(f"fusion {method!r} does not read lane weights; drop them or use "
+                         f"{' / '.join(RANX_WEIGHTED)}")
+    ranx_name, by_rank = RANX_METHODS[method]
+    queries = _queries(runs)
+    lanes = [lane for lane in runs if any(runs[lane].get_hits(q) for q in queries)]
+    if not lanes:
+        return _finish({q: {} for q in queries}, {}, name or method, min_score, top_k)
+    rx = []
+    for lane in lanes:
+        table = {}
+        for q in queries:
+            hits = runs[lane].get_hits(q)[: _depth_of(depth, lane)]
+            # ranx orders a lane by score: 1/rank keeps the lane's own order where its raw scores tie
+            table[q] = ({h.doc_id: 1.0 / r for r, h in enumerate(hits, start=1)} if by_rank
+                        else normalise(hits, "minmax"))
+        rx.append(ranx.Run(table, name=lane))
+    params: dict[str, Any] = {}
+    if method in RANX_WEIGHTED:
+        params["weights"] = [float((weights or {}).get(lane, 1.0)) for lane in lanes]
+    if len(rx) == 1:  # ranx fuses two runs or more
+        rx.append(rx[0])
+        if "weights" in params:
+            params["weights"].append(params["weights"][0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numba's uint64 → int64 cast notes inside ranx
+        fused = ranx.fuse(rx, norm=None, method=ranx_name, params=params).to_dict()
+    scores = {q: {d: float(v) for d, v in fused.get(q, {}).items()} for q in queries}
+    return _finish(scores, _tiebreaks(runs, tiebreak_lane), name or method, min_score, top_k)
+
+
 def fuse(runs: Mapping[str, Run], method: str, **params) -> Run:
-    """Dispatch by method name (``rrf``, ``weighted``, ``combsum``, ``combmnz``, ``none``).
+    """Dispatch by method name (``rrf``, ``weighted``, ``combsum``, ``combmnz``, a ranx method of
+    :data:`RANX_METHODS`, ``none``).
 
     Raises:
         ValueError: an unknown method (listing the known ones) or bad parameters.
@@ -260,4 +350,6 @@ def fuse(runs: Mapping[str, Run], method: str, **params) -> Run:
         return weighted(runs, **params)
     if method in ("combsum", "combmnz"):
         return comb(runs, mnz=method == "combmnz", **params)
+    if method in RANX_METHODS:
+        return ranx_fused(runs, method, **params)
     raise ValueError(f"unknown fusion method {method!r}; choose from {', '.join(ALL_METHODS)}")

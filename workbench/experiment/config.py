@@ -31,7 +31,7 @@ Layout::
 
     [configs.hybrid]
     lanes = ["vector", "fts_simple"]
-    fusion = "rrf"                        # rrf | weighted | combsum | combmnz | none (one lane)
+    fusion = "rrf"                        # rrf | weighted | combsum | combmnz | none (one lane); ranx: isr, log_isr, bordafuse, w_bordafuse, combmax, combmin, combmed, combanz
     k = 60
     top_k = 100
 
@@ -62,7 +62,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from workbench.errors import ConfigError
-from workbench.eval.fusion import ALL_METHODS, FusionSpec
+from workbench.eval.fusion import ALL_METHODS, RANX_METHODS, WEIGHTED_METHODS, FusionSpec
 from workbench.registry import EMBEDDER_PARAM, Declaration, Params, reranker_kind, retriever_kind
 from workbench.io.toml import read_toml
 from workbench.types import SPLITS
@@ -429,6 +429,9 @@ def _config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneS
         if any(not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0)
                for v in weights.values()):
             raise _err(path, f"{where}.weights", "must be numbers >= 0")
+        if fusion in RANX_METHODS and fusion not in WEIGHTED_METHODS:
+            raise _err(path, f"{where}.weights", f"are not read by fusion {fusion!r}; drop them or choose one of "
+                       f"{', '.join(m for m in WEIGHTED_METHODS)}")
     depth = spec.get("depth")
     if isinstance(depth, dict):
         bad = set(depth) - set(use)

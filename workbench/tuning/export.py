@@ -41,7 +41,7 @@ def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
         "lanes": lanes,
         "fusion": s.method,
         "rrf_k": s.k if s.method == "rrf" else None,
-        "weights": dict(s.weights or {}),
+        "weights": dict(s.weights or {}),  # None (written {}) for a method that reads no weights
         "depth": dict(s.depth) if isinstance(s.depth, dict) else s.depth,
         "norm": s.norm if s.method == "weighted" else None,
         "min_score": s.min_score,

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from workbench.eval.fasteval import CandidateMatrix
-from workbench.eval.fusion import FusionSpec
+from workbench.eval.fusion import WEIGHTED_METHODS, FusionSpec
 from workbench.experiment.config import RerankStage
 from workbench.run import Run
 from workbench.tuning.candidates import Candidates
@@ -38,7 +38,8 @@ def setting_from(study: Study, params: dict[str, Any]) -> FusionSpec | None:
         method = "rrf"
     if len(lanes) == 1 and "fusion" not in params and cfg.method == "none":
         method = "none"
-    weights = {ln: float(params.get(f"weights.{ln}", (cfg.weights or {}).get(ln, 1.0))) for ln in lanes}
+    weights = ({ln: float(params.get(f"weights.{ln}", (cfg.weights or {}).get(ln, 1.0))) for ln in lanes}
+               if method in WEIGHTED_METHODS or method == "none" else None)  # ISR, BordaFuse… read none
     base_depth = cfg.depth
     depth = {}
     for ln in lanes:

@@ -61,10 +61,12 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import ConfigError
+from workbench.eval.fusion import METHODS
 from workbench.registry import EMBEDDER_PARAM, retriever_kind
 from workbench.io.toml import read_toml
 
-FUSION_CHOICES = ("rrf", "weighted", "combsum", "combmnz")
+#: Fusion methods a study may choose between (ranx's are slower per trial: :mod:`workbench.eval.fusion`).
+FUSION_CHOICES = METHODS
 TOP_LEVEL = {"name", "description", "experiment", "dataset", "lanes", "baseline", "trials", "seed", "split",
              "objective", "space", "tolerance", "qrels"}
 SPACE_KEYS = {"fusion", "k", "norm", "min_score", "top_k", "weights", "depth", "lanes", "engine", "rerank"}
