@@ -7,6 +7,10 @@ unresolvable query (any ordinary text) returns an empty ranking. Raw score:
   first paragraph of a sutta (``MN 10``), the document where a page starts (``M i 56``);
 * ``1.0``: the rest of the addressed chapter, sutta or page.
 
+A document's own address as the workbench shows it (``MN 10 ¶105``, ``CST s0201a ¶1.2``, also pasted
+with what is shown beside it: ``MN 10 ¶105 (CST s0201m · PTS M 1.56)``) addresses that document (2.0),
+so any address a scholar copies from ``search``, a report or the dashboard reads back.
+
 Within a score, documents keep corpus order (the run's ``tiebreak`` carries it).
 CST notation without a collection (``P1.56``) matches every document whose page
 reference has that notation, in any collection.
@@ -24,6 +28,18 @@ from workbench.run import Hit, Run
 from workbench.types import Document, Query
 
 _WORK = re.compile(r"^(dn|mn|sn|dhp)(\d+)(?:\.(\d+))?(?:-(\d+))?$")
+#: What the workbench shows beside an address (workbench.text.doctext.display_address), dropped when pasted.
+_BESIDE = re.compile(r"\s*\((?:CST|PTS|VRI|MYA|THAI)\b[^()]*\)\s*$", re.IGNORECASE)
+
+
+def address_key(text: str) -> str:
+    """The matching key of an address: cleaned (:func:`workbench.text.query.clean`), what is shown beside it
+    dropped, case-folded, ``¶ 105`` read as ``¶105``, whitespace collapsed; ``""`` for no address."""
+    from workbench.text.query import clean
+
+    t = _BESIDE.sub("", clean(text))
+    t = re.sub(r"¶\s+", "¶", t)
+    return " ".join(t.casefold().split())
 
 
 def _text_keys(doc: Document) -> list[tuple]:
@@ -65,9 +81,12 @@ class ReferenceLane:
         self._text: dict[tuple, list[tuple[str, float]]] = defaultdict(list)
         self._page_start: dict[str, list[str]] = defaultdict(list)
         self._page_on: dict[str, list[str]] = defaultdict(list)
+        self._address: dict[str, list[str]] = defaultdict(list)
         seen_work: set[str] = set()
         has_heading = {d.work_id for d in documents if d.doc_id.partition(":")[2].startswith("0.")}
         for d in documents:
+            if d.address and "¶" in d.address:  # a paragraph address (CST): not in the grammar's reach
+                self._address[address_key(d.address)].append(d.doc_id)
             work = d.metadata.get("sutta") or d.work_id
             first = work not in seen_work
             seen_work.add(work)
@@ -96,6 +115,9 @@ class ReferenceLane:
 
     def resolve(self, text: str) -> list[tuple[str, float]]:
         """``(doc_id, score)`` pairs the reference addresses, ``[]`` when it does not parse or addresses nothing here."""
+        own = self._address.get(address_key(text)) if "¶" in text else None
+        if own:
+            return [(d, 2.0) for d in own]
         res = refs.parse(text)
         if not res:
             return []

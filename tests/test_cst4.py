@@ -382,3 +382,22 @@ def test_addresses_name_the_sutta_with_the_cst_book_and_page_beside(mn: list[Doc
     assert d["s0203m:463"].address.startswith("MN 152 ")
     commentary = [x for x in mn if x.work_id == "s0201a"]
     assert commentary and all(x.address.startswith("CST s0201a ¶") for x in commentary)  # no sutta: the book
+
+
+@pytest.mark.data
+def test_an_address_the_workbench_shows_reads_back_in_the_reference_lane(mn: list[Document]) -> None:
+    """``MN 10 ¶105`` copied from ``search`` (with or without what is shown beside it) finds that paragraph;
+    ``MN 10`` still finds the sutta; an address of no paragraph here finds nothing (no guessing)."""
+    from retrievers.reference import ReferenceLane
+    from workbench.types import Query
+
+    lane = ReferenceLane("ref", mn)
+    assert lane.resolve("MN 10 ¶105") == [("s0201m:105", 2.0)]
+    assert lane.resolve("mn 10 ¶ 105 (CST s0201m · PTS M 1.55)") == [("s0201m:105", 2.0)]
+    assert lane.resolve("\u200bMN 10 ¶105\u200b") == [("s0201m:105", 2.0)]
+    assert lane.resolve("CST s0201a ¶1.2") == [("s0201a:1.2", 2.0)]
+    assert lane.resolve("MN 10 ¶99999") == []
+    sutta = dict(lane.resolve("MN 10"))
+    assert sutta["s0201m:105"] == 2.0 and sutta["s0201m:106"] == 1.0 and len(sutta) > 20  # ¶105 opens MN 10
+    run = lane.search([Query("q1", "MN 10 ¶106", "reference", "en", "test")], 10)
+    assert [h.doc_id for h in run["q1"]] == ["s0201m:106"]

@@ -186,3 +186,22 @@ def test_search_cli_reads_pasted_query_files(job, pg_dsn, monkeypatch, tmp_path)
     q.write_text("\n \n\u200b\n", encoding="utf-8")  # a file of blank and invisible lines is named as such
     empty = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "-f", str(q)])
     assert empty.exit_code == 2 and f"no query in {q}: it is empty or holds only blank lines" in empty.output
+
+
+def test_search_says_why_a_reference_resolves_nowhere(job, pg_dsn, monkeypatch):
+    """``BG 19.99`` names a known book with numbers it does not have: the reference lane answers nothing and
+    search says why; ordinary text gets no note; the full title in Devanagari resolves."""
+    from workbench.cli import app
+
+    exp, _res, home = job
+    monkeypatch.setenv("WORKBENCH_HOME", str(home))
+    monkeypatch.setenv("WORKBENCH_PG_DSN", pg_dsn)
+    res = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "-k", "1", "--json",
+                                   "BG 19.99", "the soul is eternal", "श्रीमद्भगवद्गीता २.४७"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out[0]["hits"] == [] and out[0]["reference_note"] == "'BG 19.99' cannot be resolved: BG has 18 chapters, not 19"
+    assert "reference_note" not in out[1]
+    assert [h["doc_id"] for h in out[2]["hits"]] == ["bg2.47"]
+    text = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "BG 2.99"])
+    assert "reference lane: 'BG 2.99' cannot be resolved: BG chapter 2 has 72 verses, not 99" in text.output

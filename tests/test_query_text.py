@@ -149,6 +149,8 @@ def test_unknown_characters_never_raise(text):
 @pytest.mark.parametrize("text, script", [
     ("saṅkhārā", "IAST"), ("sankhara", "ASCII"), ("санкхара", "Cyrillic"), ("सङ्खारा", "Devanagari"),
     ("BG 2.47", "ASCII"), ("2.47", "none"), ("", "none"), ("Бг 2.47", "Cyrillic"), ("karma карма", "mixed"),
+    # Devanagari digits, dandas and the abbreviation sign are not letters
+    ("BG २.४७", "ASCII"), ("२.४७", "none"), ("गीता २।४७", "Devanagari"), ("Бг २.४७", "Cyrillic"), ("॰", "none"),
 ])
 def test_script_of(text, script):
     assert script_of(text) == script

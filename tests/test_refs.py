@@ -297,6 +297,10 @@ def test_garbage_never_raises(text: str) -> None:
         ("BG 2.47,", "BG 2.47"),
         ("«Гита 2.47»", "BG 2.47"),
         ("गीता २।४७", "BG 2.47"),              # the danda as the separator
+        ("श्रीमद्भगवद्गीता २.४७", "BG 2.47"),      # the full title, Devanagari, Latin and Cyrillic
+        ("Srimad Bhagavad Gita 2.47", "BG 2.47"),
+        ("Śrīmad Bhagavad-gītā 2.47", "BG 2.47"),
+        ("Шримад Бхагавад-гита 2.47", "BG 2.47"),
     ],
 )
 def test_pasted_and_devanagari_references_resolve(text: str, canonical: str) -> None:

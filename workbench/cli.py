@@ -1139,7 +1139,11 @@ def search_cmd(
                          "snippet": snippet(d) if d else "", "lanes": per_lane,
                          # a rerank stage's own score (the run's score is then a rank score: workbench.eval.rerank)
                          **({"rerank_score": h.tiebreak} if cfg.rerank is not None else {})})
-        records.append({"query": q.text, "dataset": name, "config": cfg.name, "hits": hits})
+        rec = {"query": q.text, "dataset": name, "config": cfg.name, "hits": hits}
+        note = _reference_note(q, [lane_runs[n] for n in needed if exp.lanes[n].kind == "reference"])
+        if note:
+            rec["reference_note"] = note
+        records.append(rec)
     if as_json:
         typer.echo(json.dumps(records, ensure_ascii=False, indent=1))
         return
@@ -1148,12 +1152,27 @@ def search_cmd(
         typer.secho(f"\n{shown!r}  ({rec['config']} on {rec['dataset']})", bold=True)
         if not rec["hits"]:
             typer.echo("  no hits")
+        if rec.get("reference_note"):
+            typer.secho(f"  reference lane: {rec['reference_note']}", fg="yellow")
         for h in rec["hits"]:
             lanes = "  ".join(f"{n}#{v['rank']}:{v['score']:.4g}" for n, v in h["lanes"].items()) or "-"
             rr = f"  rerank {h['rerank_score']:.4g}" if "rerank_score" in h else ""
             where = f"{h['address']} ({h['beside']})" if h["beside"] else h["address"]
             typer.echo(f"{h['rank']:3d}. {where:<22s} {h['score']:.5f}{rr}  [{lanes}]")
             typer.echo(f"     {h['snippet']}")
+
+
+def _reference_note(q, ref_runs: list) -> str | None:
+    """Why the config's reference lane answered nothing for a query that names a known book or collection
+    (``BG 19.99`` → "BG has 18 chapters, not 19"); None for ordinary text or when the lane answered."""
+    from workbench.text import refs
+
+    if not ref_runs or any(r.get_hits(q.query_id) for r in ref_runs):
+        return None
+    res = refs.parse(q.text)
+    if res or "unknown book code" in res.reason or "empty reference" in res.reason or "too long" in res.reason:
+        return None
+    return res.reason
 
 
 reranker_app = typer.Typer(help="Cross-encoder rerankers: fine-tune one from the judgments.", no_args_is_help=True)

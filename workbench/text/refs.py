@@ -128,7 +128,10 @@ BOOKS: dict[str, Book] = {
             levels=("chapter", "verse"),
             limits=(18, (47, 72, 43, 42, 29, 47, 30, 28, 34, 42, 55, 20, 35, 27, 20, 24, 28, 78)),
             aliases=("BG", "Bg", "gita", "gītā", "Гита", "Бг", "Bhagavad-gita", "Bhagavad Gita",
-                     "Bhagavad-gītā", "Bhagavadgita", "Бхагавад-гита", "Бхагавадгита"),
+                     "Bhagavad-gītā", "Bhagavadgita", "Бхагавад-гита", "Бхагавадгита",
+                     # the full title as readers paste it (श्रीमद्भगवद्गीता is read in IAST: śrīmadbhagavadgītā)
+                     "Srimad Bhagavad Gita", "Śrīmad Bhagavad-gītā", "Srimad Bhagavadgita", "Śrīmadbhagavadgītā",
+                     "Шримад Бхагавад-гита", "Шримад Бхагавадгита"),
             forms=(("BG", "en"), ("Bg.", "en"), ("bg", "en"), ("Bhagavad-gita", "en"),
                    ("Бг", "ru"), ("БГ", "ru")),
             source="the 701-verse edition of the gita/gita data (chapter 13 has 35 verses)",

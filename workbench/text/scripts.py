@@ -7,7 +7,8 @@ and not another shows it.
 
 Rules (by letter, digits and punctuation ignored):
 
-* ``Devanagari``: any letter or mark of the Devanagari block (U+0900–U+097F, U+A8E0–U+A8FF);
+* ``Devanagari``: any letter or mark of the Devanagari block (U+0900–U+097F, U+A8E0–U+A8FF) but its
+  digits, dandas and abbreviation sign (``BG २.४७`` is ASCII: its letters are ``BG``);
 * ``Cyrillic``: any Cyrillic letter (U+0400–U+052F);
 * ``IAST``: Latin letters, at least one outside ASCII (``ā``, ``ṅ``, ``ṃ``: IAST or ISO 15919);
 * ``ASCII``: Latin letters, all ASCII (plain ASCII, Harvard-Kyoto, Velthuis);
@@ -23,6 +24,8 @@ SCRIPTS = ("IAST", "ASCII", "Cyrillic", "Devanagari", "mixed", "none")
 
 def _family(ch: str) -> str | None:
     o = ord(ch)
+    if 0x0964 <= o <= 0x096F or o == 0x0970:  # danda, double danda, digits, abbreviation sign: not letters
+        return None
     if 0x0900 <= o <= 0x097F or 0xA8E0 <= o <= 0xA8FF:
         return "Devanagari"
     if not (ch.isalpha() or (0x0300 <= o <= 0x036F)):
