@@ -22,7 +22,7 @@ sent as a parameter and turned into lexemes by the same configuration, so quotes
 
 A query with no lexemes (empty, only stop words or punctuation) returns an empty
 ranking, and so does one with no positive term (``websearch`` ``-krishna``: PostgreSQL's
-``querytree`` is ``T``), which would otherwise match every document with score 0. Queries longer than ``max_query_chars`` (default 2,000) are cut to that length.
+``querytree`` is ``T``), which would otherwise match every document with score 0. Queries longer than ``max_query_chars`` (default 2,000) are cut to that length, at a word boundary (:func:`workbench.text.query.cut`).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from workbench.errors import ConfigError
 from workbench.engines.pg_index import TSV_COLUMNS
 from workbench.registry import Params
 from workbench.run import Run
+from workbench.text.query import cut
 from workbench.types import Query
 
 FORMS = ("or", "and", "phrase", "websearch")
@@ -112,7 +113,7 @@ class FullTextLane(SqlLane):
                  table=sql.Identifier(self.table)).as_string(None)
 
         def one(conn, text: str, k: int) -> list[tuple[str, float]]:
-            params = {"cfg": self.ts_config, "q": text[: self.max_query_chars], "norm": self.normalization, "k": k}
+            params = {"cfg": self.ts_config, "q": cut(text, self.max_query_chars), "norm": self.normalization, "k": k}
             return [(d, float(s)) for d, s in conn.execute(stmt, params).fetchall()]
 
         return self._run(queries, k, one, transliterate=self.transliterate)

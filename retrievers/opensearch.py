@@ -150,13 +150,9 @@ class OpenSearchLane:
     def clean(self, text: str) -> str:
         """The query as sent: cleaned by the query normaliser (:func:`workbench.text.query.clean`), whitespace
         collapsed, cut to ``max_query_chars`` at a word boundary (a cut word would defeat the exact mode)."""
-        from workbench.text.query import clean
+        from workbench.text.query import clean, cut
 
-        text = " ".join(clean(text).split())
-        if len(text) > self.max_query_chars:
-            cut = text[: self.max_query_chars + 1]
-            text = cut.rsplit(" ", 1)[0] if " " in cut else cut[: self.max_query_chars]
-        return text
+        return cut(" ".join(clean(text).split()), self.max_query_chars)
 
     def query_body(self, text: str, k: int, vector: Sequence[float] | None = None, *,
                    max_words: int = MAX_QUERY_WORDS) -> dict[str, Any] | None:

@@ -9,7 +9,7 @@ Raw score, in [0, 1], higher is better:
   ``body % query`` (``pg_trgm.similarity_threshold``). Long documents score low on it.
 
 Both operators use the trigram GIN index on ``body``. Ties are broken by ``doc_id``
-(code-point order). A query is cut to ``max_query_chars`` (default 512) characters
+(code-point order). A query is cut at a word boundary to ``max_query_chars`` (default 512) characters
 before matching: a 10,000-character query then costs what a 512-character one does
 (its trigram set, and with it the index scan, grows with its length), and a query
 that long has a tiny word similarity to any verse anyway. pg_trgm lower-cases and
@@ -27,6 +27,7 @@ from retrievers._sql import SqlLane, TextIndexKind
 from workbench.errors import ConfigError
 from workbench.registry import Params
 from workbench.run import Run
+from workbench.text.query import cut
 from workbench.types import Query
 
 FUNCTIONS = ("word_similarity", "similarity")
@@ -104,7 +105,7 @@ class TrigramLane(SqlLane):
         def one(conn, text: str, k: int) -> list[tuple[str, float]]:
             if self.max_query_words is not None and len(text.split()) > self.max_query_words:
                 return []
-            rows = conn.execute(stmt, {"q": text[: self.max_query_chars], "k": k}).fetchall()
+            rows = conn.execute(stmt, {"q": cut(text, self.max_query_chars), "k": k}).fetchall()
             return [(d, float(s)) for d, s in rows]
 
         return self._run(queries, k, one, before=lambda conn: self._set(conn, {_GUC[self.function]: repr(self.threshold)}),

@@ -172,3 +172,16 @@ def test_velthuis_is_searched_in_iast_only():
     assert query_forms("sa.mkhaaraa") == ["saṃkhārā", "saṅkhārā", "saṁkhārā"]
     assert query_forms("kRSNa") == ["kRSNa", "kṛṣṇa"]      # Harvard-Kyoto keeps its own form
     assert query_forms("e.g. karma") == ["e.g. karma"]     # not Velthuis: nothing to read
+
+
+@pytest.mark.parametrize("text, limit, want", [
+    ("karma yoga bhakti", 12, "karma yoga"),       # the limit falls inside "bhakti": cut before it
+    ("karma yoga", 10, "karma yoga"),              # fits
+    ("karma yoga", 5, "karma"),                    # the limit falls on the space
+    ("karma  yoga", 7, "karma"),                   # spaces before the cut are dropped
+    ("karmayogabhakti", 5, "karma"),               # one word longer than the limit: cut inside it
+])
+def test_a_long_query_is_cut_at_a_word_boundary(text, limit, want):
+    from workbench.text.query import cut
+
+    assert cut(text, limit) == want

@@ -83,6 +83,16 @@ def clean(text: str) -> str:
     return t.strip()
 
 
+def cut(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary (the last space within the limit, trailing
+    spaces dropped); a first word longer than ``limit`` is cut inside it. A half word would match other words
+    (``karmayo`` for ``karmayoga``), so the lanes that cap a query's length cut it here. ``limit`` >= 1."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit + 1]
+    return head.rsplit(" ", 1)[0].rstrip() if " " in head.strip() else text[:limit]
+
+
 def clean_queries(queries: list) -> list:
     """``queries`` (:class:`~workbench.types.Query`) with every text :func:`clean` (unchanged ones kept as they are)."""
     import dataclasses
