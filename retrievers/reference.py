@@ -95,7 +95,7 @@ class ReferenceLane:
                 if not exact and key[0] != "BG" and key[0] != "SB":
                     local = d.doc_id.partition(":")[2]
                     exact = local.startswith("0.") if d.work_id in has_heading else first
-                self._text[key].append((d.doc_id, 2.0 if exact else 1.0))
+                self._text[key].append((d.doc_id, refs.EXACT_SCORE if exact else refs.INSIDE_SCORE))
             for p in d.page_refs:
                 self._page_start[p].append(d.doc_id)
                 self._page_start[self._cst_key(p)].append(d.doc_id)
@@ -117,7 +117,7 @@ class ReferenceLane:
         """``(doc_id, score)`` pairs the reference addresses, ``[]`` when it does not parse or addresses nothing here."""
         own = self._address.get(address_key(text)) if "¶" in text else None
         if own:
-            return [(d, 2.0) for d in own]
+            return [(d, refs.EXACT_SCORE) for d in own]
         res = refs.parse(text)
         if not res:
             return []
@@ -127,8 +127,8 @@ class ReferenceLane:
         key = r.canonical() if r.collection is not None else f"cst:{r.cst()}"
         starts = set(self._page_start.get(key, []))
         on = self._page_on.get(key, [])
-        out = [(d, 2.0) for d in self._page_start.get(key, [])]
-        out += [(d, 1.0) for d in dict.fromkeys(on) if d not in starts]
+        out = [(d, refs.EXACT_SCORE) for d in self._page_start.get(key, [])]
+        out += [(d, refs.INSIDE_SCORE) for d in dict.fromkeys(on) if d not in starts]
         return out
 
     def search(self, queries: Sequence[Query], k: int) -> Run:

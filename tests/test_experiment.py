@@ -214,3 +214,19 @@ def test_opensearch_limits_are_checked_at_load(tmp_path, extra, lane, msg):
     p.write_text(extra + OS_BASE + "[lanes.x]\n" + lane + "\n")
     with pytest.raises(ConfigError, match=msg):
         load_experiment(p, known_datasets={"gita"})
+
+
+@pytest.mark.parametrize("body, msg", [
+    ('pin_lane = "fts"', r"configs.both.pin_lane names lane 'fts' of kind 'fulltext'; only a reference lane"),
+    ('pin_lane = "ref"', r"configs.both.pin_lane must be one of the config's lanes \['vector', 'fts'\]"),
+])
+def test_pin_lane_must_be_a_reference_lane_of_the_config(tmp_path, body, msg):
+    with pytest.raises(ConfigError, match=msg):
+        load(tmp_path, BASE + body + '\n[lanes.ref]\nkind = "reference"\n')
+
+
+def test_a_pinned_config_loads_and_is_tracked(tmp_path):
+    text = BASE.replace('lanes = ["vector", "fts"]', 'lanes = ["vector", "fts", "ref"]') + \
+        'pin_lane = "ref"\n[lanes.ref]\nkind = "reference"\n'
+    cfg = load(tmp_path, text).configs["both"]
+    assert cfg.pin_lane == "ref" and cfg.flat()["pin_lane"] == "ref" and cfg.params()["pin_lane"] == "ref"

@@ -61,6 +61,9 @@ SETTINGS = [
     FusionSpec(("a", "b", "c"), method="w_bordafuse", weights={"a": 0.7, "b": 0.3, "c": 1.0}),
     FusionSpec(("b", "c"), method="combmed", depth={"b": 5}),
     FusionSpec(("c",), method="log_isr"),
+    # a pinned lane (fusion.pin): lane a's scores of 2 or more stand for a reference lane's exact answers
+    FusionSpec(("a", "b", "c"), pin_lane="a", min_score=0.03, top_k=15),
+    FusionSpec(("b", "a"), method="weighted", norm="zscore", pin_lane="a", tiebreak_lane="b"),
 ]
 
 
@@ -78,6 +81,8 @@ def _reference(runs, qrels, queries, s: FusionSpec):
             params["k"] = s.k
         if s.method == "weighted":
             params["norm"] = s.norm
+        if s.pin_lane:
+            params["pin_lane"] = s.pin_lane
         run = fuse(lane_runs, s.method, **params)
     return evaluate(run, qrels, queries, MEASURES).per_query.set_index("query_id")
 

@@ -94,7 +94,9 @@ def test_interpolated_rerank_on_a_literal_example():
 @pytest.mark.parametrize("stage, message", [
     ({"reranker": "r", "weight": 2}, "weight must be a number in [0, 1]"),
     ({"reranker": "r", "depth": 0}, "depth must be an integer >= 1"),
-    ({"reranker": "r", "top": 3}, "must be a table { reranker"),
+    ({"reranker": "r", "top": 3}, "has unknown key(s) ['top']; it must be a table { reranker"),
+    ({"reranker": "r", "dpeth": 20}, "has unknown key(s) ['dpeth']"),
+    ("r", "must be a table { reranker"),
 ])
 def test_a_bad_rerank_stage_is_refused_naming_it(tmp_path, stage, message):
     from workbench.experiment.config import load_experiment

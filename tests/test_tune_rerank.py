@@ -145,6 +145,7 @@ def _random_case(seed: int):
     (FusionSpec(("a", "b"), method="weighted", norm="zscore", tiebreak_lane="a", top_k=30), 20, 0.25),
     (FusionSpec(("a", "b"), method="combmnz", depth=6, min_score=0.5), 8, 0.8),
     (FusionSpec(("a", "b"), method="isr", top_k=20), 10, 0.5),
+    (FusionSpec(("a", "b"), pin_lane="a", top_k=20), 10, 0.5),
     (FusionSpec(("b",), method="none", top_k=10), 12, 0.4),
     (FusionSpec(("a",), method="none", top_k=3), 1, 0.0),
 ])

@@ -11,9 +11,10 @@ trec_eval semantics) gives, to 1e-9 (a test proves it on real runs):
   ``Σ w / (k + rank)``, weighted sums of per-query min-max / z-scored scores, CombSUM /
   CombMNZ), summed lane by lane in the config's lane order, so fused ties are the same. The
   methods ranx computes (:data:`workbench.eval.fusion.RANX_METHODS`: ISR, BordaFuse, CombMAX…) take a
-  slower path: the lanes' runs are rebuilt from the arrays and fused by
-  :func:`workbench.eval.fusion.fuse` (so the result is the same by construction), then put back into
-  columns; scoring and reranking are the same arrays as for the others;
+  slower path, and so does a setting with a ``pin_lane`` (:func:`workbench.eval.fusion.pin`): the lanes'
+  runs are rebuilt from the arrays and fused by :func:`workbench.eval.fusion.fuse` (so the result is the
+  same by construction), then put back into columns; scoring and reranking are the same arrays as for
+  the others;
 * ranking: fused score desc, then the tie-break lane's raw score desc (−inf when that
   lane did not retrieve the document), then doc_id asc (candidate columns are kept in
   doc_id order), after ``min_score``, cut at ``top_k``;
@@ -161,6 +162,8 @@ class CandidateMatrix:
             raise ValueError(f"unknown fusion method {s.method!r}")
         if s.method == "none" and len(s.lanes) != 1:
             raise ValueError("fusion 'none' takes exactly one lane")
+        if s.pin_lane is not None and s.pin_lane not in s.lanes:
+            raise ValueError(f"pin_lane {s.pin_lane!r} is not among the setting's lanes {list(s.lanes)}")
 
     def rank(self, s: FusionSpec, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """The top ``min(depth, top_k)`` per query in tie-break order: column indices (Q, depth), −1 past
@@ -176,7 +179,7 @@ class CandidateMatrix:
         from workbench.eval._fastkernel import fuse_rank
 
         self._check(s)
-        if s.method in RANX_METHODS:
+        if s.method in RANX_METHODS or s.pin_lane is not None:
             return self._rank_by_fuse(s, depth)
         Q, C = len(self.query_ids), self.n_cols
         cols3 = self._stacked(s.lanes)

@@ -9,7 +9,12 @@ new :class:`~workbench.run.Run`; inputs are never modified. Parameters:
 * ``min_score``: fused hits scoring below it are dropped (after fusion, before ``top_k``);
 * ``tiebreak``: fused ties are broken by the ``tiebreak`` value (the AICharya seed uses
   the raw cosine of its vector lane: pass ``tiebreak_lane="vector"``), then by doc_id
-  ascending (the :mod:`workbench.run` rule).
+  ascending (the :mod:`workbench.run` rule);
+* ``pin_lane``: a reference lane whose exact answers come first (:func:`pin`): the AICharya seed's
+  "two ways in" — a query that *names* a passage (``BG 2.47``, ``गीता २.४७``) gets that passage, and
+  only a query that does not is a question for the fused lanes. Without it RRF lets the vector and
+  full-text lanes outvote the reference lane (``गीता 2.47`` put BG 18.68–75, whose Hindi translations
+  say गीता, above BG 2.47).
 
 Methods:
 
@@ -51,6 +56,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from workbench.run import Hit, Run
+from workbench.text.refs import EXACT_SCORE
 
 NORMALISATIONS = ("minmax", "zscore")
 #: The workbench's fusion name → (ranx's method name, whether ranx reads ranks (True) or normalised scores).
@@ -86,6 +92,7 @@ class FusionSpec:
         min_score: fused hits scoring below it are dropped (None: none dropped).
         top_k: hits kept per query.
         tiebreak_lane: the lane whose raw score breaks ties of fused scores (None: doc_id only).
+        pin_lane: a reference lane whose exact answers go first (:func:`pin`; None: no pinning).
     """
 
     lanes: tuple[str, ...]
@@ -97,11 +104,14 @@ class FusionSpec:
     min_score: float | None = None
     top_k: int = 100
     tiebreak_lane: str | None = None
+    pin_lane: str | None = None
 
     def params(self, name: str = "") -> dict[str, Any]:
         """Keyword arguments of :func:`fuse` for :attr:`method` (what the method reads, nothing else)."""
         p: dict[str, Any] = {"depth": self.depth, "min_score": self.min_score,
                              "top_k": self.top_k, "tiebreak_lane": self.tiebreak_lane, "name": name}
+        if self.pin_lane is not None:
+            p["pin_lane"] = self.pin_lane
         if self.method in WEIGHTED_METHODS or self.method == "none":
             p["weights"] = self.weights
         if self.method == "rrf":
@@ -335,13 +345,50 @@ def ranx_fused(runs: Mapping[str, Run], method: str, *, weights: Mapping[str, fl
     return _finish(scores, _tiebreaks(runs, tiebreak_lane), name or method, min_score, top_k)
 
 
-def fuse(runs: Mapping[str, Run], method: str, **params) -> Run:
-    """Dispatch by method name (``rrf``, ``weighted``, ``combsum``, ``combmnz``, a ranx method of
-    :data:`RANX_METHODS`, ``none``).
+def pin(fused: Run, lane: Run, *, min_score: float | None = None, top_k: int | None = None,
+        threshold: float = EXACT_SCORE) -> Run:
+    """``fused`` with the documents ``lane`` scores at ``threshold`` or more moved ahead of the rest.
+
+    The pinned documents keep their order among themselves (fused score, tie rule), and so do the others; a
+    Run orders by score, so a pinned document's score is its fused score plus ``m − p + 1``, with ``m`` the
+    query's highest fused score and ``p`` the lowest fused score of its pinned documents (every pinned one
+    then scores above every other). ``min_score`` (on the fused scores) drops only unpinned documents: a
+    reference that resolves is the answer, never cut. ``top_k`` applies last. ``threshold`` defaults to
+    :data:`workbench.text.refs.EXACT_SCORE`, the reference lane's addressed unit (a chapter's other verses,
+    scored 1, are not pinned). A query the lane did not answer is left as it is.
 
     Raises:
-        ValueError: an unknown method (listing the known ones) or bad parameters.
+        ValueError: ``top_k`` < 0.
     """
+    if top_k is not None and top_k < 0:
+        raise ValueError(f"top_k must be >= 0, got {top_k}")
+    rows = {}
+    for q, hits in fused.items():
+        pinned = {h.doc_id for h in lane.get_hits(q) if h.score >= threshold} & {h.doc_id for h in hits}
+        kept = [h for h in hits if h.doc_id in pinned or min_score is None or h.score >= min_score]
+        if pinned:
+            top = max(h.score for h in hits)
+            low = min(h.score for h in hits if h.doc_id in pinned)
+            kept = [Hit(h.doc_id, h.score + (top - low + 1.0), h.tiebreak) if h.doc_id in pinned else h for h in kept]
+        rows[q] = kept
+    out = Run(rows, fused.name)
+    return out.top(top_k) if top_k is not None else out
+
+
+def fuse(runs: Mapping[str, Run], method: str, *, pin_lane: str | None = None, **params) -> Run:
+    """Dispatch by method name (``rrf``, ``weighted``, ``combsum``, ``combmnz``, a ranx method of
+    :data:`RANX_METHODS`, ``none``); with ``pin_lane``, the fused list (before ``min_score`` and ``top_k``)
+    goes through :func:`pin` with that lane's run.
+
+    Raises:
+        ValueError: an unknown method (listing the known ones), a ``pin_lane`` that is not among the runs, or
+            bad parameters.
+    """
+    if pin_lane is not None:
+        if pin_lane not in runs:
+            raise ValueError(f"pin_lane {pin_lane!r} is not among the fused lanes {sorted(runs)}")
+        min_score, top_k = params.pop("min_score", None), params.pop("top_k", None)
+        return pin(fuse(runs, method, **params), runs[pin_lane], min_score=min_score, top_k=top_k)
     if method == "none":
         return single(runs, **params)
     if method == "rrf":

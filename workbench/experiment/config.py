@@ -34,6 +34,7 @@ Layout::
     fusion = "rrf"                        # rrf | weighted | combsum | combmnz | none (one lane); ranx: isr, log_isr, bordafuse, w_bordafuse, combmax, combmin, combmed, combanz
     k = 60
     top_k = 100
+    # pin_lane = "ref"                    # optional: a reference lane whose exact answers come first (fusion.pin)
 
     [rerankers.by_fts]                    # optional: a stage after fusion (workbench.eval.rerank)
     kind = "lane"
@@ -196,6 +197,8 @@ class FusedConfig(FusionSpec):
             out["min_score"] = self.min_score
         if self.tiebreak_lane:
             out["tiebreak_lane"] = self.tiebreak_lane
+        if self.pin_lane:
+            out["pin_lane"] = self.pin_lane
         if self.rerank is not None:
             out["rerank.reranker"], out["rerank.depth"] = self.rerank.reranker, self.rerank.depth
             if self.rerank.weight != 1.0:
@@ -402,7 +405,8 @@ def _reranker_spec(path: Path, name: str, spec: Any, lanes: dict[str, LaneSpec],
 def _config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneSpec],
             rerankers: dict[str, RerankerSpec] | None = None) -> FusedConfig:
     where = f"configs.{cname}"
-    allowed = {"lanes", "fusion", "k", "weights", "depth", "min_score", "top_k", "tiebreak_lane", "norm", "rerank"}
+    allowed = {"lanes", "fusion", "k", "weights", "depth", "min_score", "top_k", "tiebreak_lane", "norm", "rerank",
+               "pin_lane"}
     extra = set(spec) - allowed
     if extra:
         raise _err(path, where, f"has unknown key(s) {sorted(extra)}; allowed: {sorted(allowed)}")
@@ -451,6 +455,13 @@ def _config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneS
     tb = spec.get("tiebreak_lane")
     if tb is not None and tb not in use:
         raise _err(path, f"{where}.tiebreak_lane", f"must be one of the config's lanes {use}")
+    pin_lane = spec.get("pin_lane")
+    if pin_lane is not None:
+        if pin_lane not in use:
+            raise _err(path, f"{where}.pin_lane", f"must be one of the config's lanes {use}")
+        if lanes[pin_lane].kind != "reference":
+            raise _err(path, f"{where}.pin_lane", f"names lane {pin_lane!r} of kind {lanes[pin_lane].kind!r}; only a "
+                       "reference lane's exact answers can be pinned ahead of the fused list")
     norm = spec.get("norm", "minmax")
     if norm not in ("minmax", "zscore"):
         raise _err(path, f"{where}.norm", "must be 'minmax' or 'zscore'")
@@ -458,13 +469,17 @@ def _config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneS
     return FusedConfig(lanes=tuple(use), method=fusion, k=float(k), weights=dict(weights) if weights else None,
                        depth=dict(depth) if isinstance(depth, dict) else depth,
                        min_score=float(min_score) if min_score is not None else None, top_k=top_k, tiebreak_lane=tb,
+                       pin_lane=pin_lane,
                        norm=norm, name=cname, rerank=rerank)
 
 
 def _rerank_stage(path: Path, where: str, spec: Any, rerankers: dict[str, RerankerSpec]) -> RerankStage:
-    if not isinstance(spec, dict) or set(spec) - {"reranker", "depth", "weight"}:
-        raise _err(path, where, "must be a table { reranker = \"NAME\", depth = N, weight = W } ([rerankers.NAME]; "
-                   "weight optional)")
+    shape = "a table { reranker = \"NAME\", depth = N, weight = W } ([rerankers.NAME]; weight optional)"
+    if not isinstance(spec, dict):
+        raise _err(path, where, f"must be {shape}")
+    unknown = sorted(set(spec) - {"reranker", "depth", "weight"})
+    if unknown:
+        raise _err(path, where, f"has unknown key(s) {unknown}; it must be {shape}")
     name = spec.get("reranker")
     if name is None:
         raise _err(path, where, "needs reranker = \"NAME\" (a [rerankers.NAME] table)")

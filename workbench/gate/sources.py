@@ -163,7 +163,7 @@ def _from_export(path: Path, dataset, home: Path, log) -> Ranking:
             lanes[name] = lane_spec(path, name, spec, embedders)
         table = {"lanes": list(cfg["lanes"]), "fusion": cfg["fusion"], "top_k": cfg["top_k"]}
         for key, src in (("k", "rrf_k"), ("weights", "weights"), ("depth", "depth"), ("min_score", "min_score"),
-                         ("tiebreak_lane", "tiebreak_lane"), ("norm", "norm")):
+                         ("tiebreak_lane", "tiebreak_lane"), ("norm", "norm"), ("pin_lane", "pin_lane")):
             if cfg.get(src) not in (None, {}):
                 table[key] = cfg[src]
         if table["fusion"] == "none" and len(table["lanes"]) == 1:

@@ -231,6 +231,12 @@ COLLECTIONS: dict[str, Collection] = {
 #: T = Thai).
 EDITIONS: dict[str, str] = {"PTS": "P", "VRI": "V", "MYA": "M", "THAI": "T"}
 
+#: The reference lane's score of the unit a reference addresses (the verse of ``BG 2.47``, a sutta's opening,
+#: the document a page starts in) and of the rest of the addressed work or page; a config's ``pin_lane``
+#: puts the first kind ahead of its fused list (:mod:`workbench.eval.fusion`).
+EXACT_SCORE = 2.0
+INSIDE_SCORE = 1.0
+
 #: The longest input (after stripping) worth parsing. No reference of the grammar is
 #: longer than about 30 characters; the cap keeps pathological input cheap. Own choice.
 MAX_REFERENCE_CHARS = 80

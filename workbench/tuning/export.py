@@ -14,7 +14,7 @@ def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
 
     Fields a seed system loads: ``lanes`` (kind and engine parameters, ef_search included),
     ``fusion``, ``rrf_k``, ``weights``, ``depth``, ``min_score``, ``top_k``,
-    ``tiebreak_lane``, ``norm``, ``rerank`` (None, or the stage after fusion: ``reranker``, ``depth``,
+    ``tiebreak_lane``, ``pin_lane``, ``norm``, ``rerank`` (None, or the stage after fusion: ``reranker``, ``depth``,
     ``weight``, and the reranker's ``kind`` and ``params``: :func:`rerank_config`; ``top_k`` applies to
     the reranked list). ``provenance``: study, trial, storage folder, objective,
     dataset input and output hashes, the code commit, and the dev/test measures with
@@ -47,6 +47,7 @@ def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
         "min_score": s.min_score,
         "top_k": s.top_k,
         "tiebreak_lane": s.tiebreak_lane,
+        "pin_lane": s.pin_lane,
         "rerank": rerank_config(st, result.chosen_rerank),
         "provenance": {
             "study": st.name, "study_file": str(st.path), "trial": result.chosen.number,

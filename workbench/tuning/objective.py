@@ -48,15 +48,16 @@ def setting_from(study: Study, params: dict[str, Any]) -> FusionSpec | None:
             depth[ln] = int(d)
     min_score = params.get("min_score", cfg.min_score)
     tb = cfg.tiebreak_lane if cfg.tiebreak_lane in lanes else None
+    pinned = cfg.pin_lane if cfg.pin_lane in lanes else None
     return FusionSpec(lanes, method, float(params.get("k", cfg.k)), weights, depth or None,
-                      params.get("norm", cfg.norm), min_score, int(params.get("top_k", cfg.top_k)), tb)
+                      params.get("norm", cfg.norm), min_score, int(params.get("top_k", cfg.top_k)), tb, pinned)
 
 
 def baseline_setting(study: Study) -> FusionSpec:
     """The baseline config exactly as written (not projected into the space)."""
     cfg = study.experiment.configs[study.baseline]
     return FusionSpec(cfg.lanes, cfg.method, cfg.k, cfg.weights, cfg.depth, cfg.norm, cfg.min_score, cfg.top_k,
-                      cfg.tiebreak_lane)
+                      cfg.tiebreak_lane, cfg.pin_lane)
 
 
 def rerank_from(study: Study, params: dict[str, Any]) -> RerankStage | None:
