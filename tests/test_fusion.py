@@ -162,30 +162,30 @@ def test_a_document_missing_from_the_tiebreak_lane_sorts_after_one_it_retrieved(
     assert ids(fused) == ["v", "r"]
 
 
-# ---------------------------------------------------------------- pinning a reference lane's exact answers
+# ---------------------------------------------------------------- pinning a reference lane's answers
 
 REF = Run({"q": [("c", 2.0), ("d", 1.0)]}, "ref")  # c: the addressed unit; d: inside the addressed work
 
 
-def test_pin_puts_the_exact_answer_first_by_hand():
+def test_pin_puts_what_the_reference_names_first_in_its_order_by_hand():
     # RRF k=60: b 1/62 + 1/61, c 1/63 + 1/61, d 1/62 + 1/62, a 1/61 → b, c, d, a without pinning
     runs = {"vec": A, "fts": B, "ref": REF}
     plain = fuse(runs, "rrf")
     assert ids(plain) == ["b", "c", "d", "a"]
     pinned = fuse(runs, "rrf", pin_lane="ref")
-    assert ids(pinned) == ["c", "b", "d", "a"]  # only c (2.0) is pinned; d (1.0) stays where RRF put it
+    assert ids(pinned) == ["c", "d", "b", "a"]  # the reference lane's answers in its order, then the rest
     got = {h.doc_id: h.score for h in pinned["q"]}
-    b = 1 / 62 + 1 / 61
-    assert got["c"] == pytest.approx(b + 1.0, abs=1e-15)  # c + (top − c + 1): the top fused score plus 1
-    assert got["b"] == pytest.approx(b, abs=1e-15) and got["a"] == pytest.approx(1 / 61, abs=1e-15)
+    m = 1 / 62 + 1 / 61  # the query's highest fused score (b's): c m + 2, d m + 1
+    assert got["c"] == pytest.approx(m + 2, abs=1e-15) and got["d"] == pytest.approx(m + 1, abs=1e-15)
+    assert got["b"] == pytest.approx(m, abs=1e-15) and got["a"] == pytest.approx(1 / 61, abs=1e-15)
 
 
 def test_pin_is_exempt_from_min_score_and_top_k_applies_last():
     runs = {"vec": A, "fts": B, "ref": REF}
-    # c's fused score 1/63 + 1/61 = 0.032266 is below 0.0323, yet a resolved reference is never cut
-    assert ids(fuse(runs, "rrf", pin_lane="ref", min_score=0.0323)) == ["c", "b"]
-    assert ids(fuse(runs, "rrf", pin_lane="ref", top_k=2)) == ["c", "b"]
-    assert ids(fuse(runs, "weighted", pin_lane="ref", weights={"vec": 1.0, "fts": 1.0, "ref": 0.0}))[0] == "c"
+    # d's fused score 2/62 = 0.032258 is below 0.0323, yet what a reference names is never cut; a is
+    assert ids(fuse(runs, "rrf", pin_lane="ref", min_score=0.0323)) == ["c", "d", "b"]
+    assert ids(fuse(runs, "rrf", pin_lane="ref", top_k=1)) == ["c"]
+    assert ids(fuse(runs, "weighted", pin_lane="ref", weights={"vec": 1.0, "fts": 1.0, "ref": 0.0}))[:2] == ["c", "d"]
 
 
 def test_pin_leaves_queries_the_lane_did_not_answer_and_names_a_missing_lane():

@@ -10,9 +10,9 @@ new :class:`~workbench.run.Run`; inputs are never modified. Parameters:
 * ``tiebreak``: fused ties are broken by the ``tiebreak`` value (the AICharya seed uses
   the raw cosine of its vector lane: pass ``tiebreak_lane="vector"``), then by doc_id
   ascending (the :mod:`workbench.run` rule);
-* ``pin_lane``: a reference lane whose exact answers come first (:func:`pin`): the AICharya seed's
-  "two ways in" — a query that *names* a passage (``BG 2.47``, ``गीता २.४७``) gets that passage, and
-  only a query that does not is a question for the fused lanes. Without it RRF lets the vector and
+* ``pin_lane``: a reference lane whose answers come first, in its order (:func:`pin`): the AICharya
+  seed's "two ways in" — a query that *names* a passage (``BG 2.47``, ``गीता २.४७``, ``BG 2``) gets what
+  it names, and only a query that does not is a question for the fused lanes. Without it RRF lets the vector and
   full-text lanes outvote the reference lane (``गीता 2.47`` put BG 18.68–75, whose Hindi translations
   say गीता, above BG 2.47).
 
@@ -56,7 +56,6 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from workbench.run import Hit, Run
-from workbench.text.refs import EXACT_SCORE
 
 NORMALISATIONS = ("minmax", "zscore")
 #: The workbench's fusion name → (ranx's method name, whether ranx reads ranks (True) or normalised scores).
@@ -92,7 +91,7 @@ class FusionSpec:
         min_score: fused hits scoring below it are dropped (None: none dropped).
         top_k: hits kept per query.
         tiebreak_lane: the lane whose raw score breaks ties of fused scores (None: doc_id only).
-        pin_lane: a reference lane whose exact answers go first (:func:`pin`; None: no pinning).
+        pin_lane: a reference lane whose answers go first, in its order (:func:`pin`; None: no pinning).
     """
 
     lanes: tuple[str, ...]
@@ -345,17 +344,17 @@ def ranx_fused(runs: Mapping[str, Run], method: str, *, weights: Mapping[str, fl
     return _finish(scores, _tiebreaks(runs, tiebreak_lane), name or method, min_score, top_k)
 
 
-def pin(fused: Run, lane: Run, *, min_score: float | None = None, top_k: int | None = None,
-        threshold: float = EXACT_SCORE) -> Run:
-    """``fused`` with the documents ``lane`` scores at ``threshold`` or more moved ahead of the rest.
+def pin(fused: Run, lane: Run, *, min_score: float | None = None, top_k: int | None = None) -> Run:
+    """``fused`` with every document ``lane`` returned moved ahead of the rest, in ``lane``'s own order.
 
-    The pinned documents keep their order among themselves (fused score, tie rule), and so do the others; a
-    Run orders by score, so a pinned document's score is its fused score plus ``m − p + 1``, with ``m`` the
-    query's highest fused score and ``p`` the lowest fused score of its pinned documents (every pinned one
-    then scores above every other). ``min_score`` (on the fused scores) drops only unpinned documents: a
-    reference that resolves is the answer, never cut. ``top_k`` applies last. ``threshold`` defaults to
-    :data:`workbench.text.refs.EXACT_SCORE`, the reference lane's addressed unit (a chapter's other verses,
-    scored 1, are not pinned). A query the lane did not answer is left as it is.
+    ``lane`` is a reference lane: it answers only a query that is wholly a reference and returns exactly what
+    that reference addresses, never a guess (the addressed verse for ``BG 2.47``, a chapter's verses in
+    corpus order for ``BG 2``, the documents on a page for ``M i 56``: :mod:`retrievers.reference`). So its
+    order is the reading order of the answer, and the fused lanes only rank what comes after it. A Run orders
+    by score, so the ``i``-th of ``n`` pinned documents (from 0) scores ``m + n − i``, with ``m`` the query's
+    highest fused score: every pinned one scores above every other. ``min_score`` (on the fused scores)
+    drops only unpinned documents: a reference that resolves is the answer, never cut. ``top_k`` applies
+    last. A query the lane did not answer is left as it is.
 
     Raises:
         ValueError: ``top_k`` < 0.
@@ -364,13 +363,13 @@ def pin(fused: Run, lane: Run, *, min_score: float | None = None, top_k: int | N
         raise ValueError(f"top_k must be >= 0, got {top_k}")
     rows = {}
     for q, hits in fused.items():
-        pinned = {h.doc_id for h in lane.get_hits(q) if h.score >= threshold} & {h.doc_id for h in hits}
-        kept = [h for h in hits if h.doc_id in pinned or min_score is None or h.score >= min_score]
-        if pinned:
-            top = max(h.score for h in hits)
-            low = min(h.score for h in hits if h.doc_id in pinned)
-            kept = [Hit(h.doc_id, h.score + (top - low + 1.0), h.tiebreak) if h.doc_id in pinned else h for h in kept]
-        rows[q] = kept
+        named = [h.doc_id for h in lane.get_hits(q)]
+        rest = [h for h in hits if min_score is None or h.score >= min_score]
+        if named:
+            m = max((h.score for h in hits), default=0.0)
+            first = set(named)
+            rest = [Hit(d, m + len(named) - i) for i, d in enumerate(named)] + [h for h in rest if h.doc_id not in first]
+        rows[q] = rest
     out = Run(rows, fused.name)
     return out.top(top_k) if top_k is not None else out
 

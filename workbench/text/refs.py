@@ -232,8 +232,7 @@ COLLECTIONS: dict[str, Collection] = {
 EDITIONS: dict[str, str] = {"PTS": "P", "VRI": "V", "MYA": "M", "THAI": "T"}
 
 #: The reference lane's score of the unit a reference addresses (the verse of ``BG 2.47``, a sutta's opening,
-#: the document a page starts in) and of the rest of the addressed work or page; a config's ``pin_lane``
-#: puts the first kind ahead of its fused list (:mod:`workbench.eval.fusion`).
+#: the document a page starts in) and of the rest of the addressed work or page (:mod:`retrievers.reference`).
 EXACT_SCORE = 2.0
 INSIDE_SCORE = 1.0
 
