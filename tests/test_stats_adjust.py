@@ -81,3 +81,29 @@ def test_rbo_by_query_reads_runs_and_cuts_at_depth():
     assert got == {"q1": pytest.approx(0.875), "q2": 0.0}
     assert rbo_by_query(a, b, depth=1, p=0.5)["q1"] == pytest.approx(1.0)
     assert np.isfinite(list(got.values())).all()
+
+
+def test_compare_fisher_p_is_exact_when_few_queries_differ():
+    """Six of 40 queries gain under run b (recall 1/6, 1/6, 1/5, 2/15…: sums that round differently in
+    another order); every other query ties. The two-sided sign-flip p-value is 2 / 2^6 = 1/32 exactly (only
+    the all-plus and all-minus patterns are as extreme). ranx's own randomization test counted tying
+    permutations as less extreme and gave p = 0 on the gita's six reference queries that pinning changed."""
+    from workbench.results import compare
+    from workbench.run import Run
+    from workbench.types import Qrel
+
+    qrels, a, b = [], {}, {}
+    sizes = [6, 6, 5, 15, 6, 6]  # relevant documents of the six queries that differ
+    for i in range(40):
+        q = f"q{i:02d}"
+        n = sizes[i] if i < 6 else 3
+        rel = [f"{q}r{j}" for j in range(n)]
+        qrels += [Qrel(q, d, 1) for d in rel]
+        extra = 2 if i == 3 else 1  # 2/15 for the fourth
+        a[q] = [(rel[0], 1.0)] + [(f"{q}x{j}", 0.5 - j / 100) for j in range(9)]
+        b[q] = [(d, 1.0 - j / 100) for j, d in enumerate(rel[: 1 + extra])] + [(f"{q}x{j}", 0.5 - j / 100) for j in range(8)] \
+            if i < 6 else a[q]
+    cmp = compare({"a": Run(a), "b": Run(b)}, qrels, ["R@10"], permutations=10_000)
+    row = cmp.pvalues.iloc[0]
+    assert row["mean_b"] - row["mean_a"] == pytest.approx((1 / 6 + 1 / 6 + 1 / 5 + 2 / 15 + 1 / 6 + 1 / 6) / 40)
+    assert row["p_value"] == pytest.approx(1 / 32, abs=1e-12)

@@ -95,8 +95,10 @@ def compare(runs: Mapping[str, Run], qrels: Iterable[Any] | pd.DataFrame, measur
         qrels: :class:`workbench.types.Qrel` objects or a ``query_id, doc_id, relevance`` frame.
         measures: workbench names with a ranx equivalent: ``R@k``, ``P@k``, ``RR@k``, ``nDCG@k``.
         query_ids: the queries to compare (e.g. one split's).
-        test: ranx's paired test: ``fisher`` (randomization, default), ``student`` or ``tukey``.
-        permutations: the randomization test's permutations.
+        test: the paired test: ``fisher`` (the randomization test, default:
+            :func:`workbench.eval.stats.sign_flip_p` on ranx's per-query values, exact when at most
+            log2(``permutations``) queries differ), or ranx's ``student`` or ``tukey``.
+        permutations: the randomization test's random sign patterns (when not enumerated).
         adjust: the multiple-comparison correction (default :data:`workbench.eval.stats.P_ADJUST`,
             Holm–Bonferroni); ``none`` shows the raw p-values only.
         seed: the randomization test's seed.
@@ -114,7 +116,9 @@ def compare(runs: Mapping[str, Run], qrels: Iterable[Any] | pd.DataFrame, measur
     from ranx import compare as ranx_compare
 
     from workbench.eval.evaluate import ranx_metric, ranx_qrels, ranx_run
-    from workbench.eval.stats import P_ADJUST, P_ADJUST_NAME, adjust_pvalues
+    import numpy as np
+
+    from workbench.eval.stats import P_ADJUST, P_ADJUST_NAME, adjust_pvalues, sign_flip_p
     from workbench.types import Qrel
 
     if len(runs) < 2:
@@ -147,15 +151,21 @@ def compare(runs: Mapping[str, Run], qrels: Iterable[Any] | pd.DataFrame, measur
     back = {v: k for k, v in names.items()}
     means = pd.DataFrame([{"run": n, **{back[m]: float(v) for m, v in report.results[n].items()}}
                           for n in runs])
-    # ranx's randomization p-value is (#permutations at least as extreme) / permutations, 0 when none is;
-    # a permutation p-value is at least 1 / (permutations + 1) (Phipson and Smyth 2010)
-    floor = 1.0 / (permutations + 1) if test == "fisher" else 0.0
+    # Fisher's randomization test is the workbench's sign_flip_p on ranx's per-query values: exact when the
+    # differing queries are few (2^nz patterns), ties compared with a tolerance, never 0 (Phipson and Smyth
+    # 2010). ranx's own compares permuted means with `>=` in floating point, so a permutation that ties the
+    # observed difference can count as less extreme: six queries all gaining gave p = 0 there, 1/32 exactly.
+    per_query = {rr.name: rr.scores for rr in rruns}
     rows = []
     for a, b in itertools.combinations(runs, 2):
         for m, rm in names.items():
+            if test == "fisher":
+                d = np.array([per_query[a][rm][q] - per_query[b][rm][q] for q in qids], dtype=float)
+                p = sign_flip_p(d, seed, permutations)
+            else:
+                p = float(report.comparisons[a, b][rm]["p_value"])
             rows.append({"run_a": a, "run_b": b, "measure": m, "mean_a": float(report.results[a][rm]),
-                         "mean_b": float(report.results[b][rm]),
-                         "p_value": max(float(report.comparisons[a, b][rm]["p_value"]), floor)})
+                         "mean_b": float(report.results[b][rm]), "p_value": p})
     pvalues = pd.DataFrame(rows)
     pvalues["p_adjusted"] = adjust_pvalues(pvalues["p_value"].to_numpy(), adjust)
     return Comparison(report, means, pvalues, test, P_ADJUST_NAME.get(adjust, adjust), len(qids))
