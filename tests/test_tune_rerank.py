@@ -296,6 +296,9 @@ def _candidates(st, home, asked: list):
     engine = Engine(st.experiment, home)
 
     class Counting:  # records the pairs the study's scores ask the reranker for
+        def check_rerankers(self, datasets, names=None):
+            engine.check_rerankers(datasets, names)
+
         def reranker(self, ds, name, runs):
             inner = engine.reranker(ds, name, runs)
 

@@ -1113,6 +1113,7 @@ def search_cmd(
         defs = catalog.load_definitions()
         ds = catalog.ensure(name, defs, home=home, log=_log)
         engine = Engine(exp, home, progress=False, log=_log)
+        engine.check_rerankers([name], [cfg.rerank.reranker] if cfg.rerank is not None else [])
         qs = [Query(f"q{i + 1}", t, "paraphrase", "und", "test") for i, t in enumerate(texts)]
         depth = max(exp.depth, k)
         lane_runs = {}

@@ -226,15 +226,22 @@ class Engine:
         parts.update(kind.cache_extra(spec.parsed(), ds, self))
         return parts
 
-    def check_rerankers(self, datasets) -> None:
-        """Check every reranker some config uses on every dataset (:meth:`workbench.registry.RerankerKind.check`:
-        model folders, URLs), before any lane runs, so a missing model fails first, not after an hour.
+    def check_rerankers(self, datasets, names=None) -> None:
+        """Check rerankers on every dataset (:meth:`workbench.registry.RerankerKind.check`: model folders,
+        URLs), before any lane runs, so a missing model fails first, not after an hour. ``eval``,
+        ``search``, ``gate`` and ``tune`` call it.
+
+        Args:
+            datasets: dataset names.
+            names: the ``[rerankers.NAME]`` to check; default every reranker some config of the
+                experiment uses.
 
         Raises:
             ConfigError: naming the reranker, the dataset and the fix.
         """
-        used = {c.rerank.reranker for c in self.exp.configs.values() if c.rerank is not None}
-        for name in sorted(used):
+        if names is None:
+            names = {c.rerank.reranker for c in self.exp.configs.values() if c.rerank is not None}
+        for name in sorted(set(names)):
             spec = self.exp.rerankers[name]
             for dataset in datasets:
                 reranker_kind(spec.kind).check(name, spec.parsed(), dataset, self)

@@ -86,6 +86,7 @@ def _config_ranking(exp, cfg, dataset, home: Path, log, label: str) -> Ranking:
     if engine is None:
         engine = _ENGINES[key] = Engine(sub, home, False, log)
     engine.exp = sub
+    engine.check_rerankers([dataset.name])  # a missing model fails before the lanes run
     cache = CandidateCache(home / "cache" / "candidates")
     lanes = lane_candidates(sub, dataset, engine, cache, log)
     runs = {n: lanes[n].run for n in cfg.lanes}

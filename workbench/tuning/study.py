@@ -219,10 +219,15 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
         done = [t for t in ost.trials if t.state == optuna.trial.TrialState.COMPLETE]
         if done:
             log(f"resuming study {study.name}: {len(done)} complete trial(s) in storage")
+        # a missing model folder or unusable URL fails here, before any lane runs
+        base_stage = study.experiment.configs[study.baseline].rerank
+        used = [*study_rerankers(study)] + ([base_stage.reranker] if base_stage is not None else [])
+        if used:
+            cands.engine.check_rerankers([study.dataset], used)
         # warm the candidates of the baseline's engine setting (fills the cache once)
         base_key = cands.engine_key(baseline_params(study)[0])
         cands.matrix(base_key, study.split)
-        for name in study_rerankers(study):  # a missing model folder fails here, before the first trial
+        for name in study_rerankers(study):
             cands.reranker(base_key, name)
         remaining = max(n_target - len(done), 0)
         if workers > 1 and remaining:
