@@ -22,12 +22,10 @@ from typing import Any, Mapping, Sequence
 from pydantic import Field, field_validator
 
 from workbench.errors import ConfigError
+from workbench.eval.rerank import PROGRESS_MIN_QUERIES
 from workbench.registry import Params, RerankerKind
 from workbench.run import Run
 from workbench.types import Document, Query
-
-#: Queries at or above which a reranker shows a progress bar (on stderr) while it has pairs to score.
-PROGRESS_MIN_QUERIES = 20
 
 
 class LaneReranker:

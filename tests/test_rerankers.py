@@ -272,8 +272,14 @@ def test_eval_reranks_from_the_cache_the_second_time(ce_folder, built_home, tmp_
         raise AssertionError("the second eval loaded the model")
 
     monkeypatch.setattr(CrossEncoderScorer, "_load", no_model)
-    again = run_experiment(exp, home=home)
+    lines: list[str] = []
+    again = run_experiment(exp, home=home, log=lines.append)
     rr2 = next(c for c in again.configs if c.config.name == "ref-ce")
+    # no terminal, no bar: the log says what the model pass does and how long it took
+    said = [ln for ln in lines if ln.startswith("ref-ce on gita: rerank")]
+    assert said[0] == (f"ref-ce on gita: reranking the top 5 of {len(test_queries)} queries with ce "
+                       "(pairs not in the cache go to the model: minutes on a CPU)")
+    assert said[1].startswith("ref-ce on gita: reranked in ") and said[1].endswith(" s") and len(said) == 2
     assert rr2.run == rr or all(rr2.run.get_hits(q) == rr.get_hits(q) for q in rr)
 
 

@@ -33,6 +33,10 @@ from __future__ import annotations
 
 from workbench.run import Hit, Run
 
+#: Queries at or above which reranking shows progress: a bar on a terminal (the reranker's), a line before
+#: and after in a log (:func:`workbench.experiment.runner.config_run`).
+PROGRESS_MIN_QUERIES = 20
+
 
 def _minmax(values: dict[str, float]) -> dict[str, float]:
     lo, hi = min(values.values(), default=0.0), max(values.values(), default=0.0)

@@ -319,7 +319,7 @@ def config_run(cfg: FusedConfig, runs: dict[str, Run], ds: catalog.Dataset, engi
         return fused_run(cfg, runs)
     from dataclasses import replace
 
-    from workbench.eval.rerank import apply_rerank
+    from workbench.eval.rerank import PROGRESS_MIN_QUERIES, apply_rerank
 
     # fused as deep as the reranker reads (top_k applies to the reranked list: "rerank 20, show 6")
     run = fused_run(replace(cfg, top_k=max(cfg.top_k, cfg.rerank.depth)), runs)
@@ -327,7 +327,15 @@ def config_run(cfg: FusedConfig, runs: dict[str, Run], ds: catalog.Dataset, engi
     docs = {d.doc_id: d for d in ds.documents}
     queries = list(queries if queries is not None else ds.queries)
     run = Run({q.query_id: run.get_hits(q.query_id) for q in queries}, run.name)
+    # no bar in a log (stderr is not a terminal): a line before and after, so a long model pass is not silent
+    say = not engine.progress and len(queries) >= PROGRESS_MIN_QUERIES
+    if say:
+        engine.log(f"{cfg.name} on {ds.name}: reranking the top {cfg.rerank.depth} of {len(queries)} queries with "
+                   f"{cfg.rerank.reranker} (pairs not in the cache go to the model: minutes on a CPU)")
+    t0 = time.perf_counter()
     rescored = reranker.rerank(queries, run, docs, cfg.rerank.depth)
+    if say:
+        engine.log(f"{cfg.name} on {ds.name}: reranked in {time.perf_counter() - t0:.0f} s")
     return apply_rerank(run, rescored, cfg.rerank.depth, cfg.name, cfg.rerank.weight).top(cfg.top_k)
 
 
