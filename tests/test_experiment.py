@@ -230,3 +230,29 @@ def test_a_pinned_config_loads_and_is_tracked(tmp_path):
         'pin_lane = "ref"\n[lanes.ref]\nkind = "reference"\n'
     cfg = load(tmp_path, text).configs["both"]
     assert cfg.pin_lane == "ref" and cfg.flat()["pin_lane"] == "ref" and cfg.params()["pin_lane"] == "ref"
+
+
+def test_term_r10_by_script_with_the_gap_over_the_same_words():
+    """By hand: lemma A asked in all four scripts, lemma B in three (no IAST form: it has no diacritics)."""
+    from types import SimpleNamespace as NS
+
+    import pandas as pd
+
+    from workbench.experiment.report import by_script_frame
+    from workbench.types import Query
+
+    rows = [("a-iast", "IAST", 1.0), ("a-ascii", "ASCII", 1.0), ("a-cyr", "Cyrillic", 1.0), ("a-deva", "Devanagari", 0.5),
+            ("b-ascii", "ASCII", 0.0), ("b-cyr", "Cyrillic", 0.5), ("b-deva", "Devanagari", 0.0),
+            ("p1", "ASCII", 0.0)]  # a paraphrase: not a term query
+    per_q = pd.DataFrame([{"query_id": q, "query_type": "paraphrase" if q == "p1" else "term", "split": "test",
+                           "language": "sa", "script": s, "R@10": v} for q, s, v in rows])
+    queries = [Query(q, q, "term", "sa", "test", f"lemma:{q[0]}") for q, _s, _v in rows]
+    cr = NS(dataset="gita", config=NS(name="c"), evaluation=NS(per_query=per_q))
+    got = by_script_frame(NS(configs=[cr], datasets={"gita": NS(queries=queries)}), "R@10")
+    table = {r.script: (r.n, round(r["R@10"], 12)) for _i, r in got.iterrows()}
+    # IAST 1; ASCII (1 + 0)/2; Cyrillic (1 + 0.5)/2; Devanagari (0.5 + 0)/2; gap 1 − 0.25 over all 7 term queries;
+    # over lemma A alone (the words every script asks): 1, 1, 1, 0.5 → 0.5
+    assert table == {"IAST": (1, 1.0), "ASCII": (2, 0.5), "Cyrillic": (2, 0.75), "Devanagari": (2, 0.25),
+                     "gap": (7, 0.75), "gap (same words)": (4, 0.5)}
+    # without the datasets (a result read back) there is no same-words row
+    assert "gap (same words)" not in set(by_script_frame(NS(configs=[cr]), "R@10").script)

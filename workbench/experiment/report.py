@@ -59,8 +59,14 @@ def by_language_frame(result, measure: str) -> pd.DataFrame:
 def by_script_frame(result, measure: str) -> pd.DataFrame:
     """One row per (dataset, config, script) of the term queries, for datasets whose term queries come in more
     than one script (IAST, ASCII, Cyrillic, Devanagari: :func:`workbench.text.scripts.script_of`): ``measure``'s
-    mean and the query count, plus a row ``gap`` per config (best minus worst script). Empty when no dataset
-    has term queries in several scripts, or for tables without a ``script`` column."""
+    mean and the query count, plus a row ``gap`` per config (best minus worst script mean, higher is a bigger
+    dependence on the script typed).
+
+    The scripts' queries need not ask for the same words (IAST holds only words with diacritics), so where
+    ``result.datasets`` names each query's group (:attr:`workbench.types.Query.group`, the lemma) a row
+    ``gap (same words)`` gives the gap over only the groups asked in every script, its ``n`` the queries
+    counted. Empty when no dataset has term queries in several scripts, or for tables without a ``script``
+    column."""
     rows = []
     for cr in result.configs:
         per_q = cr.evaluation.per_query
@@ -75,6 +81,16 @@ def by_script_frame(result, measure: str) -> pd.DataFrame:
                          measure: float(r["mean"])})
         rows.append({"dataset": cr.dataset, "config": cr.config.name, "script": "gap", "n": int(len(terms)),
                      measure: float(means["mean"].max() - means["mean"].min())})
+        ds = (getattr(result, "datasets", None) or {}).get(cr.dataset)
+        if ds is not None:
+            group = {q.query_id: q.group for q in ds.queries}
+            g = terms["query_id"].map(group)
+            scripts = terms.groupby(g)["script"].nunique()
+            common = terms[g.isin(scripts.index[scripts == len(means)])]
+            if not common.empty and len(common) < len(terms):
+                same = common.groupby("script")[measure].mean()
+                rows.append({"dataset": cr.dataset, "config": cr.config.name, "script": "gap (same words)",
+                             "n": int(len(common)), measure: float(same.max() - same.min())})
     return pd.DataFrame(rows)
 
 
