@@ -161,3 +161,90 @@ def test_notebook_errors_are_reported_not_raised(board, tmp_path):
     done = notebooks.execute(path, tmp_path, env={"WORKBENCH_HOME": str(board), "NB_STUDY": "missing-study"})
     assert "no study 'missing-study'" in done.error and done.error.startswith("cell ")
     assert math.isfinite(done.seconds)
+
+
+# ---------------------------------------------------------------- bad input (no home needed)
+
+def _two_runs():
+    from workbench.run import Hit, Run
+    from workbench.types import Qrel
+
+    qrels = [Qrel("q1", "d1", 1), Qrel("q2", "d2", 2), Qrel("q3", "d9", 0)]
+    a = Run({"q1": [Hit("d1", 1.0)], "q2": [Hit("d3", 2.0), Hit("d2", 1.0)]}, "a")
+    return qrels, a
+
+
+def test_compare_counts_a_run_without_hits_as_zero():
+    from workbench.run import Run
+
+    qrels, a = _two_runs()
+    cmp = compare({"a": a, "empty": Run({}, "empty")}, qrels, "R@10")  # one string: one measure
+    means = cmp.means.set_index("run")["R@10"]
+    # a finds q1's d1 and q2's d2 (rank 2): R@10 1 and 1; the empty run 0 and 0 (q3 has no relevant doc)
+    assert means["a"] == 1.0 and means["empty"] == 0.0 and cmp.queries == 2
+    # both queries differ by +1: the exact sign-flip p over 2^2 patterns is 2/4 (all + and all -)
+    assert cmp.pvalues["p_value"].tolist() == [0.5]
+    one = compare({"a": a, "empty": Run({}, "empty")}, qrels, ["R@10"], query_ids="q2")  # one id, not 'q', '2'
+    assert one.queries == 1 and one.pvalues["p_value"].tolist() == [1.0]
+    # (query_id, doc_id, relevance) tuples read like Qrel objects
+    tuples = compare({"a": a, "b": a}, [("q1", "d1", 1), ("q2", "d2", 2)], ["RR@10"])
+    assert tuples.means.set_index("run")["RR@10"].tolist() == [0.75, 0.75]  # (1 + 1/2) / 2
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"runs": "LIST"}, "must be a dict name → Run"),
+    ({"runs": {"a": "A", "b": ["d1"]}}, "must be workbench.run.Run objects"),
+    ({"measures": []}, "at least one measure"),
+    ({"permutations": 0}, "permutations must be an integer >= 1"),
+    ({"permutations": -5}, "permutations must be an integer >= 1"),
+    ({"adjust": "holmes"}, "unknown p-value adjustment 'holmes'"),
+    ({"qrels": "FRAME_COLS"}, r"lacks column\(s\) \['relevance'\]"),
+    ({"qrels": "FRAME_NAN"}, r"qrels row 1 \(q2, d2\): relevance nan is not an integer grade"),
+    ({"qrels": [("q1", "d1")]}, r"qrels row 0: \('q1', 'd1'\) is not a Qrel"),
+    ({"qrels": 5}, "qrels must be Qrel objects"),
+])
+def test_compare_refuses_bad_arguments_by_name(kwargs, match):
+    import pandas as pd
+
+    qrels, a = _two_runs()
+    args = {"runs": {"a": a, "b": a}, "qrels": qrels, "measures": ["R@10"]}
+    args.update(kwargs)
+    if args["runs"] == "LIST":
+        args["runs"] = [a, a]
+    frames = {"FRAME_COLS": pd.DataFrame({"query_id": ["q1"], "doc_id": ["d1"], "grade": [1]}),
+              "FRAME_NAN": pd.DataFrame({"query_id": ["q1", "q2"], "doc_id": ["d1", "d2"], "relevance": [1, None]})}
+    if isinstance(args["qrels"], str):
+        args["qrels"] = frames[args["qrels"]]
+    with pytest.raises(ConfigError, match=match):
+        compare(args.pop("runs"), args.pop("qrels"), args.pop("measures"), **args)
+
+
+def test_results_refuses_a_home_that_is_not_one(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises(DataError, match=f"no workbench home at {tmp_path / 'nope'}: run the main job"):
+        Results(tmp_path / "nope")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(DataError, match="is a file, not a workbench home folder"):
+        Results(tmp_path / "file")
+    with pytest.raises(ConfigError, match="takes the workbench home's path .*got int 123"):
+        Results(123)
+    empty = Results(tmp_path)  # a home with nothing in it yet: tables are empty, a named run says why
+    assert empty.runs().empty
+    with pytest.raises(DataError, match="holds no evaluation runs yet .*workbench eval"):
+        empty.run("rrf")
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda r: r.queries(None), "dataset must be a built dataset's name like 'gita'.*got None"),
+    (lambda r: r.queries(123), "got 123"),
+    (lambda r: r.queries("../datasets/gita"), "got '../datasets/gita'"),
+    (lambda r: r.qrels("/etc"), "got '/etc'"),
+    (lambda r: r.pool_coverage(["gita"]), r"got \['gita'\]"),
+    (lambda r: r.run("w1", experiment=["x"]), r"experiment must be a name \(str\) or None, got list"),
+    (lambda r: r.run(7), "config must be a config's name"),
+    (lambda r: r.study_report(3), "a study is named by a str"),
+    (lambda r: r.gate_checks(None), "gate_checks takes a gate report"),
+])
+def test_read_api_names_a_wrong_argument(tmp_path, call, match):
+    with pytest.raises(ConfigError, match=match):
+        call(Results(tmp_path))

@@ -44,6 +44,13 @@ from workbench.errors import ConfigError, DataError
 from workbench.run import Run
 
 
+def _optional_str(**values: Any) -> None:
+    """Each value is None or a str (a filter of :meth:`Results.runs`); else ConfigError naming it."""
+    for name, v in values.items():
+        if v is not None and not isinstance(v, str):
+            raise ConfigError(f"{name} must be a name (str) or None, got {type(v).__name__} {v!r}")
+
+
 def run_frame(run: Run) -> pd.DataFrame:
     """A run as a table: ``query_id, doc_id, score, rank`` (rank from 1, best first; scores as the run
     holds them, higher is better), in the run's order."""
@@ -55,6 +62,45 @@ def qrels_frame(qrels: Iterable[Any]) -> pd.DataFrame:
     """Qrels (:class:`workbench.types.Qrel` objects) as ``query_id, doc_id, relevance``."""
     return pd.DataFrame([(r.query_id, r.doc_id, int(r.relevance)) for r in qrels],
                         columns=["query_id", "doc_id", "relevance"])
+
+
+def _qrel_rows(qrels: Any) -> list:
+    """Qrels given to :func:`compare` as :class:`workbench.types.Qrel` rows.
+
+    Accepts Qrel objects, ``(query_id, doc_id, relevance)`` tuples, or a frame with those columns.
+
+    Raises:
+        ConfigError: another shape, or a relevance that is not an integer grade (names the row).
+    """
+    from workbench.types import Qrel
+
+    need = ["query_id", "doc_id", "relevance"]
+    if isinstance(qrels, pd.DataFrame):
+        missing = [c for c in need if c not in qrels.columns]
+        if missing:
+            raise ConfigError(f"the qrels frame lacks column(s) {missing}; it needs {need} (Results.qrels(dataset))")
+        rows = list(qrels[need].itertuples(index=False, name=None))
+    elif isinstance(qrels, (str, bytes)) or not isinstance(qrels, Iterable):
+        raise ConfigError(f"qrels must be Qrel objects, (query_id, doc_id, relevance) tuples or a frame with "
+                          f"those columns (Results.qrels(dataset)), got {type(qrels).__name__}")
+    else:
+        rows = list(qrels)
+    out = []
+    for i, r in enumerate(rows):
+        if isinstance(r, Qrel):
+            r = (r.query_id, r.doc_id, r.relevance)
+        if not isinstance(r, (tuple, list)) or len(r) != 3:
+            raise ConfigError(f"qrels row {i}: {r!r} is not a Qrel or a (query_id, doc_id, relevance) tuple")
+        q, d, rel = r
+        try:
+            grade = int(rel)
+        except (TypeError, ValueError, OverflowError):
+            grade = None
+        if grade is None or isinstance(rel, bool) or grade != rel:
+            raise ConfigError(f"qrels row {i} ({q}, {d}): relevance {rel!r} is not an integer grade; "
+                              "drop or fix the row")
+        out.append(Qrel(str(q), str(d), grade))
+    return out
 
 
 @dataclass
@@ -92,8 +138,10 @@ def compare(runs: Mapping[str, Run], qrels: Iterable[Any] | pd.DataFrame, measur
 
     Args:
         runs: name → :class:`workbench.run.Run` (two or more).
-        qrels: :class:`workbench.types.Qrel` objects or a ``query_id, doc_id, relevance`` frame.
-        measures: workbench names with a ranx equivalent: ``R@k``, ``P@k``, ``RR@k``, ``nDCG@k``.
+        qrels: :class:`workbench.types.Qrel` objects, ``(query_id, doc_id, relevance)`` tuples or a frame with
+            those columns.
+        measures: workbench names with a ranx equivalent: ``R@k``, ``P@k``, ``RR@k``, ``nDCG@k`` (one string
+            is one measure).
         query_ids: the queries to compare (e.g. one split's).
         test: the paired test: ``fisher`` (the randomization test, default:
             :func:`workbench.eval.stats.sign_flip_p` on ranx's per-query values, exact when at most
@@ -107,8 +155,10 @@ def compare(runs: Mapping[str, Run], qrels: Iterable[Any] | pd.DataFrame, measur
         a :class:`Comparison`.
 
     Raises:
-        ConfigError: fewer than two runs, a measure without a ranx equivalent, an unknown test or
-            correction, or no query with a relevant document among ``query_ids``.
+        ConfigError: ``runs`` not a dict of two or more :class:`workbench.run.Run`, no measure or one without
+            a ranx equivalent, an unknown test or correction, ``permutations`` < 1, qrels of another shape or
+            with a grade that is not an integer, or no query with a relevant document among ``query_ids``
+            (one string is one query id).
     """
     import itertools
     import warnings
@@ -119,18 +169,32 @@ def compare(runs: Mapping[str, Run], qrels: Iterable[Any] | pd.DataFrame, measur
     import numpy as np
 
     from workbench.eval.stats import P_ADJUST, P_ADJUST_NAME, adjust_pvalues, sign_flip_p
-    from workbench.types import Qrel
-
+    if not isinstance(runs, Mapping):
+        raise ConfigError(f"compare's runs must be a dict name → Run (e.g. {{c: res.run(c) for c in configs}}), "
+                          f"got a {type(runs).__name__}")
     if len(runs) < 2:
         raise ConfigError(f"compare needs two runs or more, got {len(runs)}: {list(runs)}")
+    wrong = {str(k): type(v).__name__ for k, v in runs.items() if not isinstance(v, Run)}
+    if wrong:
+        raise ConfigError(f"compare's runs must be workbench.run.Run objects (Results.run(config)); got {wrong}")
     if test not in ("fisher", "student", "tukey"):
         raise ConfigError(f"unknown paired test {test!r}: use fisher, student or tukey")
+    if isinstance(permutations, bool) or not isinstance(permutations, int) or permutations < 1:
+        raise ConfigError(f"permutations must be an integer >= 1 (random sign patterns of the randomization "
+                          f"test; default 10000), got {permutations!r}")
     adjust = adjust or P_ADJUST
+    try:
+        adjust_pvalues([0.5], adjust)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    measures = [measures] if isinstance(measures, str) else list(measures)
+    if not measures:
+        raise ConfigError("compare needs at least one measure, e.g. ['R@10', 'nDCG@10']")
     names = {m: ranx_metric(m) for m in measures}
-    if isinstance(qrels, pd.DataFrame):
-        qrels = [Qrel(str(r.query_id), str(r.doc_id), int(r.relevance)) for r in qrels.itertuples()]
-    qrels = list(qrels)
+    qrels = _qrel_rows(qrels)
     relevant = {r.query_id for r in qrels if r.relevance >= 1}
+    if query_ids is not None:
+        query_ids = [query_ids] if isinstance(query_ids, str) else query_ids  # one id, not its characters
     qids = sorted(relevant if query_ids is None else relevant & {str(q) for q in query_ids})
     if not qids:
         raise ConfigError("compare found no query with a relevant document among the queries given; "
@@ -138,10 +202,7 @@ def compare(runs: Mapping[str, Run], qrels: Iterable[Any] | pd.DataFrame, measur
     rq = ranx_qrels(qrels, qids)
     rruns = []
     for name, run in runs.items():
-        rr = ranx_run(run, qids)
-        for q in qids:  # a query without hits: an empty ranking scores 0 (ranx needs the key)
-            if q not in rr.run:
-                rr.add(q, ["__none__"], [0.0])
+        rr = ranx_run(run, qids, keep_empty=True)  # a query without hits scores 0
         rr.name = name
         rruns.append(rr)
     with warnings.catch_warnings():
@@ -182,20 +243,47 @@ class Results:
         home: the home's path.
         uri: its MLflow tracking URI (``MLFLOW_TRACKING_URI`` or ``sqlite:///<home>/mlflow.db``).
 
-    Raises (from the methods):
-        DataError: a file or store that cannot be read, or a run or dataset the home does not hold
-            (the message names it and the command that makes it).
+    Raises:
+        ConfigError: ``home`` is not a path; (from the methods) an argument of the wrong type, or a dataset
+            name that is not a plain name.
+        DataError: ``home`` does not exist or is a file; (from the methods) a file or store that cannot be
+            read, or a run or dataset the home does not hold (the message names it and the command that
+            makes it).
     """
 
     def __init__(self, home: str | Path | None = None):
         from workbench.experiment.tracking import tracking_uri
         from workbench.settings import home_dir
 
+        if home is not None and not isinstance(home, (str, Path)):
+            raise ConfigError(f"Results(home) takes the workbench home's path (str or Path), got "
+                              f"{type(home).__name__} {home!r}")
         self.home = Path(home).expanduser() if home is not None else home_dir()
+        if not self.home.exists():
+            raise DataError(f"no workbench home at {self.home}: run the main job (`make main`) there first, or pass "
+                            "the home the runs were made in (Results(home=...) or WORKBENCH_HOME)")
+        if not self.home.is_dir():
+            raise DataError(f"{self.home} is a file, not a workbench home folder; pass the folder the main job "
+                            "wrote (Results(home=...) or WORKBENCH_HOME)")
         self.uri = tracking_uri(self.home)
 
     def __repr__(self) -> str:
         return f"Results(home={str(self.home)!r})"
+
+    def _has_store(self) -> bool:
+        """Whether the tracking store exists (a remote MLFLOW_TRACKING_URI is taken to)."""
+        if self.uri.startswith("sqlite:///"):
+            return Path(self.uri.split(":///", 1)[1]).is_file()
+        return True
+
+    def _dataset(self, dataset: Any) -> str:
+        """``dataset`` checked to be a dataset name (never a path)."""
+        from workbench.data import catalog
+
+        if not catalog.valid_name(dataset):
+            raise ConfigError(f"dataset must be a built dataset's name like 'gita' (a folder of "
+                              f"{self.home / 'datasets'}), got {dataset!r}")
+        return dataset
 
     # ------------------------------------------------------------------ evaluation runs
 
@@ -212,6 +300,7 @@ class Results:
         """
         from workbench.dashboard import store
 
+        _optional_str(experiment=experiment, dataset=dataset)
         df = store.config_runs(self.uri)
         if experiment is not None:
             df = df[df["experiment"] == experiment]
@@ -231,8 +320,14 @@ class Results:
         """
         if isinstance(config, pd.Series):
             return config
+        if not isinstance(config, str):
+            raise ConfigError(f"config must be a config's name (str) or a row of Results.runs(), got "
+                              f"{type(config).__name__} {config!r}")
         df = self.runs(experiment=experiment, dataset=dataset)
         hit = df[df["config"] == config]
+        if hit.empty and df.empty and not self._has_store():
+            raise DataError(f"{self.home} holds no evaluation runs yet (no {self.uri}); run `workbench eval "
+                            "experiments/seeds.toml` (or `make main`) with this home first")
         if hit.empty:
             known = ", ".join(sorted(set(df["experiment"] + "/" + df["config"]))[:20]) or "none"
             raise DataError(f"no complete evaluation run of config {config!r}"
@@ -275,7 +370,7 @@ class Results:
         """The built dataset's queries: ``query_id, text, query_type, split, language, group, …``."""
         from workbench.dashboard import store
 
-        q = store.dataset_files(str(self.home), dataset).queries
+        q = store.dataset_files(str(self.home), self._dataset(dataset)).queries
         return q.reset_index() if "query_id" not in q.columns else q.reset_index(drop=True)
 
     def qrels(self, dataset: str, layer: str = "built") -> pd.DataFrame:
@@ -290,6 +385,7 @@ class Results:
         """
         from workbench.judging.layers import check_layer, load_layer
 
+        self._dataset(dataset)
         check_layer(layer, "the qrels layer")
         if layer == "built":
             from workbench.dashboard import store
@@ -313,6 +409,9 @@ class Results:
 
     def _study(self, name: str):
         from workbench.dashboard import studies
+
+        if not isinstance(name, str):
+            raise ConfigError(f"a study is named by a str (Results.studies()['name']), got {type(name).__name__} {name!r}")
 
         found = [s for s in studies.find(self.home) if s.name == name or s.label == name]
         if not found:
@@ -364,7 +463,11 @@ class Results:
         """A gate report's checks as a table, with raw and Holm-adjusted p-values
         (:func:`workbench.dashboard.gates.checks_frame`)."""
         from workbench.dashboard import gates
+        from workbench.gate.report import GateReport
 
+        if not isinstance(report, GateReport):
+            raise ConfigError(f"gate_checks takes a gate report (one of Results.gate_reports()), got "
+                              f"{type(report).__name__}")
         return gates.checks_frame(report)
 
     # ------------------------------------------------------------------ judgments
@@ -377,6 +480,7 @@ class Results:
 
         cols = ["query_id", "doc_id", "rater", "rater_id", "grade", "cannot_judge", "note", "doc_sha256",
                 "created_at", "source"]
+        self._dataset(dataset)
         if not judgment_store_exists(self.home):
             return pd.DataFrame(columns=cols)
         with JudgmentStore.open(self.home) as store:
@@ -389,6 +493,7 @@ class Results:
         from workbench.judging.store import JudgmentStore
 
         cols = ["query_id", "pooled", "judged"]
+        self._dataset(dataset)
         if not judgment_store_exists(self.home):
             return pd.DataFrame(columns=cols)
         with JudgmentStore.open(self.home) as store:
@@ -412,6 +517,7 @@ class Results:
         from workbench.judging.agreement import store_agreement
         from workbench.judging.store import JudgmentStore
 
+        self._dataset(dataset)
         if not judgment_store_exists(self.home):
             raise DataError(f"{self.home} has no judgment store yet; add a rater with `{RATER_ADD_COMMAND}`")
         ds = catalog.load(dataset, home=self.home)

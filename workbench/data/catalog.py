@@ -43,12 +43,18 @@ __all__ = [
     "BUILDER_VERSION", "OUTPUTS", "SOURCES", "Built", "Dataset", "Definitions", "build", "build_or_reuse", "build_order",
     "code_fingerprint", "counts", "dataset_dir", "default_definitions_path", "ensure", "hash_inputs", "input_files",
     "load", "load_definitions", "modified_outputs", "query_types_of", "read_manifest", "required_sources", "status",
-    "valid_counts",
+    "valid_counts", "valid_name",
 ]
 
 _TOP_KEYS = ("seed", "splits", "max_queries_per_type", "dataset")
 #: A dataset name is a folder name under ``<home>/datasets``.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def valid_name(name: object) -> bool:
+    """Whether ``name`` is a dataset name: a ``str`` that is a plain folder name under ``<home>/datasets``
+    (letters, digits, ``-``, ``_`` and ``.``, starting with a letter or digit: never a path)."""
+    return isinstance(name, str) and bool(_NAME_RE.match(name))
 
 
 def default_definitions_path() -> Path:

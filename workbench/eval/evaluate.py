@@ -169,12 +169,23 @@ def ranx_metric(measure: str) -> str:
     return f"{base}@{cutoff}"
 
 
-def ranx_run(run: Run, qids: Iterable[str] | None = None):
+#: The document a query without hits holds in :func:`ranx_run` ``(keep_empty=True)``: it matches no qrel.
+NO_HIT = "__none__"
+
+
+def ranx_run(run: Run, qids: Iterable[str] | None = None, *, keep_empty: bool = False):
     """A :class:`workbench.run.Run` as a ranx ``Run`` named like it, scored ``n, n-1, …, 1`` in its own
-    order (so ranx sees the workbench's tie order, not its own); queries without hits are left out."""
+    order (so ranx sees the workbench's tie order, not its own).
+
+    Queries without hits are left out, or with ``keep_empty`` hold the one document :data:`NO_HIT`
+    scored 0, so that ranx scores them 0 (ranx cannot hold an empty ranking, nor a run of none)."""
     from ranx import Run as RanxRun
 
-    return RanxRun(_rank_scores(run, qids if qids is not None else list(run)), name=run.name or None)
+    qids = list(qids) if qids is not None else list(run)
+    scores = _rank_scores(run, qids)
+    if keep_empty:
+        scores = {q: scores.get(q) or {NO_HIT: 0.0} for q in qids}
+    return RanxRun(scores, name=run.name or None)
 
 
 def ranx_qrels(qrels: Iterable[Qrel], qids: Iterable[str] | None = None):

@@ -86,7 +86,14 @@ def rbo_by_query(run_a: Mapping[str, Sequence], run_b: Mapping[str, Sequence], d
 
     Returns:
         query_id → RBO in [0, 1]; a query one run lacks compares its list with an empty one (0.0).
+
+    Raises:
+        ValueError: ``depth`` is not an integer >= 1 (two empty prefixes would read as identical, 1.0),
+            and the errors of :func:`rbo`.
     """
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise ValueError(f"depth must be an integer >= 1 (the ranks compared, e.g. 10), got {depth!r}")
+
     def ids(hits) -> list:
         return [getattr(h, "doc_id", h) for h in list(hits)[:depth]]
 
