@@ -87,12 +87,50 @@ lanes = ["x", "y"]
 @pytest.mark.parametrize("body, msg", [
     ('fusion = "isr"\nweights = { x = 1.0, y = 2.0 }', r"configs.c.weights are not read by fusion 'isr'"),
     ('fusion = "condorcet"', r"configs.c.fusion must be one of .*isr.*combanz"),
+    # a parameter the method ignores is refused, whatever the method (fusion.METHOD_PARAMS)
+    ('fusion = "combmnz"\nk = 30', r"configs.c.k is not read by fusion 'combmnz'; drop it or choose one of rrf$"),
+    ('fusion = "bordafuse"\nk = 60', r"configs.c.k is not read by fusion 'bordafuse'"),
+    ('fusion = "rrf"\nnorm = "zscore"', r"configs.c.norm is not read by fusion 'rrf'; drop it or choose one of weighted"),
+    ('fusion = "combmnz"\nnorm = "minmax"', r"configs.c.norm is not read by fusion 'combmnz'"),
+    ('fusion = "rrf"\nweights = { x = 0.0, y = 0 }', r"configs.c.weights are all 0: every document would score 0"),
+    ('fusion = "w_bordafuse"\nweights = { x = 0.0, y = 0.0 }', r"configs.c.weights are all 0"),
 ])
-def test_configs_refuse_what_a_ranx_method_cannot_read(tmp_path, body, msg):
+def test_configs_refuse_what_their_method_cannot_read(tmp_path, body, msg):
     p = tmp_path / "e.toml"
     p.write_text(EXP + body + "\n")
     with pytest.raises(ConfigError, match=msg):
         load_experiment(p, known_datasets={"gita"})
+
+
+def test_fusion_refuses_weights_that_are_all_zero():
+    for method in ("rrf", "weighted", "combmnz", "w_bordafuse"):
+        with pytest.raises(ValueError, match="every lane's weight is 0"):
+            fuse({"vec": A, "fts": B}, method, weights={"vec": 0.0, "fts": 0.0})
+    # one lane at 0 is a real setting: the other lane's order alone (ties by doc_id)
+    one = fuse({"vec": A, "fts": B}, "rrf", weights={"vec": 0.0}, k=60)
+    assert [h.doc_id for h in one["q"]][:len(B["q"])] == [h.doc_id for h in B["q"]]
+
+
+def test_a_study_refuses_a_dimension_no_trial_reads(tmp_path):
+    text = tune_fixture.STUDY.replace("k = { low = 1, high = 100 }",
+                                      'fusion = ["bordafuse", "isr"]\nk = { low = 1, high = 100 }')
+    with pytest.raises(ConfigError, match=r"space.k is read by no fusion method a trial can use \(bordafuse, isr\); "
+                       r"drop it, or list a method that reads it in space.fusion \(rrf\)"):
+        load_study(tune_fixture.write(tmp_path, text), known_datasets={"gita"})
+    text = tune_fixture.STUDY.replace("k = { low = 1, high = 100 }", 'fusion = ["isr"]')
+    with pytest.raises(ConfigError, match=r"space.weights is read by no fusion method .*\(isr\)"):
+        load_study(tune_fixture.write(tmp_path, text), known_datasets={"gita"})
+    text = tune_fixture.STUDY.replace("k = { low = 1, high = 100 }", 'norm = ["zscore"]')  # the baseline is RRF
+    with pytest.raises(ConfigError, match=r"space.norm is read by no fusion method a trial can use \(rrf\)"):
+        load_study(tune_fixture.write(tmp_path, text), known_datasets={"gita"})
+
+
+def test_a_trial_whose_weights_are_all_zero_retrieves_nothing(tmp_path):
+    from workbench.tuning.objective import setting_from
+
+    st = load_study(tune_fixture.write(tmp_path), known_datasets={"gita"})
+    assert setting_from(st, {"weights.good": 0.0, "weights.bad": 0.0}) is None
+    assert setting_from(st, {"weights.good": 0.0, "weights.bad": 0.5}).weights == {"good": 0.0, "bad": 0.5}
 
 
 def test_a_config_with_a_ranx_method_loads(tmp_path):
@@ -114,11 +152,15 @@ def test_a_study_chooses_between_ranx_methods_with_a_known_optimum(tmp_path):
     seen = set()
     for t in res.optuna_study.trials[1:]:  # trial 0 is the RRF baseline as written
         p = t.params
+        # weights are drawn only for the method that reads them (conditional parameters)
+        assert ("weights.good" in p) == (p["fusion"] == "w_bordafuse"), p
         want = 1.0 if p["fusion"] == "w_bordafuse" and p["weights.good"] > p["weights.bad"] else 0.0
         assert t.values[0] == want, p
         seen.add(p["fusion"])
     assert seen == {"isr", "bordafuse", "w_bordafuse"}
     assert res.chosen_params["fusion"] == "w_bordafuse" and res.chosen.values[0] == 1.0
+    # the sensitivity report perturbs only what the chosen method reads
+    assert {r["param"] for r in res.sensitivity} <= {"weights.good", "weights.bad"}
 
 
 def test_a_trial_of_a_method_without_weights_carries_none(tmp_path):

@@ -70,10 +70,25 @@ RANX_WEIGHTED = ("w_bordafuse",)
 FAST_METHODS = ("rrf", "weighted", "combsum", "combmnz")
 #: Every fusion method of several lanes: the workbench's own, then ranx's.
 METHODS = (*FAST_METHODS, *RANX_METHODS)
-#: The methods that read the lane weights.
-WEIGHTED_METHODS = (*FAST_METHODS, *RANX_WEIGHTED)
 #: Every value of a config's ``fusion``: the methods above and ``none`` (one lane, :func:`single`).
 ALL_METHODS = (*METHODS, "none")
+#: The parameters each method reads besides ``depth``, ``min_score``, ``top_k``, ``tiebreak_lane`` and
+#: ``pin_lane`` (which every method reads): declared once for :meth:`FusionSpec.params`, experiment configs
+#: (which refuse a parameter their method would ignore), tuning spaces (which draw one only for a trial whose
+#: method reads it) and the reports.
+METHOD_PARAMS: dict[str, frozenset[str]] = {
+    "rrf": frozenset({"k", "weights"}), "weighted": frozenset({"weights", "norm"}),
+    "combsum": frozenset({"weights"}), "combmnz": frozenset({"weights"}),
+    **{m: frozenset({"weights"} if m in RANX_WEIGHTED else ()) for m in RANX_METHODS},
+    "none": frozenset({"weights"}),
+}
+#: The methods that read the lane weights.
+WEIGHTED_METHODS = tuple(m for m in METHODS if "weights" in METHOD_PARAMS[m])
+
+
+def readers(param: str) -> list[str]:
+    """The fusion methods (of :data:`METHODS`) that read ``param`` (``k``, ``weights`` or ``norm``), for messages."""
+    return [m for m in METHODS if param in METHOD_PARAMS[m]]
 
 
 @dataclass(frozen=True)
@@ -111,11 +126,12 @@ class FusionSpec:
                              "top_k": self.top_k, "tiebreak_lane": self.tiebreak_lane, "name": name}
         if self.pin_lane is not None:
             p["pin_lane"] = self.pin_lane
-        if self.method in WEIGHTED_METHODS or self.method == "none":
+        reads = METHOD_PARAMS[self.method]
+        if "weights" in reads:
             p["weights"] = self.weights
-        if self.method == "rrf":
+        if "k" in reads:
             p["k"] = self.k
-        if self.method == "weighted":
+        if "norm" in reads:
             p["norm"] = self.norm
         return p
 
@@ -139,6 +155,9 @@ def _check(runs: Mapping[str, Run], weights: Mapping[str, float] | None, depth: 
         bad = {k: v for k, v in weights.items() if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0)}
         if bad:
             raise ValueError(f"weights must be finite and >= 0, got {bad}")
+        if all(float(weights.get(lane, 1.0)) == 0.0 for lane in runs):
+            raise ValueError(f"every lane's weight is 0 ({dict(weights)}): every document would score 0 and the "
+                             "list would be in doc_id order; give at least one lane a weight > 0")
     if isinstance(depth, Mapping):
         unknown = set(depth) - set(runs)
         if unknown:

@@ -63,7 +63,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from workbench.errors import ConfigError
-from workbench.eval.fusion import ALL_METHODS, RANX_METHODS, WEIGHTED_METHODS, FusionSpec
+from workbench.eval.fusion import ALL_METHODS, METHOD_PARAMS, FusionSpec, readers
 from workbench.registry import EMBEDDER_PARAM, Declaration, Params, reranker_kind, retriever_kind
 from workbench.io.toml import read_toml
 from workbench.types import SPLITS
@@ -433,9 +433,14 @@ def _config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneS
         if any(not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0)
                for v in weights.values()):
             raise _err(path, f"{where}.weights", "must be numbers >= 0")
-        if fusion in RANX_METHODS and fusion not in WEIGHTED_METHODS:
-            raise _err(path, f"{where}.weights", f"are not read by fusion {fusion!r}; drop them or choose one of "
-                       f"{', '.join(m for m in WEIGHTED_METHODS)}")
+        if all(float(v) == 0.0 for v in weights.values()):
+            raise _err(path, f"{where}.weights", "are all 0: every document would score 0 and the list would be in "
+                       "doc_id order; give at least one lane a weight > 0")
+    for param in ("k", "weights", "norm"):  # a parameter the method would ignore is a mistake, not a setting
+        if param in spec and param not in METHOD_PARAMS[fusion]:
+            are = "are" if param == "weights" else "is"
+            raise _err(path, f"{where}.{param}", f"{are} not read by fusion {fusion!r}; drop it or choose one of "
+                       f"{', '.join(readers(param))}")
     depth = spec.get("depth")
     if isinstance(depth, dict):
         bad = set(depth) - set(use)

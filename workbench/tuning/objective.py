@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from workbench.eval.fasteval import CandidateMatrix
-from workbench.eval.fusion import WEIGHTED_METHODS, FusionSpec
+from workbench.eval.fusion import METHOD_PARAMS, FusionSpec
 from workbench.experiment.config import RerankStage
 from workbench.run import Run
 from workbench.tuning.candidates import Candidates
@@ -28,7 +28,8 @@ from workbench.tuning.space import NO_RERANK, Study, suggest
 
 
 def setting_from(study: Study, params: dict[str, Any]) -> FusionSpec | None:
-    """The fusion setting of a trial's parameters on top of the baseline config (``None``: every lane off)."""
+    """The fusion setting of a trial's parameters on top of the baseline config (``None``: every lane off, or
+    every lane's weight 0)."""
     cfg = study.experiment.configs[study.baseline]
     lanes = tuple(ln for ln in study.lanes if params.get(f"lanes.{ln}", ln in cfg.lanes))
     if not lanes:
@@ -39,7 +40,9 @@ def setting_from(study: Study, params: dict[str, Any]) -> FusionSpec | None:
     if len(lanes) == 1 and "fusion" not in params and cfg.method == "none":
         method = "none"
     weights = ({ln: float(params.get(f"weights.{ln}", (cfg.weights or {}).get(ln, 1.0))) for ln in lanes}
-               if method in WEIGHTED_METHODS or method == "none" else None)  # ISR, BordaFuse… read none
+               if "weights" in METHOD_PARAMS[method] else None)  # ISR, BordaFuse… read none
+    if weights is not None and not any(weights.values()):
+        return None  # every lane weighs 0: nothing is retrieved, as with every lane off
     base_depth = cfg.depth
     depth = {}
     for ln in lanes:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from workbench.eval.fusion import METHOD_PARAMS
 from workbench.durable import atomic_path, atomic_write_json, atomic_write_text, mkdirs, remove_temporaries
 from workbench.tuning.export import export_config
 from workbench.tuning.report import QrelsSummary, StudyReport, StudyResult
@@ -88,8 +89,11 @@ def summary(result: StudyResult) -> str:
     for note in result.notes:
         lines.append(f"  note: {note}")
     s = result.chosen_setting
-    lines.append(f"  chosen: lanes {', '.join(s.lanes)}; {s.method}" + (f" k={s.k:g}" if s.method == "rrf" else "") +
-                 f"; weights {', '.join(f'{k}={v:.3g}' for k, v in (s.weights or {}).items())}; top_k {s.top_k}"
+    reads = METHOD_PARAMS[s.method]
+    lines.append(f"  chosen: lanes {', '.join(s.lanes)}; {s.method}" + (f" k={s.k:g}" if "k" in reads else "")
+                 + (f" norm={s.norm}" if "norm" in reads else "")
+                 + (f"; weights {', '.join(f'{k}={v:.3g}' for k, v in s.weights.items())}"
+                    if "weights" in reads and s.weights else "") + f"; top_k {s.top_k}"
                  + (f"; rerank {r.reranker} depth {r.depth} weight {r.weight:.3g}"
                     if (r := result.chosen_rerank) is not None else "")
                  + "".join(f"; {k.removeprefix('engine.')}={v}" for k, v in sorted(result.chosen.params.items())

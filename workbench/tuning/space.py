@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import ConfigError
-from workbench.eval.fusion import METHODS
+from workbench.eval.fusion import METHOD_PARAMS, METHODS
 from workbench.registry import EMBEDDER_PARAM, retriever_kind
 from workbench.io.toml import read_toml
 
@@ -224,6 +224,12 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
 
     qrels = check_layer(raw["qrels"], f"{path}: qrels") if "qrels" in raw else exp.qrels
     space = _space(path, raw.get("space", {}), lanes, exp)
+    methods = trial_methods(space, exp.configs[baseline].method)
+    for param in FUSION_PARAMS:
+        if param in space and not any(param in _reads(m) for m in methods):
+            raise _err(path, f"space.{param}", f"is read by no fusion method a trial can use ({', '.join(methods)}); "
+                       f"drop it, or list a method that reads it in space.fusion "
+                       f"({', '.join(m for m in METHODS if param in METHOD_PARAMS[m])})")
     base_lanes = set(exp.configs[baseline].lanes)
     switch = space.get("lanes", {})
     never = [ln for ln in lanes if (True not in switch[ln] if ln in switch else ln not in base_lanes)]
@@ -392,6 +398,21 @@ def _suggest_dim(trial, name: str, dim: Range | tuple) -> Any:
     return trial.suggest_float(name, dim.low, dim.high, log=dim.log)
 
 
+#: The space's dimensions that only some fusion methods read (:data:`workbench.eval.fusion.METHOD_PARAMS`).
+FUSION_PARAMS = ("k", "norm", "weights")
+
+
+def trial_methods(space: dict[str, Any], baseline_method: str) -> tuple[str, ...]:
+    """The fusion methods a trial can use: ``space.fusion``'s, or the baseline's."""
+    return tuple(space["fusion"]) if "fusion" in space else (baseline_method,)
+
+
+def _reads(method: str) -> frozenset[str]:
+    """What a trial of ``method`` reads: a one-lane baseline's ``none`` becomes RRF when a trial switches more
+    lanes on (:func:`workbench.tuning.objective.setting_from`)."""
+    return METHOD_PARAMS[method] | (METHOD_PARAMS["rrf"] if method == "none" else frozenset())
+
+
 def suggest(trial, study: Study) -> dict[str, Any]:
     """Draw one point of the space with an Optuna ``trial``: the only place the space meets Optuna.
 
@@ -401,10 +422,17 @@ def suggest(trial, study: Study) -> dict[str, Any]:
     """
     sp = study.space
     out: dict[str, Any] = {}
-    for key in ("fusion", "k", "norm", "min_score", "top_k"):
-        if key in sp:
+    if "fusion" in sp:
+        out["fusion"] = _suggest_dim(trial, "fusion", sp["fusion"])
+    # k, norm and weights only for a trial whose method reads them (conditional parameters): a BordaFuse
+    # trial drawing weights would spend the sampler's effort and the sensitivity report on nothing
+    reads = _reads(out.get("fusion", study.experiment.configs[study.baseline].method))
+    for key in ("k", "norm", "min_score", "top_k"):
+        if key in sp and (key not in FUSION_PARAMS or key in reads):
             out[key] = _suggest_dim(trial, key, sp[key])
     for group in ("lanes", "weights", "depth"):
+        if group in FUSION_PARAMS and group not in reads:
+            continue
         for lane, dim in sp.get(group, {}).items():
             out[f"{group}.{lane}"] = _suggest_dim(trial, f"{group}.{lane}", dim)
     for lane, params in sp.get("engine", {}).items():
@@ -465,9 +493,11 @@ def baseline_params(study: Study) -> tuple[dict[str, Any], list[str]]:
     for lane, params in sp.get("engine", {}).items():
         dims.update({f"engine.{lane}.{p}": d for p, d in params.items()})
     dims.update({f"rerank.{k}": d for k, d in sp.get("rerank", {}).items()})
-    for name, dim in dims.items():
+    for name, dim in dims.items():  # "fusion" comes first: what the others read depends on it
         if name in ("rerank.depth", "rerank.weight") and out.get("rerank.reranker", want["rerank.reranker"]) == NO_RERANK:
             continue  # drawn only for a trial that reranks (see suggest)
+        if name.split(".")[0] in FUSION_PARAMS and name.split(".")[0] not in _reads(out.get("fusion", cfg.method)):
+            continue  # drawn only for a method that reads it (see suggest)
         v = want.get(name)
         if isinstance(dim, tuple):
             if v in dim:
