@@ -297,6 +297,9 @@ def test_garbage_never_raises(text: str) -> None:
         ("BG 2.47,", "BG 2.47"),
         ("«Гита 2.47»", "BG 2.47"),
         ("गीता २।४७", "BG 2.47"),              # the danda as the separator
+        ("गीता २.४७।", "BG 2.47"),             # a danda ending the verse or sentence
+        ("॥ गीता २.४७ ॥", "BG 2.47"),          # double dandas around it
+        ("।गीता २।४७॥", "BG 2.47"),
         ("श्रीमद्भगवद्गीता २.४७", "BG 2.47"),      # the full title, Devanagari, Latin and Cyrillic
         ("Srimad Bhagavad Gita 2.47", "BG 2.47"),
         ("Śrīmad Bhagavad-gītā 2.47", "BG 2.47"),
@@ -307,6 +310,24 @@ def test_pasted_and_devanagari_references_resolve(text: str, canonical: str) -> 
     res = parse(text)
     assert res.ref is not None, res.reason
     assert res.ref.canonical() == canonical
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        # the Devanagari name is read (गीता → gītā): the reason is what is wrong after it, not the name
+        ("गीता 19.1", "read as 'gītā 19.1': BG has 18 chapters, not 19"),
+        ("गीता २.९९", "read as 'gītā 2.99': BG chapter 2 has 72 verses, not 99"),
+        ("गीता 2.47 x", "read as 'gītā 2.47 x': unexpected text 'x' after the number '2.47'"),
+        ("गीता", "read as 'gītā': 'gītā' has no number (write e.g. BG 1.2)"),
+        ("गीता २.४७.", "read as 'gītā 2.47.'"),   # a full stop is not a danda: an unfinished reference
+    ],
+)
+def test_devanagari_reference_says_what_is_wrong_after_the_name(text: str, why: str) -> None:
+    res = parse(text)
+    assert res.ref is None
+    assert why in res.reason
+    assert "no book code" not in res.reason
 
 
 def test_private_use_is_refused_with_a_reason() -> None:

@@ -581,7 +581,7 @@ def _resolve(t: str, context: str | None) -> TextRef | PageRef:
         if stem != folded and _NAME.fullmatch(stem):
             raise _Unresolved(f"unexpected {folded[len(stem):].strip()!r} before the number "
                               f"(signs and ranges are not references)")
-        raise _Unresolved(f"{_show(name)} is no book code, collection or edition")
+        raise _Unresolved(f"{_show(name)} {_NAME_UNKNOWN}")
     words = _name_key(folded).split(" ")
     key = " ".join(words)
 
@@ -652,6 +652,11 @@ def _resolve(t: str, context: str | None) -> TextRef | PageRef:
     raise _Unresolved(f"unknown book code {name!r} (known: {', '.join(BOOKS)})")
 
 
+#: The danda and double danda (U+0964, U+0965): Devanagari's verse and sentence ends.
+_DANDAS = "\u0964\u0965"
+#: The reason :func:`_resolve` gives for a name that is no book, collection or edition.
+_NAME_UNKNOWN = "is no book code, collection or edition"
+
 #: Punctuation a reference pasted from running text brings along, tried without when the whole fails. Not
 #: the full stop: ``SB 5.5.`` is an unfinished reference, not ``SB 5.5`` at the end of a sentence.
 _PASTED_PUNCTUATION = "()[]{}«»\"'“”„‘’,;:!?"
@@ -699,16 +704,22 @@ def parse(text: str, *, collection: str | None = None) -> Resolution:
     # pasted with its punctuation: "(BG 2.47)", "BG 2.47,", "«Гита 2.47»"
     stripped = t.strip(_PASTED_PUNCTUATION + " ")
     retries = [stripped] if stripped and stripped != t else []
+    devanagari = []
     for cand in (t, *retries):
         if any("\u0900" <= c <= "\u097f" for c in cand):  # a Devanagari name (गीता 2.47): read in IAST (gītā 2.47)
             from workbench.text.query import to_iast
 
-            retries.append(to_iast(cand.replace("।", ".")))  # the danda as the chapter-verse separator
-    for cand in retries:
+            # dandas around it end a verse or sentence (गीता २.४७।, ॥ गीता २.४७ ॥); one inside separates
+            # chapter and verse (गीता २।४७)
+            inner = cand.strip(_DANDAS + _PASTED_PUNCTUATION + " ")
+            devanagari.append(to_iast(inner.replace("\u0964", ".")))
+    for cand in (*retries, *devanagari):
         try:
             return Resolution(_resolve(cand, context))
-        except _Unresolved:
-            pass
+        except _Unresolved as exc:
+            if cand in devanagari and _NAME_UNKNOWN in reason:
+                # the Devanagari name was read (गीता → gītā): say what is wrong after it
+                reason = f"{_show(t)} cannot be resolved: read as {_show(cand)}: {exc}"
     return Resolution(None, reason)
 
 
