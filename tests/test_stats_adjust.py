@@ -81,6 +81,9 @@ def test_rbo_by_query_reads_runs_and_cuts_at_depth():
     assert got == {"q1": pytest.approx(0.875), "q2": 0.0}
     assert rbo_by_query(a, b, depth=1, p=0.5)["q1"] == pytest.approx(1.0)
     assert np.isfinite(list(got.values())).all()
+    for depth in (0, -3, 2.5, True):  # two empty prefixes would read as identical lists (1.0)
+        with pytest.raises(ValueError, match="depth must be an integer >= 1"):
+            rbo_by_query(a, b, depth=depth)
 
 
 def test_compare_fisher_p_is_exact_when_few_queries_differ():
