@@ -172,9 +172,17 @@ def test_search_cli_reads_pasted_query_files(job, pg_dsn, monkeypatch, tmp_path)
     assert fts.exit_code == 0, fts.output
     assert json.loads(fts.stdout)[2]["hits"][0]["doc_id"] == "bg2.47"
     # stdin is decoded like a file; UTF-16 (with or without a byte-order mark) is named, not read as garbage
-    bad = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "fts", "-f", "-"],
-                             input=b"BG 2.47\nkar\xffma\n")
-    assert bad.exit_code == 2 and "standard input is not UTF-8 (byte 0xff at offset 11)" in bad.output
+    # one line that is not UTF-8 is left out and named by its number; the others are answered
+    bad = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "-k", "1", "--json", "-f", "-"],
+                             input=b"BG 2.47\nkar\xffma\n\xe0\xa4\x97\xe0\xa5\x80\xe0\xa4\xa4\xe0\xa4\xbe 2.47\n")
+    assert bad.exit_code == 0, bad.output
+    assert [r["query"] for r in json.loads(bad.stdout)] == ["BG 2.47", "गीता 2.47"]
+    assert "standard input: 1 line(s) are not UTF-8 and are left out: line 2 (byte 0xff at column 4)" in bad.stderr
+    # a whole file in another encoding (Russian in CP1251) is refused with the conversion for its script
+    q.write_bytes("Гита 2.47\nкарма\n".encode("cp1251"))
+    res = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "-f", str(q)])
+    assert res.exit_code == 2 and f"query file {q} is not UTF-8: line 1 (byte 0xc3 at column 1), line 2" in res.output
+    assert "iconv -f CP1251 -t UTF-8" in res.output
     for raw in ("BG 2.47\n".encode("utf-16"), "BG 2.47\n".encode("utf-16-le")):
         q.write_bytes(raw)
         res = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "-f", str(q)])
@@ -205,3 +213,6 @@ def test_search_says_why_a_reference_resolves_nowhere(job, pg_dsn, monkeypatch):
     assert [h["doc_id"] for h in out[2]["hits"]] == ["bg2.47"]
     text = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "BG 2.99"])
     assert "reference lane: 'BG 2.99' cannot be resolved: BG chapter 2 has 72 verses, not 99" in text.output
+    # a Devanagari name is read (गीता → gītā): the note says what is wrong after it
+    deva = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "गीता 19.1"])
+    assert "'गीता 19.1' cannot be resolved: read as 'gītā 19.1': BG has 18 chapters, not 19" in deva.output

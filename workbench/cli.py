@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -1027,12 +1028,42 @@ def judge_import(
         _log(f"new rater(s) {', '.join(got['new_raters'])} recorded without a token (imported raters do not sign in)")
 
 
+#: How a file in another encoding is converted, by the script its readers write (the hint of :func:`_decode_lines`).
+ICONV_HINT = ("convert it from its encoding, e.g. iconv -f CP1251 -t UTF-8 FILE > FILE.utf8 for Russian text, "
+              "-f LATIN1 for Western European; Devanagari has no common 8-bit encoding: save it as UTF-8")
+
+
+def _decode_lines(raw: bytes, name: str) -> str:
+    """``raw`` decoded as UTF-8 (a byte-order mark dropped), line by line: a line that is not UTF-8 is left
+    out and named on stderr with its number, so one bad line never costs the other queries their answers.
+
+    Raises:
+        WorkbenchError: no line is UTF-8 (the whole file is in another encoding; names the fix).
+    """
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        pass
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    good, bad = [], []
+    for number, line in enumerate(re.split(rb"\r\n|\n|\r", raw), 1):
+        try:
+            good.append(line.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            bad.append(f"line {number} (byte {line[exc.start]:#04x} at column {exc.start + 1})")
+    if not any(g.strip() for g in good):
+        raise WorkbenchError(f"{name} is not UTF-8: {', '.join(bad[:3])}{' …' if len(bad) > 3 else ''} cannot be "
+                             f"read; {ICONV_HINT}")
+    _log(f"{name}: {len(bad)} line(s) are not UTF-8 and are left out: {', '.join(bad[:5])}"
+         f"{' …' if len(bad) > 5 else ''}; fix them, or if the file is in another encoding, {ICONV_HINT}")
+    return "\n".join(good)
+
+
 def _read_queries(queries: list[str], file: Optional[Path]) -> list[str]:
     """Query texts from the arguments and the file (``utf-8-sig``: a byte-order mark is not part of the first
     query), each cleaned by :func:`workbench.text.query.clean`; lines empty after cleaning are left out."""
     from workbench.text.query import clean
-
-    import re
 
     texts = list(queries)
     if file is not None:
@@ -1041,14 +1072,11 @@ def _read_queries(queries: list[str], file: Optional[Path]) -> list[str]:
             raw = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
             if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
                 raise WorkbenchError(f"{name} is UTF-16; convert it: iconv -f UTF-16 -t UTF-8 FILE > FILE.utf8")
-            src = raw.decode("utf-8-sig")
+            src = _decode_lines(raw, name)
         except FileNotFoundError:
             raise WorkbenchError(f"query file {file} does not exist; give a UTF-8 text file, one query per line") from None
         except IsADirectoryError:
             raise WorkbenchError(f"query file {file} is a folder; give a UTF-8 text file, one query per line") from None
-        except UnicodeDecodeError as exc:
-            raise WorkbenchError(f"{name} is not UTF-8 (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
-                                 "convert it, e.g. iconv -f LATIN1 -t UTF-8 FILE > FILE.utf8") from None
         except OSError as exc:
             raise WorkbenchError(f"cannot read {name}: {exc.strerror or exc}") from None
         if b"\x00" in raw and raw.count(b"\x00") * 4 > len(raw):  # UTF-16 without a byte-order mark
@@ -1121,6 +1149,9 @@ def search_cmd(
         ds = catalog.ensure(name, defs, home=home, log=_log)
         engine = Engine(exp, home, progress=False, log=_log)
         engine.check_rerankers([name], [cfg.rerank.reranker] if cfg.rerank is not None else [])
+        if k > cfg.top_k:
+            _log(f"-k {k}: config {cfg.name} keeps its top {cfg.top_k} (top_k in {experiment.name}); showing at most "
+                 f"{cfg.top_k} hits per query")
         qs = [Query(f"q{i + 1}", t, "paraphrase", "und", "test") for i, t in enumerate(texts)]
         depth = max(exp.depth, k)
         lane_runs = {}
@@ -1279,19 +1310,26 @@ def reranker_train(
              f"{stats.positives} positive, {stats.judged_negatives} judged negative, {stats.unjudged_negatives} "
              f"unjudged negative ({rt.UNJUDGED_WARNING})")
         tty = sys.stderr.isatty()
+        # a bar on a terminal; in a log (make main's), one line per tenth of the steps, not carriage returns
         bar = tqdm(total=steps, desc=f"training {folder.name}", unit="step", file=sys.stderr, dynamic_ncols=True,
-                   mininterval=0.5 if tty else 30.0)
+                   mininterval=0.5, disable=not tty)
         seen: list[float] = []
+        every = max(1, steps // 10)
+        t_steps = time.perf_counter()
 
         def progress(step: int, loss: float) -> None:
             seen.append(loss)
-            bar.set_postfix_str(f"loss {loss:.4f} (smoothed {rt.smooth(seen)[-1]:.4f})", refresh=False)
+            smoothed = rt.smooth(seen)[-1]
+            bar.set_postfix_str(f"loss {loss:.4f} (smoothed {smoothed:.4f})", refresh=False)
             bar.update(1)
+            if not tty and (step % every == 0 or step == steps):
+                _log(f"training {folder.name}: step {step}/{steps}, loss {smoothed:.4f} (smoothed), "
+                     f"{time.perf_counter() - t_steps:.0f} s")
 
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
         if threads is None and (os.cpu_count() or 1) > 1 and load >= 0.8:
             _log(f"note: the CPU is busy (load {load:.1f}); while another process holds a core, --threads 1 trains "
-                 "about twice as fast")
+                 "about twice as fast (under make main: make main TRAIN_ARGS='--threads 1')")
         t_train = time.perf_counter()
         try:
             model, losses = rt.train(pairs, base=base, steps=steps, batch_size=batch_size, lr=lr, max_length=max_length,
