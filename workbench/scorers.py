@@ -165,6 +165,9 @@ class CrossEncoderScorer:
                                   "install them with: pip install -e '.[st]'") from exc
             if self._device == "cpu":
                 torch.set_num_threads(self._threads or os.cpu_count() or 1)
+            from workbench.embedders import quiet_load_bars
+
+            quiet_load_bars()
             try:
                 self._model = CrossEncoder(str(self.folder), max_length=self.max_length, device=self._device,
                                            local_files_only=True)

@@ -28,6 +28,6 @@ def read_toml(path: Path, what: str, hint: str = "") -> dict[str, Any]:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
     except IsADirectoryError:
-        raise ConfigError(f"{what} {path} is a folder; give a {what} TOML file") from None
+        raise ConfigError(f"{what} {path} is a folder; give the {what} TOML file") from None
     except OSError as exc:
         raise ConfigError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
