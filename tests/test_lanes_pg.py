@@ -383,6 +383,17 @@ def test_transliterated_terms_find_what_their_iast_form_finds(reader, index):
     assert set(_ids(trig, "cyr")) >= set(want[:2])
 
 
+def test_ny_finds_the_palatal_nasal(reader, index):
+    """``jñānam`` (the gita's spelling) typed with ny for ñ, as older English renderings and Russian readers write
+    it (``jnyanam``, ``джньянам``): with ``transliterate`` the folded lane finds the verses ``jnanam`` finds."""
+    qs = [Q("ascii", "jnanam"), Q("ny", "jnyanam"), Q("cyr", "джньянам")]
+    plain = FullTextLane("fold", reader, index, config="wb_fold").search(qs, 10)
+    tr = FullTextLane("fold_tr", reader, index, config="wb_fold", transliterate=True).search(qs, 10)
+    want = _ids(plain, "ascii")
+    assert len(want) >= 5 and plain["ny"] == () and plain["cyr"] == ()
+    assert _ids(tr, "ny") == want and _ids(tr, "cyr") == want
+
+
 def test_velar_nasal_variants_find_the_same_verses(reader, index):
     """``saṅkalpa`` (the gita's spelling) typed with ṁ or m before the k."""
     qs = [Q("text", "saṅkalpa"), Q("m", "saṁkalpa"), Q("ascii", "samkalpa")]

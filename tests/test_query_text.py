@@ -115,6 +115,9 @@ def test_plain_ascii_is_left_alone(word):
     ("samkhara", ["saṅkhara"]),                   # ASCII m before k
     ("saṃyutta", ["saṁyutta"]),                   # not before a velar: only ṁ ↔ ṃ
     ("dhamma", []),
+    ("nyana", ["ñana"]),                          # ny (older English, Russian нь) → ñ: ñāṇa
+    ("pannya", ["panña"]),                        # paññā: folded, panña = panna = paññā
+    ("ñāṇa", []),
 ])
 def test_pali_variants(text, variants):
     assert pali_variants(text) == variants

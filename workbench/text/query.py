@@ -27,7 +27,13 @@ the niggahīta ``ṁ``, CST4 and the DPD's sources ``ṃ``, and both write ``ṅ
 where ASCII and older editions have ``ṁ``/``m``: ``saṅkhārā``, ``saṁkhārā``, ``samkhara``):
 ``ṁ`` ↔ ``ṃ``; ``ṁ``/``ṃ``/``m`` before ``k kh g gh`` → ``ṅ``, and ``ṅ``/``n`` there → ``ṁ``.
 Both directions are query forms, so a document written either way is found (the folded
-index maps ``ṅ`` to ``n`` and ``ṁ`` to ``m`` itself).
+index maps ``ṅ`` to ``n`` and ``ṁ`` to ``m`` itself). The palatal nasal ``ñ``: IAST and the
+DPD write ``ñ``, plain ASCII ``n`` (the folded index maps ``ñ`` to ``n``: ``sanna``, ``nana``
+find ``saññā``, ``ñāṇa``), and the older English and the Russian renderings ``ny`` / ``нь``
+(Nyanatiloka, Nyanaponika; Ньянапоника for Ñāṇapoṇika): ``ny`` before a vowel → ``ñ`` is a query form
+(``nyana``, ``ньяна`` find ``ñāṇa``; ``pannya`` finds ``paññā``). Long vowels typed doubled
+(``dhammaa``) are Velthuis (:mod:`workbench.text.translit`); doubled consonants are the
+texts' own (``dhamma``, ``saññā`` → ``sanna``) and folded like any other letter.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ PALI_VARIANTS = (
     (r"[ṅn](?=[kg])", "ṁ"),
     (r"ṁ", "ṃ"),
     (r"ṃ", "ṁ"),
+    (r"ny(?=[aeiouāīū])", "ñ"),
 )
 _PALI = tuple((re.compile(p), r) for p, r in PALI_VARIANTS)
 
