@@ -213,6 +213,9 @@ def test_search_says_why_a_reference_resolves_nowhere(job, pg_dsn, monkeypatch):
     assert [h["doc_id"] for h in out[2]["hits"]] == ["bg2.47"]
     text = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "BG 2.99"])
     assert "reference lane: 'BG 2.99' cannot be resolved: BG chapter 2 has 72 verses, not 99" in text.output
+    # -k beyond the config's list says so (the config keeps its top_k, 100 by default)
+    big = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "-k", "150", "BG 2"])
+    assert big.exit_code == 0 and "-k 150: config ref keeps its top 100 (top_k in" in big.stderr
     # a Devanagari name is read (गीता → gītā): the note says what is wrong after it
     deva = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "गीता 19.1"])
     assert "'गीता 19.1' cannot be resolved: read as 'gītā 19.1': BG has 18 chapters, not 19" in deva.output
