@@ -202,6 +202,11 @@ def test_compare_counts_a_run_without_hits_as_zero():
     ({"qrels": "FRAME_NAN"}, r"qrels row 1 \(q2, d2\): relevance nan is not an integer grade"),
     ({"qrels": [("q1", "d1")]}, r"qrels row 0: \('q1', 'd1'\) is not a Qrel"),
     ({"qrels": 5}, "qrels must be Qrel objects"),
+    ({"measures": 10}, "measures must be measure names"),
+    ({"measures": [None]}, "measures must be measure names"),
+    ({"query_ids": 5}, "query_ids must be query ids"),
+    ({"adjust": 3}, "adjust must name a correction"),
+    ({"seed": "x"}, "seed must be an integer"),
 ])
 def test_compare_refuses_bad_arguments_by_name(kwargs, match):
     import pandas as pd
@@ -217,6 +222,23 @@ def test_compare_refuses_bad_arguments_by_name(kwargs, match):
         args["qrels"] = frames[args["qrels"]]
     with pytest.raises(ConfigError, match=match):
         compare(args.pop("runs"), args.pop("qrels"), args.pop("measures"), **args)
+
+
+def test_compare_marks_significance_after_adjustment():
+    """Six queries all gain: the exact two-sided p is 2/2^6 = 0.03125 for each of two measures; Holm over the
+    two gives 0.0625 for both, so ranx's table marks neither (its own raw test would have)."""
+    from workbench.run import Hit, Run
+    from workbench.types import Qrel
+
+    qrels = [Qrel(f"q{i}", "rel", 1) for i in range(6)]
+    a = Run({f"q{i}": [Hit("rel", 1.0)] for i in range(6)}, "a")
+    b = Run({f"q{i}": [Hit("other", 1.0)] for i in range(6)}, "b")
+    cmp = compare({"a": a, "b": b}, qrels, ["R@10", "RR@10"])
+    assert cmp.pvalues["p_value"].tolist() == [0.03125, 0.03125]
+    assert cmp.pvalues["p_adjusted"].tolist() == [0.0625, 0.0625]
+    cell = cmp.report.comparisons["a", "b"]["recall@10"]
+    assert cell["p_value"] == 0.03125 and cell["significant"] is False
+    assert "ᵇ" not in str(cmp.report)
 
 
 def test_results_refuses_a_home_that_is_not_one(tmp_path, monkeypatch):
@@ -244,6 +266,7 @@ def test_results_refuses_a_home_that_is_not_one(tmp_path, monkeypatch):
     (lambda r: r.run(7), "config must be a config's name"),
     (lambda r: r.study_report(3), "a study is named by a str"),
     (lambda r: r.gate_checks(None), "gate_checks takes a gate report"),
+    (lambda r: r.queries("nosuch"), "unknown dataset 'nosuch'; the datasets are gita, "),
 ])
 def test_read_api_names_a_wrong_argument(tmp_path, call, match):
     with pytest.raises(ConfigError, match=match):

@@ -9,7 +9,7 @@ import pytest
 from statsmodels.stats.multitest import multipletests
 
 from workbench.eval.rbo import rbo, rbo_by_query
-from workbench.eval.stats import adjust_pvalues
+from workbench.eval.stats import adjust_pvalues, sign_flip_p
 from workbench.run import Run
 
 
@@ -72,6 +72,15 @@ def test_rbo_rejects_repeats_and_bad_persistence():
     for p in (0, 1, 1.2, -0.1):
         with pytest.raises(ValueError, match="persistence"):
             rbo(["a"], ["a"], p)
+
+
+def test_sign_flip_p_enumerates_in_bounded_batches():
+    """20 queries all gaining: 2^20 patterns enumerated (in batches of 200,000), two as extreme: p = 2/2^20."""
+    assert sign_flip_p(np.ones(20), 0, 2 ** 20) == 2 / 2 ** 20
+    # |Σd| = 2.5; with the 2 kept +: (s1, s2, s4) = (+,+,+) 2.5, (+,-,±) 4.5 and 3.5, (-,-,+) 2.5 reach it: 4 of 8,
+    # and the mirror images with the 2 flipped: 8 of 16
+    d = np.array([1.0, -1.0, 2.0, 0.5])
+    assert sign_flip_p(d, 0) == 8 / 16
 
 
 def test_rbo_by_query_reads_runs_and_cuts_at_depth():

@@ -103,12 +103,18 @@ def _qrel_rows(qrels: Any) -> list:
     return out
 
 
+#: The significance level of :func:`compare`'s report: a pair is marked when its adjusted p-value is at most this.
+MAX_P = 0.05
+
+
 @dataclass
 class Comparison:
     """What :func:`compare` returns.
 
     Attributes:
-        report: the ranx ``Report`` (prints as ranx's table; ``to_latex()``, ``to_dataframe()``).
+        report: the ranx ``Report`` (prints as ranx's table; ``to_latex()``, ``to_dataframe()``); its superscripts
+            mark the pairs whose *adjusted* p-value is at most :data:`MAX_P`, and its p-values are those of
+            ``pvalues``' ``p_value`` column.
         means: one row per run: the mean of each measure over the compared queries.
         pvalues: one row per pair of runs and measure: ``run_a, run_b, measure, mean_a, mean_b,
             p_value`` (ranx's paired test, two-sided; a randomization p-value is at least
@@ -183,11 +189,19 @@ def compare(runs: Mapping[str, Run], qrels: Iterable[Any] | pd.DataFrame, measur
         raise ConfigError(f"permutations must be an integer >= 1 (random sign patterns of the randomization "
                           f"test; default 10000), got {permutations!r}")
     adjust = adjust or P_ADJUST
+    if not isinstance(adjust, str):
+        raise ConfigError(f"adjust must name a correction ({', '.join(P_ADJUST_NAME)}), got {adjust!r}")
     try:
         adjust_pvalues([0.5], adjust)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    measures = [measures] if isinstance(measures, str) else list(measures)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"seed must be an integer, got {seed!r}")
+    if isinstance(measures, str):
+        measures = [measures]
+    measures = list(measures) if isinstance(measures, Iterable) else None
+    if measures is None or not all(isinstance(m, str) for m in measures):
+        raise ConfigError(f"measures must be measure names like ['R@10', 'nDCG@10'], got {measures!r}")
     if not measures:
         raise ConfigError("compare needs at least one measure, e.g. ['R@10', 'nDCG@10']")
     names = {m: ranx_metric(m) for m in measures}
@@ -195,6 +209,8 @@ def compare(runs: Mapping[str, Run], qrels: Iterable[Any] | pd.DataFrame, measur
     relevant = {r.query_id for r in qrels if r.relevance >= 1}
     if query_ids is not None:
         query_ids = [query_ids] if isinstance(query_ids, str) else query_ids  # one id, not its characters
+        if not isinstance(query_ids, Iterable):
+            raise ConfigError(f"query_ids must be query ids (a list, a Series, or one id as a str), got {query_ids!r}")
     qids = sorted(relevant if query_ids is None else relevant & {str(q) for q in query_ids})
     if not qids:
         raise ConfigError("compare found no query with a relevant document among the queries given; "
@@ -207,8 +223,10 @@ def compare(runs: Mapping[str, Run], qrels: Iterable[Any] | pd.DataFrame, measur
         rruns.append(rr)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # numba's cast warnings on query counts
-        report = ranx_compare(rq, rruns, list(names.values()), stat_test=test, n_permutations=permutations,
-                              max_p=0.05, random_seed=seed, make_comparable=True)
+        # Fisher's test is the workbench's own (below): ranx's run of it would be discarded, so it gets one pattern
+        report = ranx_compare(rq, rruns, list(names.values()), stat_test=test,
+                              n_permutations=1 if test == "fisher" else permutations,
+                              max_p=MAX_P, random_seed=seed, make_comparable=True)
     back = {v: k for k, v in names.items()}
     means = pd.DataFrame([{"run": n, **{back[m]: float(v) for m, v in report.results[n].items()}}
                           for n in runs])
@@ -229,6 +247,10 @@ def compare(runs: Mapping[str, Run], qrels: Iterable[Any] | pd.DataFrame, measur
                          "mean_b": float(report.results[b][rm]), "p_value": p})
     pvalues = pd.DataFrame(rows)
     pvalues["p_adjusted"] = adjust_pvalues(pvalues["p_value"].to_numpy(), adjust)
+    # ranx's table marks a pair significant by its own raw p-value: mark it by the adjusted one instead
+    for r in pvalues.itertuples():
+        cell = report.comparisons[r.run_a, r.run_b][names[r.measure]]
+        cell["p_value"], cell["significant"] = r.p_value, bool(r.p_adjusted <= MAX_P)
     return Comparison(report, means, pvalues, test, P_ADJUST_NAME.get(adjust, adjust), len(qids))
 
 
@@ -283,6 +305,11 @@ class Results:
         if not catalog.valid_name(dataset):
             raise ConfigError(f"dataset must be a built dataset's name like 'gita' (a folder of "
                               f"{self.home / 'datasets'}), got {dataset!r}")
+        if not (self.home / "datasets" / dataset).is_dir():
+            defined = catalog.load_definitions()
+            if dataset not in defined.datasets:
+                raise ConfigError(f"unknown dataset {dataset!r}; the datasets are {', '.join(defined.datasets)} "
+                                  f"({defined.path})")
         return dataset
 
     # ------------------------------------------------------------------ evaluation runs

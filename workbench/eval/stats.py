@@ -99,11 +99,16 @@ def sign_flip_p(d: np.ndarray, seed: int, resamples: int = RESAMPLES) -> float:
         return 1.0
     observed = abs(float(d.sum()))
     cut = observed - 1e-12 * max(1.0, observed)
+    batch = max(1, 4_000_000 // n)  # sign patterns per matrix product: about 32 MB whatever n and resamples
     if 2 ** n <= resamples:
-        patterns = ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1) * 2.0 - 1.0
-        return float(np.mean(np.abs(patterns @ d) >= cut))
+        hits = 0
+        for start in range(0, 2 ** n, batch):
+            codes = np.arange(start, min(start + batch, 2 ** n), dtype=np.int64)
+            patterns = ((codes[:, None] >> np.arange(n)) & 1) * 2.0 - 1.0
+            hits += int(np.count_nonzero(np.abs(patterns @ d) >= cut))
+        return hits / 2 ** n
     rng = np.random.default_rng(seed)
-    batch, hits = max(1, 4_000_000 // n), 0
+    hits = 0
     for start in range(0, resamples, batch):
         signs = rng.integers(0, 2, size=(min(batch, resamples - start), n), dtype=np.int8) * 2.0 - 1.0
         hits += int(np.count_nonzero(np.abs(signs @ d) >= cut))
