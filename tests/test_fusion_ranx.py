@@ -67,6 +67,12 @@ def test_a_lane_that_found_nothing_and_a_query_no_lane_answered():
 def test_errors_name_the_fix():
     with pytest.raises(ValueError, match="does not read lane weights; drop them or use w_bordafuse"):
         fuse({"vec": A, "fts": B}, "isr", weights={"vec": 2.0, "fts": 1.0})
+    with pytest.raises(ValueError, match="does not read lane weights"):  # not "every lane's weight is 0"
+        fuse({"vec": A, "fts": B}, "isr", weights={"vec": 0.0, "fts": 0.0})
+    with pytest.raises(ValueError, match=r"fusion 'isr' does not read k; drop it \(read by rrf\)"):
+        fuse({"vec": A, "fts": B}, "isr", k=60)
+    with pytest.raises(ValueError, match=r"fusion 'combsum' does not read norm; drop it \(read by weighted\)"):
+        fuse({"vec": A, "fts": B}, "combsum", norm="zscore")
     with pytest.raises(ValueError, match="unknown fusion method 'condorcet'"):
         fuse({"vec": A, "fts": B}, "condorcet")
     assert "condorcet" not in ALL_METHODS and set(RANX_METHODS) <= set(ALL_METHODS)
@@ -102,6 +108,15 @@ def test_configs_refuse_what_their_method_cannot_read(tmp_path, body, msg):
         load_experiment(p, known_datasets={"gita"})
 
 
+def test_a_one_lane_config_reads_no_weights(tmp_path):
+    """``fusion = "none"`` keeps the lane as it is: a weight (even 0) would change nothing, so it is refused."""
+    p = tmp_path / "e.toml"
+    for weights in ("{ x = 2.0 }", "{ x = 0.0 }"):
+        p.write_text(EXP.replace('lanes = ["x", "y"]', 'lanes = ["x"]') + f"weights = {weights}\n")
+        with pytest.raises(ConfigError, match="configs.c.weights are not read by fusion 'none'"):
+            load_experiment(p, known_datasets={"gita"})
+
+
 def test_fusion_refuses_weights_that_are_all_zero():
     for method in ("rrf", "weighted", "combmnz", "w_bordafuse"):
         with pytest.raises(ValueError, match="every lane's weight is 0"):
@@ -123,6 +138,23 @@ def test_a_study_refuses_a_dimension_no_trial_reads(tmp_path):
     text = tune_fixture.STUDY.replace("k = { low = 1, high = 100 }", 'norm = ["zscore"]')  # the baseline is RRF
     with pytest.raises(ConfigError, match=r"space.norm is read by no fusion method a trial can use \(rrf\)"):
         load_study(tune_fixture.write(tmp_path, text), known_datasets={"gita"})
+
+
+def test_a_study_refuses_a_space_no_trial_can_use(tmp_path):
+    # a one-lane study of a one-lane baseline: no trial becomes RRF, so k is read by none
+    tune_fixture.write(tmp_path)
+    (tmp_path / "experiment.toml").write_text(tune_fixture.EXPERIMENT + '[configs.solo]\nlanes = ["good"]\n')
+    solo = tune_fixture.STUDY.replace('lanes = ["good", "bad"]', 'lanes = ["good"]').replace(
+        'baseline = "equal"', 'baseline = "solo"').replace("[space.weights]\ngood = { low = 0.0, high = 1.0 }\n"
+                                                          "bad = { low = 0.0, high = 1.0 }\n", "")
+    (tmp_path / "study.toml").write_text(solo)
+    with pytest.raises(ConfigError, match=r"space.k is read by no fusion method a trial can use \(none\)"):
+        load_study(tmp_path / "study.toml", known_datasets={"gita"})
+    # weights that can only be 0 for every lane: every trial would retrieve nothing
+    zero = tune_fixture.STUDY.replace("good = { low = 0.0, high = 1.0 }", "good = [0.0]").replace(
+        "bad = { low = 0.0, high = 1.0 }", "bad = [0.0]")
+    with pytest.raises(ConfigError, match="space.weights can only draw 0 for every lane"):
+        load_study(tune_fixture.write(tmp_path, zero), known_datasets={"gita"})
 
 
 def test_a_trial_whose_weights_are_all_zero_retrieves_nothing(tmp_path):

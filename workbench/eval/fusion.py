@@ -80,7 +80,7 @@ METHOD_PARAMS: dict[str, frozenset[str]] = {
     "rrf": frozenset({"k", "weights"}), "weighted": frozenset({"weights", "norm"}),
     "combsum": frozenset({"weights"}), "combmnz": frozenset({"weights"}),
     **{m: frozenset({"weights"} if m in RANX_WEIGHTED else ()) for m in RANX_METHODS},
-    "none": frozenset({"weights"}),
+    "none": frozenset(),  # one lane as it is: a weight would change no order
 }
 #: The methods that read the lane weights.
 WEIGHTED_METHODS = tuple(m for m in METHODS if "weights" in METHOD_PARAMS[m])
@@ -331,10 +331,10 @@ def ranx_fused(runs: Mapping[str, Run], method: str, *, weights: Mapping[str, fl
 
     if method not in RANX_METHODS:
         raise ValueError(f"{method!r} is not a ranx fusion method; choose from {', '.join(RANX_METHODS)}")
-    _check(runs, weights, depth)
     if weights is not None and method not in RANX_WEIGHTED and any(float(v) != 1.0 for v in weights.values()):
         raise ValueError(f"fusion {method!r} does not read lane weights; drop them or use "
                          f"{' / '.join(RANX_WEIGHTED)}")
+    _check(runs, weights, depth)
     ranx_name, by_rank = RANX_METHODS[method]
     queries = _queries(runs)
     lanes = [lane for lane in runs if any(runs[lane].get_hits(q) for q in queries)]
@@ -399,9 +399,14 @@ def fuse(runs: Mapping[str, Run], method: str, *, pin_lane: str | None = None, *
     goes through :func:`pin` with that lane's run.
 
     Raises:
-        ValueError: an unknown method (listing the known ones), a ``pin_lane`` that is not among the runs, or
-            bad parameters.
+        ValueError: an unknown method (listing the known ones), ``k`` or ``norm`` given to a method that does not
+            read them (:data:`METHOD_PARAMS`), a ``pin_lane`` that is not among the runs, or bad parameters.
     """
+    if method not in ALL_METHODS:
+        raise ValueError(f"unknown fusion method {method!r}; choose from {', '.join(ALL_METHODS)}")
+    for p in ("k", "norm"):
+        if params.get(p) is not None and p not in METHOD_PARAMS[method]:
+            raise ValueError(f"fusion {method!r} does not read {p}; drop it (read by {', '.join(readers(p))})")
     if pin_lane is not None:
         if pin_lane not in runs:
             raise ValueError(f"pin_lane {pin_lane!r} is not among the fused lanes {sorted(runs)}")

@@ -433,14 +433,14 @@ def _config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneS
         if any(not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0)
                for v in weights.values()):
             raise _err(path, f"{where}.weights", "must be numbers >= 0")
-        if all(float(v) == 0.0 for v in weights.values()):
-            raise _err(path, f"{where}.weights", "are all 0: every document would score 0 and the list would be in "
-                       "doc_id order; give at least one lane a weight > 0")
     for param in ("k", "weights", "norm"):  # a parameter the method would ignore is a mistake, not a setting
         if param in spec and param not in METHOD_PARAMS[fusion]:
             are = "are" if param == "weights" else "is"
             raise _err(path, f"{where}.{param}", f"{are} not read by fusion {fusion!r}; drop it or choose one of "
                        f"{', '.join(readers(param))}")
+    if weights is not None and all(float(v) == 0.0 for v in weights.values()):
+        raise _err(path, f"{where}.weights", "are all 0: every document would score 0 and the list would be in "
+                   "doc_id order; give at least one lane a weight > 0")
     depth = spec.get("depth")
     if isinstance(depth, dict):
         bad = set(depth) - set(use)

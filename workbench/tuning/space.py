@@ -226,10 +226,19 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     space = _space(path, raw.get("space", {}), lanes, exp)
     methods = trial_methods(space, exp.configs[baseline].method)
     for param in FUSION_PARAMS:
-        if param in space and not any(param in _reads(m) for m in methods):
+        if param in space and not any(param in _reads(m, len(lanes)) for m in methods):
             raise _err(path, f"space.{param}", f"is read by no fusion method a trial can use ({', '.join(methods)}); "
                        f"drop it, or list a method that reads it in space.fusion "
                        f"({', '.join(m for m in METHODS if param in METHOD_PARAMS[m])})")
+    def top_weight(ln: str) -> float:  # the largest weight a trial can give a lane
+        dim = space.get("weights", {}).get(ln)
+        if dim is None:
+            return float((exp.configs[baseline].weights or {}).get(ln, 1.0))
+        return float(dim.high if isinstance(dim, Range) else max(dim))
+
+    if "weights" in space and not any(top_weight(ln) for ln in lanes):
+        raise _err(path, "space.weights", "can only draw 0 for every lane: every trial would retrieve nothing; give "
+                   "some lane a weight above 0")
     base_lanes = set(exp.configs[baseline].lanes)
     switch = space.get("lanes", {})
     never = [ln for ln in lanes if (True not in switch[ln] if ln in switch else ln not in base_lanes)]
@@ -407,10 +416,11 @@ def trial_methods(space: dict[str, Any], baseline_method: str) -> tuple[str, ...
     return tuple(space["fusion"]) if "fusion" in space else (baseline_method,)
 
 
-def _reads(method: str) -> frozenset[str]:
-    """What a trial of ``method`` reads: a one-lane baseline's ``none`` becomes RRF when a trial switches more
-    lanes on (:func:`workbench.tuning.objective.setting_from`)."""
-    return METHOD_PARAMS[method] | (METHOD_PARAMS["rrf"] if method == "none" else frozenset())
+def _reads(method: str, lanes: int) -> frozenset[str]:
+    """What a trial of ``method`` reads in a study of ``lanes`` lanes: a one-lane baseline's ``none`` becomes RRF
+    when a trial switches more lanes on (:func:`workbench.tuning.objective.setting_from`), which a study of one
+    lane never does."""
+    return METHOD_PARAMS[method] | (METHOD_PARAMS["rrf"] if method == "none" and lanes > 1 else frozenset())
 
 
 def suggest(trial, study: Study) -> dict[str, Any]:
@@ -426,7 +436,7 @@ def suggest(trial, study: Study) -> dict[str, Any]:
         out["fusion"] = _suggest_dim(trial, "fusion", sp["fusion"])
     # k, norm and weights only for a trial whose method reads them (conditional parameters): a BordaFuse
     # trial drawing weights would spend the sampler's effort and the sensitivity report on nothing
-    reads = _reads(out.get("fusion", study.experiment.configs[study.baseline].method))
+    reads = _reads(out.get("fusion", study.experiment.configs[study.baseline].method), len(study.lanes))
     for key in ("k", "norm", "min_score", "top_k"):
         if key in sp and (key not in FUSION_PARAMS or key in reads):
             out[key] = _suggest_dim(trial, key, sp[key])
@@ -496,7 +506,8 @@ def baseline_params(study: Study) -> tuple[dict[str, Any], list[str]]:
     for name, dim in dims.items():  # "fusion" comes first: what the others read depends on it
         if name in ("rerank.depth", "rerank.weight") and out.get("rerank.reranker", want["rerank.reranker"]) == NO_RERANK:
             continue  # drawn only for a trial that reranks (see suggest)
-        if name.split(".")[0] in FUSION_PARAMS and name.split(".")[0] not in _reads(out.get("fusion", cfg.method)):
+        group = name.split(".")[0]
+        if group in FUSION_PARAMS and group not in _reads(out.get("fusion", cfg.method), len(study.lanes)):
             continue  # drawn only for a method that reads it (see suggest)
         v = want.get(name)
         if isinstance(dim, tuple):
