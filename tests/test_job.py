@@ -187,6 +187,9 @@ def test_search_cli_reads_pasted_query_files(job, pg_dsn, monkeypatch, tmp_path)
         q.write_bytes(raw)
         res = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "-f", str(q)])
         assert res.exit_code == 2 and "UTF-16" in res.output and "iconv -f UTF-16" in res.output
+    q.write_bytes("BG 2.47\n".encode("utf-32"))  # its byte-order mark starts like UTF-16's
+    res = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "-f", str(q)])
+    assert res.exit_code == 2 and "is UTF-32; convert it: iconv -f UTF-32" in res.output
     q.write_text("BG 2.47\u2028BG 2.48\n", encoding="utf-8")  # a pasted line separator does not split a query
     one = CliRunner().invoke(app, ["search", "-e", str(exp.path), "-c", "ref", "-k", "1", "--json", "-f", str(q)])
     assert one.exit_code == 0, one.output

@@ -300,6 +300,7 @@ def test_garbage_never_raises(text: str) -> None:
         ("गीता २.४७।", "BG 2.47"),             # a danda ending the verse or sentence
         ("॥ गीता २.४७ ॥", "BG 2.47"),          # double dandas around it
         ("।गीता २।४७॥", "BG 2.47"),
+        ("गीता २ । ४७", "BG 2.47"),            # spaces around the separating danda
         ("श्रीमद्भगवद्गीता २.४७", "BG 2.47"),      # the full title, Devanagari, Latin and Cyrillic
         ("Srimad Bhagavad Gita 2.47", "BG 2.47"),
         ("Śrīmad Bhagavad-gītā 2.47", "BG 2.47"),

@@ -1070,6 +1070,8 @@ def _read_queries(queries: list[str], file: Optional[Path]) -> list[str]:
         name = "standard input" if str(file) == "-" else f"query file {file}"
         try:
             raw = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
+            if raw[:4] in (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff"):  # before UTF-16: its mark starts the same
+                raise WorkbenchError(f"{name} is UTF-32; convert it: iconv -f UTF-32 -t UTF-8 FILE > FILE.utf8")
             if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
                 raise WorkbenchError(f"{name} is UTF-16; convert it: iconv -f UTF-16 -t UTF-8 FILE > FILE.utf8")
             src = _decode_lines(raw, name)

@@ -181,6 +181,7 @@ def query_forms(text: str) -> list[str]:
     alt = translit.cyrillic_alternate(first) if _CYRILLIC.search(first) else first
     if alt != first.lower() and (alt_iast := to_iast(alt)) not in forms:
         forms.append(alt_iast)  # вайшья → vaiśya (the scheme's ваишья), сансара → samsara
+    forms = [f for f in forms if f.strip()]  # a lone virama (्) reads as nothing in IAST
     for base in list(forms):
         forms.extend(v for v in pali_variants(base) if v not in forms)
     # Cyrillic ри before a consonant may stand for the vowel ṛ (кришна → kṛsna)

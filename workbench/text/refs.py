@@ -712,7 +712,7 @@ def parse(text: str, *, collection: str | None = None) -> Resolution:
             # dandas around it end a verse or sentence (गीता २.४७।, ॥ गीता २.४७ ॥); one inside separates
             # chapter and verse (गीता २।४७)
             inner = cand.strip(_DANDAS + _PASTED_PUNCTUATION + " ")
-            devanagari.append(to_iast(inner.replace("\u0964", ".")))
+            devanagari.append(to_iast(re.sub(r"\s*\u0964\s*", ".", inner)))  # गीता २ । ४७ too
     for cand in (*retries, *devanagari):
         try:
             return Resolution(_resolve(cand, context))
