@@ -383,6 +383,16 @@ def test_transliterated_terms_find_what_their_iast_form_finds(reader, index):
     assert set(_ids(trig, "cyr")) >= set(want[:2])
 
 
+def test_one_devanagari_word_is_searched_as_its_term(reader, index):
+    """अग्नि is the Sanskrit agni and the Hindi word for fire the gita's Hindi translations use: with
+    ``transliterate`` the full-text lane ranks what ``agni`` ranks, not the verses whose translation says अग्नि."""
+    qs = [Q("iast", "agni"), Q("deva", "अग्नि")]
+    plain = FullTextLane("simple", reader, index, config="simple").search(qs, 100)
+    tr = FullTextLane("simple_tr", reader, index, config="simple", transliterate=True).search(qs, 100)
+    assert len(plain["deva"]) > len(plain["iast"]) > 0  # the Hindi form matches more verses than the term
+    assert _ids(tr, "deva") == _ids(plain, "iast")
+
+
 def test_ny_finds_the_palatal_nasal(reader, index):
     """``jñānam`` (the gita's spelling) typed with ny for ñ, as older English renderings and Russian readers write
     it (``jnyanam``, ``джньянам``): with ``transliterate`` the folded lane finds the verses ``jnanam`` finds."""
