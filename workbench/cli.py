@@ -448,7 +448,7 @@ def eval_cmd(
         _log(f"qrels layer: {layer}" + (" (--qrels)" if qrels is not None else f" ({experiment}"
                                         + (": qrels)" if "qrels" in exp.raw else ": the default)")))
         t0 = time.perf_counter()
-        result = run_experiment(exp, home=home, progress=sys.stderr.isatty(), log=_log, qrels=layer)
+        result = run_experiment(exp, home=home, progress=True, log=_log, qrels=layer)
         elapsed = time.perf_counter() - t0
     except WorkbenchError as exc:
         _fail(exc)
@@ -512,7 +512,7 @@ def tune_cmd(
 
             check_tracking(home)
         result = run_study(st, home=home, storage=storage, trials=trials, workers=workers, log=_log,
-                           progress=sys.stderr.isatty())
+                           progress=True)
         try:
             folder = write_outputs(result, home, storage)
         except StorageError as exc:
@@ -1244,18 +1244,24 @@ def reranker_train(
     skip_existing: bool = typer.Option(False, "--skip-existing", help="When the output folder already holds a "
                                        "cross-encoder, keep it and exit 0 (what `make main` does on a second run)."),
     track: bool = typer.Option(True, "--mlflow/--no-mlflow", help="Log the run and the model to MLflow."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="Torch threads (default: every core; 1 is about "
-                                          "twice as fast while another process holds a core).", show_default=False),
+    threads: Optional[int] = typer.Option(None, "--threads", help="Torch threads (default: one per free core, or "
+                                          "WORKBENCH_THREADS).", show_default=False),
+    freeze_layers: Optional[int] = typer.Option(None, "--freeze-layers", help="Bottom layers kept frozen with the word "
+                                                "embeddings (0: train every weight).", show_default=False),
+    query_types: Optional[str] = typer.Option(None, "--query-types", help="Comma-separated query types to learn from "
+                                              "(default paraphrase,term: a reference's relevance is not in the text); "
+                                              "all: every type.", show_default=False),
+    text_order: Optional[str] = typer.Option(None, "--text-order", help="Document text order in the pairs: latin-first "
+                                             "(default: English translations first) or index.", show_default=False),
 ) -> None:
     """Fine-tune a cross-encoder on the train split's judgments, reproducibly, on CPU.
 
     Positives: the qrels' relevant pairs; hard negatives: the lanes' top candidates not judged relevant
     (judged non-relevant first, then unjudged). Writes the model with a model card, then prints how to use it.
-    Defaults: the recipe of workbench.rerank_train (--steps 300 --batch-size 16 --max-length 128 --lr 5e-5
-    --negatives 4 --seed 0): about 7 minutes on 2 free cores (gita, cached candidates).
+    Defaults: the recipe of workbench.rerank_train (--steps 300 --batch-size 16 --max-length 64 --lr 1e-4
+    --freeze-layers 4 --text-order latin-first --query-types paraphrase,term --negatives 4 --seed 0): about
+    3 minutes on the 2-core machine (gita, cached candidates).
     """
-    from tqdm import tqdm
-
     from workbench import rerank_train as rt
     from workbench.data import catalog
     from workbench.experiment.config import load_experiment
@@ -1271,8 +1277,10 @@ def reranker_train(
     seed = rt.DEFAULT_SEED if seed is None else seed
     try:
         rt.check_split(split)
+        freeze_layers = rt.DEFAULT_FREEZE_LAYERS if freeze_layers is None else freeze_layers
+        text_order = rt.DEFAULT_TEXT_ORDER if text_order is None else text_order
         rt.check_recipe(steps=steps, batch_size=batch_size, max_length=max_length, lr=lr, negatives_per_query=negatives,
-                        threads=threads)
+                        threads=threads, freeze_layers=freeze_layers, text_order=text_order)
         layer = layers.check_layer(qrels, "--qrels") if qrels is not None else None
         rt.resolve_base(base)
         home = home_dir()
@@ -1304,38 +1312,33 @@ def reranker_train(
         lq = layers.load_layer(layer, ds, home=home)
         if dataset not in exp.datasets:
             _log(f"note: {exp.path} does not evaluate {dataset}; its lanes run live on it unless cached")
-        runs, cached = rt.cached_lane_runs(exp, ds, chosen, home=home, progress=sys.stderr.isatty(), log=_log)
+        runs, cached = rt.cached_lane_runs(exp, ds, chosen, home=home, progress=True, log=_log)
         _log("candidates of " + ", ".join(f"{n} ({'cache' if c else 'live'})" for n, c in cached.items()))
         candidates = rt.union_candidates(runs, [q.query_id for q in ds.queries if q.split == split])
-        pairs, stats = rt.training_pairs(ds, lq.qrels, candidates, split=split, negatives_per_query=negatives, seed=seed)
+        types = rt.choose_query_types(query_types, ds)
+        pairs, stats = rt.training_pairs(ds, lq.qrels, candidates, split=split, negatives_per_query=negatives, seed=seed,
+                                         text_order=text_order, query_types=types)
         _log(f"{stats.pairs} pairs from {stats.queries} {split} queries of {dataset} (qrels {lq.layer}): "
              f"{stats.positives} positive, {stats.judged_negatives} judged negative, {stats.unjudged_negatives} "
              f"unjudged negative ({rt.UNJUDGED_WARNING})")
-        tty = sys.stderr.isatty()
-        # a bar on a terminal; in a log (make main's), one line per tenth of the steps, not carriage returns
-        bar = tqdm(total=steps, desc=f"training {folder.name}", unit="step", file=sys.stderr, dynamic_ncols=True,
-                   mininterval=0.5, disable=not tty)
+        # a bar with rate and ETA on a terminal; in a log (make main's), a line at least every 30 s
+        from workbench.progress import bar as progress_bar
+        from workbench.threads import default_threads
+
+        threads = default_threads(threads)
+        _log(f"training with {threads} torch thread(s) (one per free core; --threads or WORKBENCH_THREADS to choose)")
+        bar = progress_bar(steps, f"training {folder.name}", "step")
         seen: list[float] = []
-        every = max(1, steps // 10)
-        t_steps = time.perf_counter()
 
         def progress(step: int, loss: float) -> None:
             seen.append(loss)
-            smoothed = rt.smooth(seen)[-1]
-            bar.set_postfix_str(f"loss {loss:.4f} (smoothed {smoothed:.4f})", refresh=False)
+            bar.set_postfix_str(f"loss {rt.smooth(seen)[-1]:.4f} (smoothed)", refresh=False)
             bar.update(1)
-            if not tty and (step % every == 0 or step == steps):
-                _log(f"training {folder.name}: step {step}/{steps}, loss {smoothed:.4f} (smoothed), "
-                     f"{time.perf_counter() - t_steps:.0f} s")
 
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-        if threads is None and (os.cpu_count() or 1) > 1 and load >= 0.8:
-            _log(f"note: the CPU is busy (load {load:.1f}); while another process holds a core, --threads 1 trains "
-                 "about twice as fast (under make main: make main TRAIN_ARGS='--threads 1')")
         t_train = time.perf_counter()
         try:
             model, losses = rt.train(pairs, base=base, steps=steps, batch_size=batch_size, lr=lr, max_length=max_length,
-                                     seed=seed, progress=progress, threads=threads)
+                                     seed=seed, progress=progress, threads=threads, freeze_layers=freeze_layers)
         finally:
             bar.close()
         train_s = time.perf_counter() - t_train
@@ -1343,7 +1346,8 @@ def reranker_train(
                              max_length=max_length, seed=seed, negatives_per_query=negatives, losses=losses,
                              wall_s=time.perf_counter() - t0, train_s=train_s, folder=folder,
                              candidates={"experiment": str(exp.path), "lanes": chosen, "depth": exp.depth,
-                                         "cached": cached}, threads=threads)
+                                         "cached": cached}, threads=threads, freeze_layers=freeze_layers,
+                             text_order=text_order, query_types=types)
         folder = rt.write_model(model, folder, card, force=force)
     except WorkbenchError as exc:
         _fail(exc)

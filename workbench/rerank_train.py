@@ -20,8 +20,10 @@ The recipe, pure where it can be and with the I/O at the edges:
 5. :func:`log_to_mlflow`: an MLflow run in the experiment ``reranker-train`` with the
    params, the loss per step and the model folder as artifacts.
 
-Timing of the default recipe (all-MiniLM-L6-v2, batch 16, max_length 128) on the 2-core machine: see
-:data:`DEFAULT_STEPS`.
+The default recipe (issue #27) and why: :data:`DEFAULT_STEPS`. Side by side on the gita (dev split, the top 20
+of vector + fts_simple reranked, 397 queries; README "Training one from the judgments"), the old recipe (every
+weight, 128 word pieces, the document's text order, every query type, lr 5e-5) against this one: 3.06 against
+0.56 s per step, R@10 0.205 → 0.254 (+0.049, 95% CI [+0.012, +0.086]), nDCG@10 0.116 → 0.133.
 """
 
 from __future__ import annotations
@@ -41,24 +43,37 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from workbench.errors import ConfigError
 from workbench.text.doctext import index_text
+from workbench.threads import default_threads
 
 #: The only split a reranker is trained on: dev and test are held out for evaluation.
 TRAIN_SPLIT = "train"
-#: Optimisation steps of the default recipe. Measured on the 2-core machine (all-MiniLM-L6-v2, batch 16,
-#: max_length 128, gita's 8,102 train pairs): 1.2 s per step with both cores free and 2 torch threads,
-#: so 300 steps take about 6 minutes and the whole command (dataset, cached candidates, saving) about 7.
-#: While another process holds one core: 2.0 s per step with 1 thread (10 minutes) but 4.6-5.6 s with 2
-#: threads (28 minutes measured for the whole run): pass ``threads=1`` (``--threads 1``) then. The loss
-#: curve was the same with 1 and 2 threads.
+#: Optimisation steps of the default recipe (batch 16, 64 word pieces, word embeddings and layers 0-3 frozen):
+#: 0.56 s per step with one torch thread on the 2-core machine, so 300 steps take under 3 minutes and the whole
+#: command about 3 (measured on the gita: 171 s; the old recipe, every weight at 128 word pieces, took 3.06 s a
+#: step, 15 minutes). Threads: one per free core (:func:`workbench.threads.default_threads`).
 DEFAULT_STEPS = 300
 #: Pairs per step.
 DEFAULT_BATCH_SIZE = 16
-#: Word pieces per (query, document) pair in training; longer pairs are truncated. MiniLM reads 256,
-#: but a step at 256 costs at least twice one at 128; the translation, which ``index_text`` puts first,
-#: mostly fits in 128.
-DEFAULT_MAX_LENGTH = 128
-#: Peak learning rate (AdamW).
-DEFAULT_LR = 5e-5
+#: Transformer layers (from the bottom) kept frozen, with the word embeddings, in the default recipe. A step
+#: then back-propagates through the top layers only and AdamW updates 3.7M of MiniLM's 22.7M weights (11.7M of
+#: them the word embeddings): 1.8x less CPU per step at 128 word pieces (1.22 against 2.26 CPU-s, measured side by side).
+DEFAULT_FREEZE_LAYERS = 4
+#: Word pieces per (query, document) pair in training (and the window to rerank with: the usage line says so);
+#: longer pairs are truncated. A step at 64 costs 0.45x one at 128; with the Latin-script translations first
+#: (:data:`DEFAULT_TEXT_ORDER`), 64 word pieces hold the query and the first English translation of a gita verse,
+#: and the model scored better on dev than the 128-piece one (README).
+DEFAULT_MAX_LENGTH = 64
+#: The order of a document's texts in the pairs (:data:`workbench.text.doctext.TEXT_ORDERS`): the English
+#: translations first, so MiniLM's window holds text it reads. Recorded in the model card; the reranker scores
+#: with the order its model was trained on (:class:`workbench.scorers.CrossEncoderScorer`).
+DEFAULT_TEXT_ORDER = "latin-first"
+#: Query types a cross-encoder learns from by default: those whose relevance is in the document's text. A
+#: reference (``BG 2.47``) or a page reference names an address the text does not hold (the reference lane answers
+#: them), so its pairs teach the model noise.
+DEFAULT_QUERY_TYPES = ("paraphrase", "term")
+#: Peak learning rate (AdamW). Twice the usual 5e-5: only the top two layers and the head learn, in 300 steps
+#: (gita dev R@10 0.233 at 5e-5, 0.254 at 1e-4, both at 64 word pieces).
+DEFAULT_LR = 1e-4
 #: Hard negatives per query (judged non-relevant first, then unjudged).
 DEFAULT_NEGATIVES = 4
 #: Seed of the sampler, the head's initialisation and dropout.
@@ -124,6 +139,7 @@ class PairStats:
         queries_without_positive: the split's queries with no pair graded > 0 (not used).
         positives, judged_negatives, unjudged_negatives: pairs of each kind.
         missing_documents: positives whose document is not in the dataset (left out).
+        queries_other_types: the split's queries of a type not trained on (left out).
     """
 
     split: str
@@ -134,6 +150,7 @@ class PairStats:
     judged_negatives: int
     unjudged_negatives: int
     missing_documents: int = 0
+    queries_other_types: int = 0
 
     @property
     def negatives(self) -> int:
@@ -149,7 +166,8 @@ class PairStats:
 
 def training_pairs(ds: Any, qrels: Iterable[Any], candidates: Mapping[str, Sequence[str]], *,
                    split: str = TRAIN_SPLIT, negatives_per_query: int = DEFAULT_NEGATIVES,
-                   seed: int | None = None) -> tuple[list[Pair], PairStats]:
+                   seed: int | None = None, text_order: str = "index",
+                   query_types: Sequence[str] | None = None) -> tuple[list[Pair], PairStats]:
     """The training pairs of ``split`` (train only) and their counts.
 
     For every query of the split with at least one pair graded > 0 in ``qrels``:
@@ -167,6 +185,9 @@ def training_pairs(ds: Any, qrels: Iterable[Any], candidates: Mapping[str, Seque
         negatives_per_query: at most this many negatives per query (>= 0).
         seed: None: pairs grouped by query, in the dataset's query order; an int: the same pairs
             shuffled with ``numpy.random.default_rng(seed)``.
+        text_order: the document text's order (:func:`~workbench.text.doctext.index_text`).
+        query_types: only queries of these types (None: every type); the others count in ``queries_in_split``
+            and nowhere else.
 
     Raises:
         ConfigError: another split, or a negative ``negatives_per_query``.
@@ -182,15 +203,18 @@ def training_pairs(ds: Any, qrels: Iterable[Any], candidates: Mapping[str, Seque
 
     def text(doc_id: str) -> str:
         if doc_id not in texts:
-            texts[doc_id] = index_text(docs[doc_id])
+            texts[doc_id] = index_text(docs[doc_id], text_order)
         return texts[doc_id]
 
     pairs: list[Pair] = []
-    in_split = used = without = pos = judged = unjudged = missing = 0
+    in_split = used = without = pos = judged = unjudged = missing = other = 0
     for q in ds.queries:
         if q.split != split:
             continue
         in_split += 1
+        if query_types is not None and q.query_type not in query_types:
+            other += 1
+            continue
         graded = grades.get(q.query_id, {})
         relevant = sorted(((g, d) for d, g in graded.items() if g > 0), key=lambda t: (-t[0], t[1]))
         present = [d for _g, d in relevant if d in docs]
@@ -219,7 +243,7 @@ def training_pairs(ds: Any, qrels: Iterable[Any], candidates: Mapping[str, Seque
 
         order = np.random.default_rng(seed).permutation(len(pairs))
         pairs = [pairs[i] for i in order]
-    return pairs, PairStats(split, in_split, used, without, pos, judged, unjudged, missing)
+    return pairs, PairStats(split, in_split, used, without, pos, judged, unjudged, missing, other)
 
 
 # ---------------------------------------------------------------- candidates
@@ -249,6 +273,27 @@ def union_candidates(runs: Mapping[str, Any], query_ids: Iterable[str] | None = 
                     seen.setdefault(hits[rank])
         out[qid] = list(seen)
     return out
+
+
+def choose_query_types(given: str | None, ds: Any) -> tuple[str, ...] | None:
+    """``--query-types`` → the types to train on: None given: :data:`DEFAULT_QUERY_TYPES` those the dataset has
+    (every type when it has none of them); ``all``: None (every type); else the comma-separated names.
+
+    Raises:
+        ConfigError: a name the dataset's queries never have (the message lists the ones they have).
+    """
+    have = sorted({q.query_type for q in ds.queries})
+    if given is None:
+        chosen = tuple(t for t in DEFAULT_QUERY_TYPES if t in have)
+        return chosen or None
+    if given.strip() == "all":
+        return None
+    chosen = tuple(dict.fromkeys(t.strip() for t in given.split(",") if t.strip()))
+    unknown = [t for t in chosen if t not in have]
+    if unknown or not chosen:
+        raise ConfigError(f"--query-types {given!r}: {', '.join(unknown) or 'nothing'} is not a query type of {ds.name}; "
+                          f"its types: {', '.join(have)} (or all)")
+    return chosen
 
 
 def default_lanes(exp: Any) -> list[str]:
@@ -389,7 +434,7 @@ def load_base(base: str | Path | None, *, max_length: int, seed: int, threads: i
         raise ConfigError(f"training a cross-encoder needs sentence-transformers and torch ({exc}); "
                           "install them with: pip install -e '.[st]'") from None
     _quiet_models()
-    torch.set_num_threads(threads or os.cpu_count() or 1)
+    torch.set_num_threads(default_threads(threads))
     seed_everything(seed)
     try:
         model = CrossEncoder(str(folder), num_labels=1, max_length=max_length, device="cpu", local_files_only=True)
@@ -400,18 +445,49 @@ def load_base(base: str | Path | None, *, max_length: int, seed: int, threads: i
     return model
 
 
+def freeze(model: Any, layers: int) -> int:
+    """Freeze the word embeddings and the bottom ``layers`` transformer layers of a ``CrossEncoder`` (a BERT-style
+    ``...ForSequenceClassification`` inside); ``layers = 0`` freezes nothing. Returns the trainable weights left.
+
+    Frozen weights get no gradient and no AdamW update, and autograd records nothing below the first trainable
+    layer, so a step costs the forward pass plus the backward pass through the top layers only.
+
+    Raises:
+        ConfigError: the model has no ``embeddings`` / ``encoder.layer`` to freeze, or fewer layers than asked.
+    """
+    if layers:
+        inner = getattr(model, "model", model)
+        base = getattr(inner, "base_model", None)
+        blocks = getattr(getattr(base, "encoder", None), "layer", None)
+        if base is None or blocks is None or not hasattr(base, "embeddings"):
+            raise ConfigError(f"cannot freeze layers of a {type(inner).__name__}: it has no BERT-style embeddings and "
+                              "encoder layers; train it with --freeze-layers 0")
+        if layers > len(blocks):
+            raise ConfigError(f"--freeze-layers {layers} is more than the {len(blocks)} layers of the base model; "
+                              f"give 0 to {len(blocks) - 1} (the top layer and the head must learn)")
+        for part in (base.embeddings, *blocks[:layers]):
+            for p in part.parameters():
+                p.requires_grad = False
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
 def check_recipe(*, steps: int, batch_size: int, max_length: int, lr: float,
-                 negatives_per_query: int = DEFAULT_NEGATIVES, threads: int | None = None) -> None:
+                 negatives_per_query: int = DEFAULT_NEGATIVES, threads: int | None = None,
+                 freeze_layers: int = 0, text_order: str = "index") -> None:
     """Refuse a recipe that cannot train.
 
     Raises:
         ConfigError: steps or batch size < 1, max_length < 8 or > 512, a learning rate that is not a
-            positive finite number, negatives < 0, threads < 1.
+            positive finite number, negatives < 0, threads < 1, frozen layers < 0, an unknown text order.
     """
+    from workbench.text.doctext import TEXT_ORDERS
+
+    if text_order not in TEXT_ORDERS:
+        raise ConfigError(f"text order must be one of {', '.join(TEXT_ORDERS)}, got {text_order!r}")
     import math
 
     for name, value, lo in (("steps", steps, 1), ("batch size", batch_size, 1), ("max length", max_length, 8),
-                            ("negatives per query", negatives_per_query, 0),
+                            ("negatives per query", negatives_per_query, 0), ("frozen layers", freeze_layers, 0),
                             *((("threads", threads, 1),) if threads is not None else ())):
         if isinstance(value, bool) or not isinstance(value, int) or value < lo:
             raise ConfigError(f"{name} must be an integer >= {lo}, got {value!r}")
@@ -437,7 +513,7 @@ def _batches(n: int, batch_size: int, steps: int, seed: int) -> Iterable[list[in
 def train(pairs: Sequence[Pair], *, base: str | Path | None = None, steps: int = DEFAULT_STEPS,
           batch_size: int = DEFAULT_BATCH_SIZE, lr: float = DEFAULT_LR, max_length: int = DEFAULT_MAX_LENGTH,
           seed: int = DEFAULT_SEED, progress: Callable[[int, float], None] | None = None,
-          threads: int | None = None) -> tuple[Any, list[float]]:
+          threads: int | None = None, freeze_layers: int = DEFAULT_FREEZE_LAYERS) -> tuple[Any, list[float]]:
     """Fine-tune a one-label cross-encoder on ``pairs``; returns ``(model, loss per step)``.
 
     A plain torch loop on CPU over the ``CrossEncoder`` (its own ``preprocess`` and forward, as
@@ -453,8 +529,9 @@ def train(pairs: Sequence[Pair], *, base: str | Path | None = None, steps: int =
         base: :func:`resolve_base` (default: the packaged all-MiniLM-L6-v2, given a fresh head).
         steps, batch_size, lr, max_length, seed: the recipe (:func:`check_recipe`).
         progress: called after every step with (step, 1-based; that step's loss).
-        threads: torch intra-op threads (process-wide; default ``os.cpu_count()``; 1 is faster when
-            another process holds a core: :data:`DEFAULT_STEPS`).
+        threads: torch intra-op threads (process-wide; default one per free core,
+            :func:`workbench.threads.default_threads`).
+        freeze_layers: the bottom layers kept frozen with the word embeddings (:func:`freeze`).
 
     Returns:
         The model (eval mode) and each step's mean batch loss.
@@ -462,7 +539,8 @@ def train(pairs: Sequence[Pair], *, base: str | Path | None = None, steps: int =
     Raises:
         ConfigError: no pairs, a bad recipe, a base that does not load.
     """
-    check_recipe(steps=steps, batch_size=batch_size, max_length=max_length, lr=lr, threads=threads)
+    check_recipe(steps=steps, batch_size=batch_size, max_length=max_length, lr=lr, threads=threads,
+                 freeze_layers=freeze_layers)
     if not pairs:
         raise ConfigError("no training pairs: the train split has no query with a relevant document in the qrels")
     import torch
@@ -472,6 +550,7 @@ def train(pairs: Sequence[Pair], *, base: str | Path | None = None, steps: int =
     torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         model = load_base(base, max_length=max_length, seed=seed, threads=threads)
+        freeze(model, freeze_layers)
         seed_everything(seed)
         params = [p for p in model.parameters() if p.requires_grad]
         decay = [p for p in params if p.ndim >= 2]
@@ -571,7 +650,9 @@ def usage_line(folder: Path | str, max_length: int = DEFAULT_MAX_LENGTH) -> str:
 def model_card(*, base: str | Path | None, ds: Any, layer: Any, stats: PairStats, steps: int, batch_size: int,
                lr: float, max_length: int, seed: int, negatives_per_query: int, losses: Sequence[float],
                wall_s: float, train_s: float, folder: Path | str | None = None,
-               candidates: Mapping[str, Any] | None = None, threads: int | None = None) -> dict[str, Any]:
+               candidates: Mapping[str, Any] | None = None, threads: int | None = None,
+               freeze_layers: int = 0, text_order: str = "index",
+               query_types: Sequence[str] | None = None) -> dict[str, Any]:
     """The model card (what ``model_card.json`` holds and ``README.md`` renders).
 
     Args:
@@ -583,7 +664,10 @@ def model_card(*, base: str | Path | None, ds: Any, layer: Any, stats: PairStats
         wall_s: the whole command's seconds so far; train_s: the training loop's.
         folder: where the model goes (for the usage line).
         candidates: where the negatives came from (experiment, lanes, depth, cached).
-        threads: the torch threads training used (default ``os.cpu_count()``).
+        threads: the torch threads training used.
+        freeze_layers: the bottom layers kept frozen with the word embeddings (:func:`freeze`).
+        text_order: the document text's order in the pairs (the scorer reads it back from the card).
+        query_types: the query types trained on (None: every type).
     """
     from workbench.scorers import folder_digest
 
@@ -609,7 +693,10 @@ def model_card(*, base: str | Path | None, ds: Any, layer: Any, stats: PairStats
                    "schedule": "linear warm-up, then linear decay to 0", "optimizer": "AdamW",
                    "weight_decay": WEIGHT_DECAY, "grad_clip": GRAD_CLIP, "loss": "BCEWithLogitsLoss on labels 1/0",
                    "sampler": "successive permutations of the pairs by numpy.random.default_rng(seed)",
-                   "device": "cpu", "threads": threads or os.cpu_count() or 1},
+                   "frozen": f"word embeddings and layers 0-{freeze_layers - 1}" if freeze_layers else "nothing",
+                   "freeze_layers": freeze_layers, "text_order": text_order,
+                   "query_types": list(query_types) if query_types is not None else "all", "device": "cpu",
+                   "threads": threads},
         "loss": {"per_step": [round(float(x), 6) for x in losses], "summary": loss_summary(losses)},
         "wall_time_s": {"total": round(wall_s, 1), "training": round(train_s, 1),
                         "per_step": round(train_s / max(1, len(losses)), 3)},

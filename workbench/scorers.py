@@ -29,6 +29,11 @@ import numpy as np
 
 from workbench.errors import ConfigError
 from workbench.sqlite_cache import Damaged, SqliteCache
+from workbench.threads import default_threads
+
+
+#: How a cross-encoder computes (:class:`CrossEncoderScorer`).
+CE_BACKENDS = ("auto", "torch", "int8")
 
 
 @runtime_checkable
@@ -117,6 +122,20 @@ def check_cross_encoder_folder(model: str | Path) -> Path:
     return folder.resolve()
 
 
+def trained_text_order(folder: Path) -> str:
+    """The document text order a model folder's ``model_card.json`` says it was trained on (``recipe.text_order``),
+    else ``"index"`` (:data:`workbench.text.doctext.TEXT_ORDERS`; an unknown value is ``"index"`` too)."""
+    import json
+
+    from workbench.text.doctext import TEXT_ORDERS
+
+    try:
+        order = json.loads((Path(folder) / "model_card.json").read_text(encoding="utf-8"))["recipe"]["text_order"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "index"
+    return order if order in TEXT_ORDERS else "index"
+
+
 class CrossEncoderScorer:
     """A sentence-transformers ``CrossEncoder`` from a local folder, on torch (CPU by default).
 
@@ -126,11 +145,23 @@ class CrossEncoderScorer:
             most; 256 is the default, the window MiniLM was trained with).
         batch_size: pairs per forward pass.
         device: torch device.
-        threads: torch intra-op threads on CPU (default ``os.cpu_count()``).
+        threads: torch intra-op threads on CPU (default: one per free core, :func:`workbench.threads.default_threads`).
+        backend: ``"torch"`` (fp32, the reference), ``"int8"`` (ONNX Runtime, int8 weights, exported from the
+            folder into ``<home>/cache/onnx/``: :mod:`workbench.onnx_ce`) or ``"auto"``: int8 where its scores
+            agree with torch's on ``probe()``'s pairs (Spearman >= 0.99; checked once per model and window, the
+            verdict kept beside the export), else torch.
+        home: the workbench home (the ONNX cache; default :func:`workbench.settings.home_dir`).
+        probe: ``() -> [(query, texts), ...]``, the pairs ``auto`` checks on (:func:`workbench.onnx_ce.probe_pairs`).
+        log: where ``auto`` says what it chose and why.
 
     Attributes:
-        model_id: ``"ce:<folder name>@<first 12 hex of folder_digest>"``, plus ``"/L<max_length>"``: a
-            retrained model in the same folder, or another window, is another id.
+        model_id: ``"ce:<folder name>@<first 12 hex of folder_digest>"``, plus ``"/L<max_length>"``, plus
+            ``"/int8"`` on the int8 path: a retrained model in the same folder, another window or another
+            arithmetic is another id (the pair-score cache never mixes them).
+        backend: the path chosen (``"torch"`` or ``"int8"``).
+        verdict: the agreement check behind an ``auto`` choice (None otherwise).
+        text_order: the order of a document's texts the model was trained on (``recipe.text_order`` of its
+            ``model_card.json``; ``"index"`` for a model without one): the reranker gives it texts in that order.
 
     ``score`` returns the model's activation (sigmoid for a one-label model: a probability in
     [0, 1]), higher is more relevant.
@@ -141,17 +172,65 @@ class CrossEncoderScorer:
     """
 
     def __init__(self, model: str | Path, *, max_length: int = 256, batch_size: int = 32, device: str = "cpu",
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, backend: str = "torch", home: Path | None = None,
+                 probe: Callable[[], Sequence[tuple[str, Sequence[str]]]] | None = None,
+                 log: Callable[[str], None] | None = None) -> None:
         for name, value in (("max_length", max_length), ("batch_size", batch_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"cross-encoder {name} must be a positive integer, got {value!r}")
+        if backend not in CE_BACKENDS:
+            raise ConfigError(f"cross-encoder backend must be one of {', '.join(CE_BACKENDS)}, got {backend!r}")
         self.folder = check_cross_encoder_folder(model)
         self.max_length = max_length
         self.batch_size = batch_size
-        self.model_id = f"ce:{self.folder.name}@{cached_folder_digest(self.folder)[:12]}/L{max_length}"
+        self.text_order = trained_text_order(self.folder)
         self._device = device
         self._threads = threads
         self._model: Any = None
+        self._onnx: Any = None
+        self.verdict: dict[str, Any] | None = None
+        digest = cached_folder_digest(self.folder)
+        self._onnx_dir: Path | None = None
+        if backend != "torch":
+            from workbench import onnx_ce
+            from workbench.settings import home_dir
+
+            self._onnx_dir = onnx_ce.cache_dir(home if home is not None else home_dir(), digest)
+        if backend == "auto":
+            backend = self._choose(probe, log or (lambda _m: None))
+        self.backend = backend
+        self.model_id = f"ce:{self.folder.name}@{digest[:12]}/L{max_length}" + ("/int8" if backend == "int8" else "")
+
+    def _choose(self, probe: Callable[[], Sequence[tuple[str, Sequence[str]]]] | None,
+                log: Callable[[str], None]) -> str:
+        """``auto``: the kept verdict, or the check run now (export, both paths on the probe pairs)."""
+        from workbench import onnx_ce
+
+        assert self._onnx_dir is not None
+        verdict = onnx_ce.read_verdict(self._onnx_dir, self.max_length)
+        if verdict is None:
+            if probe is None:
+                return "torch"
+            log(f"checking the int8 ONNX path of {self.folder.name} (L{self.max_length}) against torch, once")
+            verdict = onnx_ce.agreement(_TorchPath(self), self._int8(), probe())
+            onnx_ce.write_verdict(self._onnx_dir, self.max_length, verdict)
+            rate = (f", {verdict['candidate_pairs_per_s']} against {verdict['reference_pairs_per_s']} pairs/s"
+                    if verdict.get("reference_pairs_per_s") else "")
+            log(f"{self.folder.name}: int8 Spearman {verdict['spearman']:.4f} with torch over {verdict['pairs']} pairs"
+                f"{rate}: {'int8' if verdict['agrees'] else 'torch (below ' + str(onnx_ce.MIN_SPEARMAN) + ')'}")
+        self.verdict = verdict
+        return "int8" if verdict.get("agrees") else "torch"
+
+    def _int8(self) -> Any:
+        if self._onnx is None:
+            from workbench import onnx_ce
+
+            assert self._onnx_dir is not None
+            onnx_ce.export(self.folder, self._onnx_dir)
+            self._onnx = onnx_ce.OnnxCrossEncoder(self._onnx_dir / "model-int8.onnx", self.folder,
+                                                  max_length=self.max_length, batch_size=self.batch_size,
+                                                  threads=self._threads)
+        return self._onnx
 
     def _load(self) -> Any:
         if self._model is None:
@@ -164,7 +243,7 @@ class CrossEncoderScorer:
                 raise ConfigError(f"cross-encoder rerankers need sentence-transformers and torch ({exc}); "
                                   "install them with: pip install -e '.[st]'") from exc
             if self._device == "cpu":
-                torch.set_num_threads(self._threads or os.cpu_count() or 1)
+                torch.set_num_threads(default_threads(self._threads))
             from workbench.embedders import quiet_load_bars
 
             quiet_load_bars()
@@ -179,10 +258,25 @@ class CrossEncoderScorer:
         """The model's score of ``(query, text)`` for each text: float32 ``(len(texts),)``, higher is better."""
         if not texts:
             return np.zeros(0, np.float32)
+        if self.backend == "int8":
+            return self._int8().score(query, texts)
+        return self._torch_score(query, texts)
+
+    def _torch_score(self, query: str, texts: Sequence[str]) -> np.ndarray:
         model = self._load()
         out = model.predict([(query, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False,
                             convert_to_numpy=True)
         return np.asarray(out, dtype=np.float32).reshape(len(texts))
+
+
+class _TorchPath:
+    """A :class:`CrossEncoderScorer`'s torch path as a scorer of its own (the reference of the int8 check)."""
+
+    def __init__(self, scorer: CrossEncoderScorer) -> None:
+        self.scorer = scorer
+
+    def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        return self.scorer._torch_score(query, texts)
 
 
 class EmbeddingScorer:
@@ -286,6 +380,7 @@ class CachedScorer:
         self.inner = inner
         self.cache = cache
         self.model_id = str(inner.model_id)
+        self.text_order = getattr(inner, "text_order", "index")
         self.hits = 0
         self.misses = 0
         self._known: dict[str, dict[str, float]] = {}

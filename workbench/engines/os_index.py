@@ -51,7 +51,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
@@ -290,7 +289,7 @@ def _bulk(es, name: str, dataset: Any, embedder: Any | None, progress: bool) -> 
     (analysis is CPU-bound on the server; two requests keep two cores busy); return the
     seconds spent embedding (in this thread, batch by batch)."""
     from opensearchpy.helpers import BulkIndexError, parallel_bulk
-    from tqdm import tqdm
+    from workbench.progress import bar as progress_bar
 
     embed_s = 0.0
 
@@ -304,8 +303,7 @@ def _bulk(es, name: str, dataset: Any, embedder: Any | None, progress: bool) -> 
             for d, v in zip(batch, vectors):
                 yield {"_index": name, "_id": d.doc_id, "_source": document_source(dataset.name, d, v)}
 
-    bar = tqdm(total=len(dataset.documents), desc=f"opensearch {dataset.name}", unit="doc", disable=not progress,
-               file=sys.stderr, leave=False)
+    bar = progress_bar(len(dataset.documents), f"opensearch {dataset.name}", "doc", enabled=progress, leave=False)
     try:
         for ok, item in parallel_bulk(es, actions(), thread_count=BULK_THREADS, chunk_size=BULK_DOCS,
                                       max_chunk_bytes=50 * 1024 * 1024, raise_on_error=True):

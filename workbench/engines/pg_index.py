@@ -305,11 +305,11 @@ def _copy_rows(conn, t, docs, embedder, vtype: str, progress: bool, name: str) -
     """Embed and COPY every document; return the seconds spent embedding."""
     from psycopg import sql
     from pgvector import HalfVector
-    from tqdm import tqdm
+    from workbench.progress import bar as progress_bar
 
     dim = int(embedder.dim)
     embed_s = 0.0
-    bar = tqdm(total=len(docs), unit="doc", desc=f"indexing {name}", disable=not progress)
+    bar = progress_bar(len(docs), f"indexing {name} ({embedder.model_id})", "doc", enabled=progress)
     try:
         with conn.cursor() as cur, cur.copy(sql.SQL(
                 "COPY {} (doc_id, ord, address, work_id, body, embedding) FROM STDIN (FORMAT BINARY)").format(t)) as copy:

@@ -19,7 +19,6 @@ one after the other) plus the fusion time.
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,7 +254,7 @@ class Engine:
 
 
 def _run_lane(lane, queries, depth: int, progress: bool, label: str) -> tuple[Run, dict[str, float]]:
-    from tqdm import tqdm
+    from workbench.progress import bar as progress_bar
 
     rows: dict = {}
     lat: dict[str, float] = {}
@@ -263,10 +262,12 @@ def _run_lane(lane, queries, depth: int, progress: bool, label: str) -> tuple[Ru
 
     queries = clean_queries(list(queries))
     batches = [queries[i:i + BATCH] for i in range(0, len(queries), BATCH)]
-    for batch in tqdm(batches, desc=label, unit="batch", disable=not progress, file=sys.stderr, leave=False):
-        run = lane.search(batch, depth)
-        rows.update({q: run[q] for q in run})
-        lat.update(getattr(lane, "last_latencies_ms", {}) or {})
+    with progress_bar(len(queries), label, "query", enabled=progress, leave=False) as bar:
+        for batch in batches:
+            run = lane.search(batch, depth)
+            rows.update({q: run[q] for q in run})
+            lat.update(getattr(lane, "last_latencies_ms", {}) or {})
+            bar.update(len(batch))
     return Run(rows, lane.name), lat
 
 

@@ -89,7 +89,7 @@ import urllib.request
 import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from workbench.errors import ServiceError, WorkbenchError
 
@@ -1051,10 +1051,22 @@ def _reset_password(state: NodeState, secrets: Path, creds: Credentials) -> bool
 
 
 def _wait(state: NodeState, timeout: float, creds: Credentials | None = None, secrets: Path | None = None) -> NodeState:
+    from workbench.progress import bar as progress_bar
+
     deadline = time.monotonic() + timeout
     refused, reset = 0, False
+    # a terminal sees the wait go by; a log gets a line every 30 s of a slow start (no ETA: the timeout is no estimate)
+    waiting = progress_bar(None, f"waiting for OpenSearch at {state.url} (up to {timeout:.0f} s)", "s", leave=False)
+    with waiting:
+        return _wait_loop(state, deadline, creds, secrets, waiting, refused, reset)
+
+
+def _wait_loop(state: NodeState, deadline: float, creds: Credentials | None, secrets: Path | None, waiting: Any,
+               refused: int, reset: bool) -> NodeState:
+    start = time.monotonic()
     while time.monotonic() < deadline:
         code, health = _probe(state.url, state.pid, 2.0, creds)
+        waiting.update(max(0, round(time.monotonic() - start) - waiting.n))
         if health in ("green", "yellow"):
             return state
         if not _pid_alive(state.pid):
@@ -1076,7 +1088,7 @@ def _wait(state: NodeState, timeout: float, creds: Credentials | None = None, se
     cause = next((ln.strip() for ln in reversed(lines) if any(c in ln for c in _CAUSES)), "")
     tail = "\n".join(ln for ln in lines[-8:] if not ln.lstrip().startswith("at "))
     died = not _pid_alive(state.pid)
-    what = "exited" if died else f"was not healthy after {timeout:.0f} s"
+    what = "exited" if died else f"was not healthy after {deadline - start:.0f} s"
     hint = ""
     if "Address already in use" in cause or "BindException" in cause:
         hint = "; its port is taken: choose another --port or omit it"

@@ -20,10 +20,26 @@ FIELD_ORDER = ("translation", "word_meanings_iast", "word_meanings", "transliter
                "root")
 
 
-def index_text(doc: Document) -> str:
-    """All texts of ``doc`` joined by ``\\n``, ordered by :data:`FIELD_ORDER` (empty texts skipped)."""
+#: Orders of a document's texts for a model with a short window: ``index`` (:data:`FIELD_ORDER`, the document's
+#: order within a field) or ``latin-first`` (the same, but within each field the Latin-script texts first: an
+#: English cross-encoder's 128 word pieces then hold the gita's English translations, not its Hindi one, which
+#: MiniLM's vocabulary splits into ~85 single Devanagari characters).
+TEXT_ORDERS: dict[str, tuple[str, ...]] = {"index": (), "latin-first": ("Latn",)}
+
+
+def index_text(doc: Document, order: str = "index") -> str:
+    """All texts of ``doc`` joined by ``\\n``, ordered by :data:`FIELD_ORDER` (empty texts skipped); with
+    ``order="latin-first"`` the texts in a :data:`TEXT_ORDERS` script come first within each field.
+
+    Raises:
+        ValueError: an ``order`` not in :data:`TEXT_ORDERS`.
+    """
+    if order not in TEXT_ORDERS:
+        raise ValueError(f"text order must be one of {', '.join(TEXT_ORDERS)}, got {order!r}")
     rank = {f: i for i, f in enumerate(FIELD_ORDER)}
-    texts = sorted((t for t in doc.texts if t.text.strip()), key=lambda t: rank.get(t.field, len(FIELD_ORDER)))
+    first = TEXT_ORDERS[order]
+    texts = sorted((t for t in doc.texts if t.text.strip()),
+                   key=lambda t: (rank.get(t.field, len(FIELD_ORDER)), bool(first) and t.script not in first))
     return "\n".join(t.text for t in texts)
 
 
