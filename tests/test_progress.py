@@ -107,3 +107,11 @@ def test_stage_times_table(tmp_path, monkeypatch):
     assert table[-1].startswith("total")
     assert stages.fmt(75.2) == "1 min 15 s" and stages.fmt(42.04) == "42.0 s"
     assert stages.main(["start"]) == 0 and stages.read() == []
+
+
+def test_a_wait_shows_the_time_so_far_only(monkeypatch):
+    monkeypatch.setattr(progress, "QUIET_S", 0.0)
+    out = io.StringIO()
+    with progress.bar(None, "waiting for OpenSearch", "s", stream=out, wait=True) as b:
+        b.update(12)
+    assert out.getvalue().splitlines()[-1] == "[workbench] waiting for OpenSearch: 00:00 elapsed"

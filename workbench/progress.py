@@ -28,6 +28,8 @@ QUIET_S = 10.0
 LOG_FORMAT = "{desc}: {n_fmt}/{total_fmt} {unit} ({percentage:.0f}%), {rate_fmt}, {elapsed} elapsed, ETA {remaining}"
 #: The same when the total is not known (no percentage, no ETA).
 LOG_FORMAT_OPEN = "{desc}: {n_fmt} {unit}, {rate_fmt}, {elapsed} elapsed"
+#: A wait: only the time so far (a rate of seconds per second says nothing).
+WAIT_FORMAT = "{desc}: {elapsed} elapsed"
 
 
 class _Lines:
@@ -63,7 +65,7 @@ def is_terminal(stream: TextIO | None = None) -> bool:
 
 
 def bar(total: int | None, desc: str, unit: str = "it", *, enabled: bool = True, stream: TextIO | None = None,
-        leave: bool = True) -> Any:
+        leave: bool = True, wait: bool = False) -> Any:
     """A progress bar over ``total`` units of work (a ``tqdm``; use it as a context manager or ``close()`` it).
 
     Args:
@@ -73,6 +75,7 @@ def bar(total: int | None, desc: str, unit: str = "it", *, enabled: bool = True,
         enabled: False gives a silent bar (the caller's threshold: work too small to report).
         stream: where to write (default stderr).
         leave: keep the finished bar on a terminal (a log always keeps its last line).
+        wait: a wait for something else (a server starting): show the time so far only (:data:`WAIT_FORMAT`).
 
     Returns:
         On a terminal, tqdm's own bar (redrawn at most twice a second). Otherwise a tqdm writing whole lines
@@ -85,6 +88,8 @@ def bar(total: int | None, desc: str, unit: str = "it", *, enabled: bool = True,
     if not enabled:
         return tqdm(total=total, disable=True)
     if is_terminal(stream):
-        return tqdm(total=total, desc=desc, unit=unit, file=stream, dynamic_ncols=True, mininterval=0.5, leave=leave)
+        return tqdm(total=total, desc=desc, unit=unit, file=stream, dynamic_ncols=True, mininterval=0.5, leave=leave,
+                    bar_format=WAIT_FORMAT if wait else None)
+    fmt = WAIT_FORMAT if wait else LOG_FORMAT if total is not None else LOG_FORMAT_OPEN
     return tqdm(total=total, desc=desc, unit=unit, file=_Lines(stream), mininterval=LOG_EVERY_S,
-                maxinterval=LOG_EVERY_S, bar_format=LOG_FORMAT if total is not None else LOG_FORMAT_OPEN, leave=True, ascii=True)
+                maxinterval=LOG_EVERY_S, bar_format=fmt, leave=True, ascii=True)

@@ -1056,7 +1056,8 @@ def _wait(state: NodeState, timeout: float, creds: Credentials | None = None, se
     deadline = time.monotonic() + timeout
     refused, reset = 0, False
     # a terminal sees the wait go by; a log gets a line every 30 s of a slow start (no ETA: the timeout is no estimate)
-    waiting = progress_bar(None, f"waiting for OpenSearch at {state.url} (up to {timeout:.0f} s)", "s", leave=False)
+    waiting = progress_bar(None, f"waiting for OpenSearch at {state.url} (up to {timeout:.0f} s)", "s", leave=False,
+                           wait=True)
     with waiting:
         return _wait_loop(state, deadline, creds, secrets, waiting, refused, reset)
 

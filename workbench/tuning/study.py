@@ -235,7 +235,17 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
         elif remaining:
             objective = make_objective(study, cands)
             callbacks = [optuna.study.MaxTrialsCallback(n_target, states=(optuna.trial.TrialState.COMPLETE,))]
-            ost.optimize(objective, n_trials=remaining, callbacks=callbacks, show_progress_bar=progress)
+            # Optuna's own bar on a terminal; in a log, whole lines with the rate and the ETA every 30 s
+            from workbench.progress import bar as progress_bar, is_terminal
+
+            tty = progress and is_terminal()
+            lines = progress_bar(remaining, f"study {study.name}", "trial", enabled=progress and not tty)
+
+            def advance(_st: Any, _trial: Any) -> None:
+                lines.update(1)
+
+            with lines:
+                ost.optimize(objective, n_trials=remaining, callbacks=[*callbacks, advance], show_progress_bar=tty)
     except WorkbenchError:
         raise
     except Exception as exc:
