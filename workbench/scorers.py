@@ -212,7 +212,11 @@ class CrossEncoderScorer:
             if probe is None:
                 return "torch"
             log(f"checking the int8 ONNX path of {self.folder.name} (L{self.max_length}) against torch, once")
-            verdict = onnx_ce.agreement(_TorchPath(self), self._int8(), probe())
+            try:
+                verdict = onnx_ce.agreement(_TorchPath(self), self._int8(), probe())
+            except ConfigError as exc:  # no ONNX Runtime, a model that does not export: torch, as before
+                log(f"{self.folder.name}: scored with torch ({exc})")
+                return "torch"
             onnx_ce.write_verdict(self._onnx_dir, self.max_length, verdict)
             rate = (f", {verdict['candidate_pairs_per_s']} against {verdict['reference_pairs_per_s']} pairs/s"
                     if verdict.get("reference_pairs_per_s") else "")
