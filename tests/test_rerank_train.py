@@ -258,6 +258,7 @@ def test_written_folder_loads_and_card_says_what_it_was_trained_on(trained, tmp_
     readme = (folder / "README.md").read_text(encoding="utf-8")
     assert "unjudged negatives may be false negatives" in readme and "3 unjudged negatives" in readme
     assert "**train** only" in readme and "steps 6, batch size 4" in readme
+    assert "- frozen: nothing; documents in `index` order; query types: all" in readme  # _card's recipe
 
 
 def test_overwrite_needs_force_and_never_replaces_what_is_not_a_model(trained, tmp_path):

@@ -750,6 +750,8 @@ def render_readme(card: Mapping[str, Any]) -> str:
         f"- base: `{b['given']}` ({b['kind']}; folder `{b['folder']}`, digest `{b['digest']}`)",
         f"- steps {r['steps']}, batch size {r['batch_size']}, lr {r['lr']}, max_length {r['max_length']}, "
         f"seed {r['seed']}, negatives per query {r['negatives_per_query']}",
+        f"- frozen: {r.get('frozen', 'nothing')}; documents in `{r.get('text_order', 'index')}` order; query types: "
+        f"{', '.join(r['query_types']) if isinstance(r.get('query_types'), list) else 'all'}",
         f"- {r['optimizer']} (weight decay {r['weight_decay']}), {r['schedule']} "
         f"(warm-up {r['warmup_fraction']:.0%}), gradient clip {r['grad_clip']}, {r['loss']}",
         f"- {r['sampler']}; {r['device']}, {r['threads']} threads",
