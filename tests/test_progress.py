@@ -115,3 +115,13 @@ def test_a_wait_shows_the_time_so_far_only(monkeypatch):
     with progress.bar(None, "waiting for OpenSearch", "s", stream=out, wait=True) as b:
         b.update(12)
     assert out.getvalue().splitlines()[-1] == "[workbench] waiting for OpenSearch: 00:00 elapsed"
+
+
+def test_env_threads_is_checked_on_its_own(monkeypatch):
+    monkeypatch.delenv(threads.ENV, raising=False)
+    assert threads.env_threads() is None
+    monkeypatch.setenv(threads.ENV, " 4 ")
+    assert threads.env_threads() == 4
+    monkeypatch.setenv(threads.ENV, "abc")
+    with pytest.raises(ConfigError, match="unset it to use one thread per free core"):
+        threads.env_threads()

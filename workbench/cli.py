@@ -1281,6 +1281,9 @@ def reranker_train(
         text_order = rt.DEFAULT_TEXT_ORDER if text_order is None else text_order
         rt.check_recipe(steps=steps, batch_size=batch_size, max_length=max_length, lr=lr, negatives_per_query=negatives,
                         threads=threads, freeze_layers=freeze_layers, text_order=text_order)
+        from workbench.threads import default_threads, env_threads
+
+        env_threads()  # a bad WORKBENCH_THREADS is refused before any work
         layer = layers.check_layer(qrels, "--qrels") if qrels is not None else None
         rt.resolve_base(base)
         home = home_dir()
@@ -1312,10 +1315,10 @@ def reranker_train(
         lq = layers.load_layer(layer, ds, home=home)
         if dataset not in exp.datasets:
             _log(f"note: {exp.path} does not evaluate {dataset}; its lanes run live on it unless cached")
+        types = rt.choose_query_types(query_types, ds)  # before the lanes run
         runs, cached = rt.cached_lane_runs(exp, ds, chosen, home=home, progress=True, log=_log)
         _log("candidates of " + ", ".join(f"{n} ({'cache' if c else 'live'})" for n, c in cached.items()))
         candidates = rt.union_candidates(runs, [q.query_id for q in ds.queries if q.split == split])
-        types = rt.choose_query_types(query_types, ds)
         pairs, stats = rt.training_pairs(ds, lq.qrels, candidates, split=split, negatives_per_query=negatives, seed=seed,
                                          text_order=text_order, query_types=types)
         _log(f"{stats.pairs} pairs from {stats.queries} {split} queries of {dataset} (qrels {lq.layer}): "
@@ -1323,7 +1326,6 @@ def reranker_train(
              f"unjudged negative ({rt.UNJUDGED_WARNING})")
         # a bar with rate and ETA on a terminal; in a log (make main's), a line at least every 30 s
         from workbench.progress import bar as progress_bar
-        from workbench.threads import default_threads
 
         threads = default_threads(threads)
         _log(f"training with {threads} torch thread(s) (one per free core; --threads or WORKBENCH_THREADS to choose)")

@@ -79,7 +79,10 @@ def export(folder: Path, dest: Path) -> Path:
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+    from workbench.embedders import quiet_load_bars
+
     logging.getLogger("root").setLevel(logging.ERROR)  # quantize_dynamic's "consider pre-processing" warning
+    quiet_load_bars()  # transformers' "Loading weights" bar is carriage returns in a log
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:

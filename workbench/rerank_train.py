@@ -290,8 +290,10 @@ def choose_query_types(given: str | None, ds: Any) -> tuple[str, ...] | None:
         return None
     chosen = tuple(dict.fromkeys(t.strip() for t in given.split(",") if t.strip()))
     unknown = [t for t in chosen if t not in have]
-    if unknown or not chosen:
-        raise ConfigError(f"--query-types {given!r}: {', '.join(unknown) or 'nothing'} is not a query type of {ds.name}; "
+    if not chosen:
+        raise ConfigError(f"--query-types {given!r} names no query type; {ds.name}'s types: {', '.join(have)} (or all)")
+    if unknown:
+        raise ConfigError(f"--query-types {given!r}: {', '.join(unknown)} is not a query type of {ds.name}; "
                           f"its types: {', '.join(have)} (or all)")
     return chosen
 
@@ -462,9 +464,9 @@ def freeze(model: Any, layers: int) -> int:
         if base is None or blocks is None or not hasattr(base, "embeddings"):
             raise ConfigError(f"cannot freeze layers of a {type(inner).__name__}: it has no BERT-style embeddings and "
                               "encoder layers; train it with --freeze-layers 0")
-        if layers > len(blocks):
-            raise ConfigError(f"--freeze-layers {layers} is more than the {len(blocks)} layers of the base model; "
-                              f"give 0 to {len(blocks) - 1} (the top layer and the head must learn)")
+        if layers >= len(blocks):
+            raise ConfigError(f"--freeze-layers {layers} leaves none of the {len(blocks)} layers of the base model to "
+                              f"learn; give 0 to {len(blocks) - 1} (the top layer and the head must learn)")
         for part in (base.embeddings, *blocks[:layers]):
             for p in part.parameters():
                 p.requires_grad = False

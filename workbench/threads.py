@@ -57,20 +57,32 @@ def others_busy_cores(sample_s: float = SAMPLE_S) -> float:
     return max(0.0, ((b[0] - a[0]) - (b[1] - a[1])) / dt)
 
 
+def env_threads() -> int | None:
+    """``WORKBENCH_THREADS`` as a number, None when it is unset or empty.
+
+    Raises:
+        ConfigError: it is set but is not a positive integer (the message names it and the fix).
+    """
+    env = os.environ.get(ENV, "").strip()
+    if not env:
+        return None
+    if not env.isdigit() or int(env) < 1:
+        raise ConfigError(f"{ENV} must be a positive integer (engine threads), got {env!r}; unset it to use "
+                          "one thread per free core")
+    return int(env)
+
+
 def default_threads(requested: int | None = None) -> int:
     """The engine thread count: ``requested`` when given, else ``WORKBENCH_THREADS``, else one per free core.
 
     Raises:
-        ConfigError: ``WORKBENCH_THREADS`` is set but is not a positive integer (the message names it).
+        ConfigError: ``WORKBENCH_THREADS`` is set but is not a positive integer (:func:`env_threads`).
     """
     if requested is not None:
         return requested
-    env = os.environ.get(ENV, "").strip()
-    if env:
-        if not env.isdigit() or int(env) < 1:
-            raise ConfigError(f"{ENV} must be a positive integer (engine threads), got {env!r}; unset it to use "
-                             "one thread per free core")
-        return int(env)
+    env = env_threads()
+    if env is not None:
+        return env
     cores = usable_cores()
     if cores == 1:
         return 1

