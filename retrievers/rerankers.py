@@ -190,11 +190,10 @@ class CrossEncoderKind(RerankerKind):
 
         folder = resolve_model_folder(params.model.replace("{dataset}", ds.name), res.home)
         from workbench.onnx_ce import probe_pairs
-        from workbench.scorers import trained_text_order
 
         scorer = CrossEncoderScorer(folder, max_length=params.max_length, batch_size=params.batch_size,
                                     backend=params.backend, home=res.home,
-                                    probe=lambda: probe_pairs(ds, trained_text_order(folder)),
+                                    probe=lambda order: probe_pairs(ds, order),
                                     log=getattr(res, "log", None))
         return ScorerReranker(name, _cached(scorer, res), getattr(res, "progress", False))
 

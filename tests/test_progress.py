@@ -125,3 +125,14 @@ def test_env_threads_is_checked_on_its_own(monkeypatch):
     monkeypatch.setenv(threads.ENV, "abc")
     with pytest.raises(ConfigError, match="unset it to use one thread per free core"):
         threads.env_threads()
+
+
+def test_a_measurement_is_reused_for_a_while(monkeypatch):
+    """Several models loaded by one command sample the machine once (REUSE_S), not once per model."""
+    calls = []
+    monkeypatch.setattr(threads, "_last", None)
+    monkeypatch.setattr(threads, "_measure", lambda s: calls.append(s) or 0.7)
+    assert threads.others_busy_cores() == 0.7 and threads.others_busy_cores() == 0.7 and calls == [threads.SAMPLE_S]
+    assert threads.others_busy_cores(0.01) == 0.7 and calls == [threads.SAMPLE_S, 0.01]  # another window: measured
+    monkeypatch.setattr(threads, "_last", (threads.time.monotonic() - threads.REUSE_S - 1, 5.0))
+    assert threads.others_busy_cores() == 0.7 and len(calls) == 3  # too old: measured again

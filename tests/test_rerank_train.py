@@ -428,7 +428,7 @@ def test_int8_onnx_path_is_checked_against_torch_once(trained, tmp_path):
     probe = [("act without attachment", texts), ("the eternal soul", texts[::-1])]
     calls = []
     auto = CrossEncoderScorer(folder, max_length=32, backend="auto", home=home,
-                              probe=lambda: calls.append(1) or probe, log=calls.append)
+                              probe=lambda order: calls.append(1) or probe, log=calls.append)
     v = auto.verdict
     want = onnx_ce.spearman([*torch_path.score(*probe[0]), *torch_path.score(*probe[1])],
                             [*int8.score(*probe[0]), *int8.score(*probe[1])])
@@ -436,7 +436,7 @@ def test_int8_onnx_path_is_checked_against_torch_once(trained, tmp_path):
     assert auto.backend == ("int8" if want >= onnx_ce.MIN_SPEARMAN else "torch") and v["agrees"] == (want >= 0.99)
     assert auto.model_id == (int8.model_id if v["agrees"] else torch_path.model_id)
     assert calls.count(1) == 1 and any("Spearman" in str(c) for c in calls)
-    again = CrossEncoderScorer(folder, max_length=32, backend="auto", home=home, probe=lambda: 1 / 0)
+    again = CrossEncoderScorer(folder, max_length=32, backend="auto", home=home, probe=lambda order: 1 / 0)
     assert again.backend == auto.backend and again.verdict == v  # kept: no second check
     assert onnx_ce.read_verdict(export, 64) is None  # another window is checked on its own
     with pytest.raises(ConfigError, match="backend must be one of auto, torch, int8"):

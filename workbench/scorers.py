@@ -148,10 +148,11 @@ class CrossEncoderScorer:
         threads: torch intra-op threads on CPU (default: one per free core, :func:`workbench.threads.default_threads`).
         backend: ``"torch"`` (fp32, the reference), ``"int8"`` (ONNX Runtime, int8 weights, exported from the
             folder into ``<home>/cache/onnx/``: :mod:`workbench.onnx_ce`) or ``"auto"``: int8 where its scores
-            agree with torch's on ``probe()``'s pairs (Spearman >= 0.99; checked once per model and window, the
+            agree with torch's on ``probe(text_order)``'s pairs (Spearman >= 0.99; checked once per model and window, the
             verdict kept beside the export), else torch.
         home: the workbench home (the ONNX cache; default :func:`workbench.settings.home_dir`).
-        probe: ``() -> [(query, texts), ...]``, the pairs ``auto`` checks on (:func:`workbench.onnx_ce.probe_pairs`).
+        probe: ``(text_order) -> [(query, texts), ...]``, the pairs ``auto`` checks on, documents in the order the
+            model was trained on (:func:`workbench.onnx_ce.probe_pairs`).
         log: where ``auto`` says what it chose and why.
 
     Attributes:
@@ -173,7 +174,7 @@ class CrossEncoderScorer:
 
     def __init__(self, model: str | Path, *, max_length: int = 256, batch_size: int = 32, device: str = "cpu",
                  threads: int | None = None, backend: str = "torch", home: Path | None = None,
-                 probe: Callable[[], Sequence[tuple[str, Sequence[str]]]] | None = None,
+                 probe: Callable[[str], Sequence[tuple[str, Sequence[str]]]] | None = None,
                  log: Callable[[str], None] | None = None) -> None:
         for name, value in (("max_length", max_length), ("batch_size", batch_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -201,7 +202,7 @@ class CrossEncoderScorer:
         self.backend = backend
         self.model_id = f"ce:{self.folder.name}@{digest[:12]}/L{max_length}" + ("/int8" if backend == "int8" else "")
 
-    def _choose(self, probe: Callable[[], Sequence[tuple[str, Sequence[str]]]] | None,
+    def _choose(self, probe: Callable[[str], Sequence[tuple[str, Sequence[str]]]] | None,
                 log: Callable[[str], None]) -> str:
         """``auto``: the kept verdict, or the check run now (export, both paths on the probe pairs)."""
         from workbench import onnx_ce
@@ -213,7 +214,7 @@ class CrossEncoderScorer:
                 return "torch"
             log(f"checking the int8 ONNX path of {self.folder.name} (L{self.max_length}) against torch, once")
             try:
-                verdict = onnx_ce.agreement(_TorchPath(self), self._int8(), probe())
+                verdict = onnx_ce.agreement(_TorchPath(self), self._int8(), probe(self.text_order))
             except ConfigError as exc:  # no ONNX Runtime, a model that does not export: torch, as before
                 log(f"{self.folder.name}: scored with torch ({exc})")
                 return "torch"

@@ -20,6 +20,10 @@ from workbench.errors import ConfigError
 ENV = "WORKBENCH_THREADS"
 #: Seconds over which other processes' CPU use is measured.
 SAMPLE_S = 0.25
+#: Seconds a measurement is reused: a command that loads several models samples once, not once per model.
+REUSE_S = 30.0
+
+_last: tuple[float, float] | None = None  # (monotonic time, cores busy) of the last default-window measurement
 
 
 def usable_cores() -> int:
@@ -44,7 +48,18 @@ def _busy_ticks() -> tuple[float, float] | None:
 
 
 def others_busy_cores(sample_s: float = SAMPLE_S) -> float:
-    """Cores' worth of CPU that other processes used over the last ``sample_s`` seconds (0.0 off Linux)."""
+    """Cores' worth of CPU that other processes used over the last ``sample_s`` seconds (0.0 off Linux); with the
+    default window, a measurement under :data:`REUSE_S` seconds old is returned again."""
+    global _last
+    if sample_s == SAMPLE_S and _last is not None and time.monotonic() - _last[0] < REUSE_S:
+        return _last[1]
+    busy = _measure(sample_s)
+    if sample_s == SAMPLE_S:
+        _last = (time.monotonic(), busy)
+    return busy
+
+
+def _measure(sample_s: float) -> float:
     a = _busy_ticks()
     if a is None:
         return 0.0
