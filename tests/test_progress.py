@@ -106,6 +106,8 @@ def test_stage_times_table(tmp_path, monkeypatch):
     assert table[0].split() == ["stage", "time", "share", "load", "exit"]
     assert table[-1].startswith("total")
     assert stages.fmt(75.2) == "1 min 15 s" and stages.fmt(42.04) == "42.0 s"
+    assert stages.main(["start"]) == 0 and stages.main(["run", "x", "--", str(tmp_path / "none")]) == 127
+    assert stages.report().splitlines()[-1].split() == ["total", "0.0", "s"]  # nothing ran: 0, not 1 s
     assert stages.main(["start"]) == 0 and stages.read() == []
 
 

@@ -212,7 +212,9 @@ def test_freezing_leaves_the_top_layers_and_the_head_to_learn():
     assert 3.5e6 < left < 3.8e6 and total > 22e6  # 3.7M of 22.7M weights
     assert not any(p.requires_grad for p in inner.base_model.embeddings.parameters())
     assert rt.freeze(rt.load_base(None, max_length=32, seed=0, threads=1), 0) == total
-    for too_many in (6, 7):  # 6 would leave only the head
+    for too_many in (6, 7):  # 6 would leave only the head; refused from the config before any work, and by freeze
+        with pytest.raises(ConfigError, match="leaves none of the 6 layers of the base model to learn; give 0 to 5"):
+            rt.check_freeze(None, too_many)
         with pytest.raises(ConfigError, match="leaves none of the 6 layers of the base model to learn; give 0 to 5"):
             rt.freeze(rt.load_base(None, max_length=32, seed=0, threads=1), too_many)
     with pytest.raises(ConfigError, match="frozen layers must be an integer >= 0"):

@@ -1286,6 +1286,7 @@ def reranker_train(
         env_threads()  # a bad WORKBENCH_THREADS is refused before any work
         layer = layers.check_layer(qrels, "--qrels") if qrels is not None else None
         rt.resolve_base(base)
+        rt.check_freeze(base, freeze_layers)  # before any lane runs
         home = home_dir()
         dest = out if out is not None else rt.default_output(dataset, home)
         defs = catalog.load_definitions()

@@ -447,6 +447,22 @@ def load_base(base: str | Path | None, *, max_length: int, seed: int, threads: i
     return model
 
 
+def check_freeze(base: str | Path | None, layers: int) -> None:
+    """Refuse ``layers`` frozen layers that leave none of the base model's layers to learn, from its ``config.json``
+    (``num_hidden_layers``) before any work; a config without that key is left to :func:`freeze`.
+
+    Raises:
+        ConfigError: ``layers`` >= the base model's layer count (the message gives the range).
+    """
+    try:
+        n = json.loads((resolve_base(base) / "config.json").read_text(encoding="utf-8")).get("num_hidden_layers")
+    except (OSError, ValueError, AttributeError):
+        return
+    if isinstance(n, int) and layers >= n:
+        raise ConfigError(f"--freeze-layers {layers} leaves none of the {n} layers of the base model to learn; "
+                          f"give 0 to {n - 1} (the top layer and the head must learn)")
+
+
 def freeze(model: Any, layers: int) -> int:
     """Freeze the word embeddings and the bottom ``layers`` transformer layers of a ``CrossEncoder`` (a BERT-style
     ``...ForSequenceClassification`` inside); ``layers = 0`` freezes nothing. Returns the trainable weights left.

@@ -71,11 +71,11 @@ def report() -> str:
     rows = read()
     if not rows:
         return f"no stage times in {stages_file()}"
-    total = sum(r[1] for r in rows) or 1.0
-    width = max(len(r[0]) for r in rows)
+    total = sum(r[1] for r in rows)
+    width = max(len("total"), *(len(r[0]) for r in rows))
     out = [f"{'stage'.ljust(width)}  {'time':>13}  share  load  exit"]
     for name, s, rc, load in rows:
-        out.append(f"{name.ljust(width)}  {fmt(s):>13}  {100 * s / total:4.0f}%  {load:4.1f}  {rc}")
+        out.append(f"{name.ljust(width)}  {fmt(s):>13}  {100 * s / (total or 1.0):4.0f}%  {load:4.1f}  {rc}")
     out.append(f"{'total'.ljust(width)}  {fmt(total):>13}")
     return "\n".join(out)
 
