@@ -332,6 +332,8 @@ def test_token_add_prints_it_once_and_stores_only_its_hash_0600(tmp_path):
     assert token not in listed.stdout and second not in listed.stdout
     again = faults.run(["dashboard", "token", "add", "ops"], env=env, timeout=120)
     assert again.returncode == 2 and "a dashboard token named 'ops' exists" in again.stderr
+    newline = faults.run(["dashboard", "token", "add", "ops\n"], env=env, timeout=120)  # looked like 'ops' once listed
+    assert newline.returncode == 2 and "token name 'ops\\n' is not valid" in newline.stderr, newline.stderr
     gone = faults.run(["dashboard", "token", "revoke", "nobody"], env=env, timeout=120)
     assert gone.returncode == 2 and "no dashboard token is named 'nobody' (tokens: ci-bot, ops)" in gone.stderr
     assert faults.run(["dashboard", "token", "revoke", "ops"], env=env, timeout=120).returncode == 0

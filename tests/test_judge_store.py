@@ -64,10 +64,25 @@ def test_a_token_is_shown_once_and_only_its_hash_is_kept(store, pg_dsn):
         store.revoke_rater("ann")
 
 
-@pytest.mark.parametrize("name", ["", "a b", "-lead", "x" * 65, "ann;drop", None])
+@pytest.mark.parametrize("name", ["", "a b", "-lead", "x" * 65, "ann;drop", None, "zed\n", "zed\r\n", "\nzed"])
 def test_bad_rater_names_are_refused(store, name):
     with pytest.raises(JudgeError, match="rater name"):
         store.add_rater(name)
+
+
+def test_a_revoked_rater_gets_a_new_token_under_the_same_name(store):
+    ann, old = store.add_rater("ann")
+    store.revoke_rater("ann")
+    with pytest.raises(JudgeError, match=r"rater 'ann' exists but was revoked .*`workbench judge rater token ann`"):
+        store.add_rater("ann")
+    again, token = store.new_token("ann")
+    assert again.rater_id == ann.rater_id and again.name == "ann"
+    assert store.rater_by_token(token) == again and store.rater_by_token(old) is None
+    assert [r.name for r in store.raters()] == ["ann"]
+    _, newer = store.new_token("ann")  # an active rater's token is replaced
+    assert store.rater_by_token(token) is None and store.rater_by_token(newer) == again
+    with pytest.raises(JudgeError, match="no active rater named 'nobody'"):
+        store.new_token("nobody")
 
 
 def test_a_duplicate_rater_and_a_bad_role_are_refused(store):

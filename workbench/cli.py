@@ -813,6 +813,19 @@ def judge_rater_add(
          "Give it to them: they open the dashboard's Judge page and paste it")
 
 
+@rater_app.command("token")
+def judge_rater_token(name: str = typer.Argument(..., help="The rater's name (active or revoked).")) -> None:
+    """Give a rater a new token and print it once (the old one stops signing in); a revoked rater becomes
+    active again with all their grades under the same name."""
+    try:
+        rater, token = _judge_store().new_token(name)
+    except WorkbenchError as exc:
+        _fail(exc)
+    typer.echo(token)
+    _log(f"{rater.role} {rater.name!r} has a new token (above, shown only this once); their old token no longer "
+         "signs in")
+
+
 @rater_app.command("list")
 def judge_rater_list(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """List the active raters and their roles (tokens are not stored, so never shown)."""

@@ -56,9 +56,8 @@ from pathlib import Path
 from typing import Protocol, Sequence
 
 from workbench.errors import ConfigError
+from workbench.names import name_error
 
-#: Token names: a letter or digit, then letters, digits, ``_ . -`` (at most 64).
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 #: How the command that creates a token is spelled in messages.
 ADD_COMMAND = "workbench dashboard token add NAME"
 #: How the command that creates a rater token is spelled in messages.
@@ -163,9 +162,8 @@ class FileTokens:
             StorageError: the file cannot be written (names the path and the fix).
             BusyError: another process kept the token file locked for 30 s.
         """
-        if not NAME_RE.match(name or ""):
-            raise ConfigError(f"token name {name!r} is not valid; use letters, digits, '_', '.', '-' "
-                              "(starting with a letter or digit, at most 64)")
+        if (err := name_error("token name", name)) is not None:
+            raise ConfigError(err)
         with self._locked():
             records = self.records()
             if any(r.name == name for r in records):

@@ -54,7 +54,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 def valid_name(name: object) -> bool:
     """Whether ``name`` is a dataset name: a ``str`` that is a plain folder name under ``<home>/datasets``
     (letters, digits, ``-``, ``_`` and ``.``, starting with a letter or digit: never a path)."""
-    return isinstance(name, str) and bool(_NAME_RE.match(name))
+    return isinstance(name, str) and _NAME_RE.fullmatch(name) is not None
 
 
 def default_definitions_path() -> Path:
@@ -69,7 +69,7 @@ def _check_dataset(path: Path, name: str, d: object, datasets: dict[str, Any]) -
     """Validate one ``[dataset.NAME]`` section (see :func:`load_definitions`): the name, the source,
     the keys its source allows and requires, ``query_types``, then the source's own checks."""
     where = f"dataset.{name}"
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):
         raise ConfigError(f"{path}: dataset name {show(name)} is not a plain folder name; use letters, digits, '-', '_' "
                           "and '.' (starting with a letter or digit)")
     if not isinstance(d, dict):

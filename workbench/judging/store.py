@@ -40,13 +40,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 import secrets
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 from workbench.errors import WorkbenchError
+from workbench.names import name_error
 
 SCHEMA = "wb_judge"
 
@@ -59,7 +59,6 @@ ROLES = ("rater", "adjudicator")
 #: Longest note kept with a judgment (characters).
 MAX_NOTE = 2000
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 
 #: Seconds a claimed pair stays with a rater who does not judge it (a page opened and left): after
 #: that another rater may take it over (the first then gets "no longer yours" and their next pair).
@@ -393,9 +392,8 @@ class JudgmentStore:
         Raises:
             JudgeError: a bad name or role, or the name is taken (names the fix).
         """
-        if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise JudgeError(f"rater name {name!r} must be 1-64 letters, digits, '_', '.', '@' or '-', "
-                             "starting with a letter or digit")
+        if (err := name_error("rater name", name)) is not None:
+            raise JudgeError(err)
         if role not in ROLES:
             raise JudgeError(f"role {role!r} must be one of {', '.join(ROLES)}")
         token = secrets.token_urlsafe(24)
@@ -408,9 +406,32 @@ class JudgmentStore:
                 row = conn.execute("INSERT INTO wb_judge.raters (name, role, token_sha256, seed) VALUES (%s, %s, %s, %s) "
                                    "RETURNING rater_id", (name, role, token_hash(token), seed)).fetchone()
         except psycopg.errors.UniqueViolation:
-            raise JudgeError(f"a rater named {name!r} exists; choose another name, or `workbench judge rater revoke "
-                             f"{name}` first") from None
+            revoked = self.conn().execute("SELECT revoked_at IS NOT NULL FROM wb_judge.raters WHERE name = %s",
+                                          (name,)).fetchone()
+            if revoked and revoked[0]:
+                raise JudgeError(f"rater {name!r} exists but was revoked (or imported without a token); "
+                                 f"`workbench judge rater token {name}` gives them a new token, so all their grades "
+                                 "stay under one name, or choose another name") from None
+            raise JudgeError(f"a rater named {name!r} exists; `workbench judge rater token {name}` replaces their "
+                             "token, or choose another name") from None
         return Rater(row[0], name, role, seed), token
+
+    def new_token(self, name: str) -> tuple[Rater, str]:
+        """Give the rater ``name`` (active, revoked, or imported without a token) a new token and make
+        them active; the old token stops signing in. Their grades stay under the same rater. Returns
+        the rater and the token (shown once: only its sha256 is kept).
+
+        Raises:
+            JudgeError: no rater has that name (lists the active ones).
+        """
+        token = secrets.token_urlsafe(24)
+        conn = self.conn()
+        with conn.transaction():
+            row = conn.execute("UPDATE wb_judge.raters SET token_sha256 = %s, revoked_at = NULL WHERE name = %s "
+                               "RETURNING rater_id, name, role, seed", (token_hash(token), name)).fetchone()
+        if row is None:
+            self.rater(name)  # raises with the known names
+        return Rater(*row), token
 
     def rater_by_token(self, token: str) -> Rater | None:
         """The active rater whose token this is, or None. Compared in constant time (:func:`hmac.compare_digest`)
@@ -779,9 +800,8 @@ class JudgmentStore:
         with conn.transaction():
             ids: dict[str, int] = {n: i for i, n in conn.execute("SELECT rater_id, name FROM wb_judge.raters")}
             for name in sorted({r[3] for r in rows} - set(ids)):
-                if not _NAME_RE.match(name):
-                    raise JudgeError(f"rater name {name!r} in the import must be 1-64 letters, digits, '_', '.', '@' "
-                                     "or '-'")
+                if (err := name_error("rater name", name)) is not None:
+                    raise JudgeError(f"{err} (in the import)")
                 ids[name] = conn.execute(
                     "INSERT INTO wb_judge.raters (name, role, token_sha256, seed, revoked_at) "
                     "VALUES (%s, 'rater', %s, %s, now()) RETURNING rater_id",

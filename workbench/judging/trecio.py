@@ -43,7 +43,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from workbench.errors import DataError
-from workbench.judging.store import _NAME_RE, GRADES, JudgeError, JudgmentStore, document_hash
+from workbench.names import NAME_RULE, is_name
+from workbench.judging.store import GRADES, JudgeError, JudgmentStore, document_hash
 
 #: The CSV header of an import (and of ``export --format csv``).
 CSV_COLUMNS = ("query_id", "doc_id", "relevance", "rater")
@@ -159,9 +160,8 @@ def read_judgments_file(path: Path, *, rater: str | None = None) -> tuple[str, l
             without ``rater``, CSV with ``rater``), with the count of further bad lines.
     """
     path = Path(path)
-    if rater is not None and not _NAME_RE.match(rater):
-        raise DataError(f"--rater {rater!r} must be 1-64 letters, digits, '_', '.', '@' or '-', starting with a letter "
-                        f"or digit; {NOTHING}")
+    if rater is not None and not is_name(rater):
+        raise DataError(f"--rater {rater!r} is not valid: use {NAME_RULE}; {NOTHING}")
     text = _decode(path)
     lines = text.split("\n")
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
@@ -231,9 +231,8 @@ def _row(errors: _Errors, rows: list[ImportRow], line: int, qid: str, did: str, 
     if grade is None:
         errors.add(line, f"relevance {rel!r} is not a grade: use 0 (not relevant), 1 (relevant) or 2 (highly relevant)")
         return
-    if not _NAME_RE.match(who or ""):
-        errors.add(line, f"rater name {who!r} must be 1-64 letters, digits, '_', '.', '@' or '-', starting with a "
-                         "letter or digit")
+    if not is_name(who):
+        errors.add(line, f"rater name {who!r} is not valid: use {NAME_RULE}")
         return
     rows.append(ImportRow(line, qid, did, grade, who))
 
