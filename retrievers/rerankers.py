@@ -230,9 +230,12 @@ class HttpRerankerParams(Params):
     url: str = Field(min_length=8, description="the rerank endpoint, e.g. http://127.0.0.1:8787/rerank")
     model: str = Field("", description="the model name sent in each request (empty: none)")
     batch_size: int = Field(32, ge=1, le=1000, description="documents per request")
-    timeout_s: float = Field(30.0, gt=0, le=600, description="seconds to wait for each request")
+    timeout_s: float = Field(30.0, gt=0, le=600, description="deadline of each request, in seconds: connecting, "
+                                                            "sending and reading the whole answer")
     retries: int = Field(2, ge=0, le=10, description="retries of a request that timed out or got 429 / 5xx")
     api_key_env: str = Field("", description="environment variable holding a bearer token (empty: none)")
+    max_response_mb: float = Field(16.0, gt=0, le=1024, description="the largest answer read, in MiB (larger: "
+                                                                     "the batch fails)")
 
     @field_validator("url")
     @classmethod
@@ -261,7 +264,8 @@ class HttpRerankerKind(RerankerKind):
         from workbench.http_scorer import HttpScorer
 
         return HttpScorer(params.url, model=params.model, batch_size=params.batch_size, timeout_s=params.timeout_s,
-                          retries=params.retries, api_key_env=params.api_key_env or None)
+                          retries=params.retries, api_key_env=params.api_key_env or None,
+                          max_response_mb=params.max_response_mb)
 
     def open(self, name: str, params: HttpRerankerParams, ds: Any, res: Any, runs: Mapping[str, Run]) -> ScorerReranker:
         """The reranker over the remote API (nothing is sent until a pair is missing from the cache)."""

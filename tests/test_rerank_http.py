@@ -401,6 +401,6 @@ def test_cli_finds_a_relative_model_in_the_home(ce_folder: Path, tmp_path: Path)
 
 
 def test_cli_opensearch_options_unchanged() -> None:
-    _refused(run(["services", "up", "opensearch", "--model", "x"], timeout=60), "--model, --host and --max-length are options of")
+    _refused(run(["services", "up", "opensearch", "--model", "x"], timeout=60), "--model, --host, --max-length, --allow-host and --max-body-mb are options of")
     proc = run(["services", "up"], timeout=60)
     assert proc.returncode == 2 and "Missing argument" in proc.stderr

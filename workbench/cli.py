@@ -61,7 +61,10 @@ def notebooks_cmd(
 
     try:
         notebooks.find()
-        args = notebooks.lab_command(port, host, open_browser)
+        from workbench.services import policy
+
+        # the served-port policy: the names WORKBENCH_ALLOWED_HOSTS allows pass Jupyter's Host check too
+        args = notebooks.lab_command(port, host, open_browser) + policy.jupyter_args(host)
         home = home_dir()
     except WorkbenchError as exc:
         _fail(exc)
@@ -264,17 +267,23 @@ def services_up(
     heap: Optional[str] = typer.Option(None, "--heap", help="JVM heap, e.g. 512m or 1g (default WORKBENCH_OS_HEAP or 512m)."),
     timeout: float = typer.Option(240.0, "--timeout", min=1, help="Seconds to wait for the cluster to be healthy."),
     model: Optional[Path] = typer.Option(None, "--model", help="reranker: the cross-encoder folder to serve."),
-    host: Optional[str] = typer.Option(None, "--host", help="reranker: the address to listen on (default 127.0.0.1)."),
+    host: Optional[str] = typer.Option(None, "--host", help="reranker: the address to listen on (default 127.0.0.1; "
+                                       "any other needs a token in WORKBENCH_RERANK_TOKEN)."),
     max_length: Optional[int] = typer.Option(None, "--max-length", min=8, max=512, help="reranker: word pieces per "
                                              "pair (default: the window the model card says it was trained with, "
                                              "else 256)."),
+    allow_host: Optional[list[str]] = typer.Option(None, "--allow-host", help="reranker: one more name clients may "
+                                                   "give in Host / Origin, e.g. a reverse proxy's (repeatable)."),
+    max_body_mb: Optional[float] = typer.Option(None, "--max-body-mb", help="reranker: the largest request body, "
+                                                "in MiB (default 16; larger: HTTP 413)."),
 ) -> None:
     """Fetch (Maven, cached in ~/.m2), install and start the local node; print its URL. Reuses a running one.
 
     `up reranker --model FOLDER` instead serves a cross-encoder over HTTP in the foreground (Ctrl-C stops it)
     for an `http` reranker of an experiment."""
     if service == "reranker":
-        _reranker_up(model, host or "127.0.0.1", port or 8787, heap is not None, max_length)
+        _reranker_up(model, host or "127.0.0.1", port or 8787, heap is not None, max_length, allow_host or [],
+                     max_body_mb)
         return
     from workbench.services import opensearch as node
     from workbench.settings import home_dir
@@ -282,8 +291,9 @@ def services_up(
     try:
         if service not in SERVICES:
             raise WorkbenchError(f"unknown service {service!r}; `services up` starts: {', '.join(SERVICES)}, reranker")
-        if model is not None or host is not None or max_length is not None:
-            raise WorkbenchError("--model, --host and --max-length are options of `workbench services up reranker`")
+        if model is not None or host is not None or max_length is not None or allow_host or max_body_mb is not None:
+            raise WorkbenchError("--model, --host, --max-length, --allow-host and --max-body-mb are options of "
+                                 "`workbench services up reranker`")
         if service == "postgres":
             raise WorkbenchError("the embedded PostgreSQL starts by itself when a command needs it and stops when the "
                                  "last one ends; `workbench services status postgres` shows it")
@@ -297,7 +307,8 @@ def services_up(
          "`workbench services down opensearch` stops it")
 
 
-def _reranker_up(model: Optional[Path], host: str, port: int, heap: bool, max_length: Optional[int]) -> None:
+def _reranker_up(model: Optional[Path], host: str, port: int, heap: bool, max_length: Optional[int],
+                 allow_host: list[str], max_body_mb: Optional[float]) -> None:
     """`services up reranker`: serve the cross-encoder of ``model`` until Ctrl-C (see workbench.services.reranker)."""
     try:
         if model is None:
@@ -316,7 +327,8 @@ def _reranker_up(model: Optional[Path], host: str, port: int, heap: bool, max_le
             model = in_home
         if max_length is None:
             max_length = reranker.trained_max_length(model) or 256
-        reranker.serve(model, host=host, port=port, max_length=max_length, log=_log)
+        reranker.serve(model, host=host, port=port, max_length=max_length, allow_hosts=allow_host,
+                       bounds=reranker.bounds_for(max_body_mb), log=_log)
     except WorkbenchError as exc:
         _fail(exc)
 
@@ -691,25 +703,30 @@ def dashboard_cmd(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind. Another than 127.0.0.1 (0.0.0.0: every "
                              "interface) needs access tokens: `workbench dashboard token add NAME`."),
     open_browser: bool = typer.Option(True, "--open/--no-open", help="Open a browser tab (when one is available)."),
+    allow_host: Optional[list[str]] = typer.Option(None, "--allow-host", help="One more name browsers may use in "
+                                                   "Host / Origin, e.g. the name a reverse proxy serves it as "
+                                                   "(repeatable; WORKBENCH_ALLOWED_HOSTS adds more)."),
 ) -> None:
     """Start the Streamlit dashboard on the results in MLflow, the studies and the gate reports.
 
     Reads only what the main job wrote (MLflow store, Optuna storage, artifacts, built
     datasets under WORKBENCH_HOME); it never queries Postgres or OpenSearch. It binds
     127.0.0.1; on any other address it starts only when the home has access tokens
-    (`workbench dashboard token add NAME`), and every page then asks for one.
+    (`workbench dashboard token add NAME`), and every page then asks for one. Requests
+    whose Host or Origin is not this machine's (or a name given with --allow-host) are refused.
     """
     if ctx.invoked_subcommand is not None:
         return
     import socket
 
     from workbench.dashboard import auth, serving
+    from workbench.services import policy
     from workbench.settings import home_dir
     from workbench.experiment.tracking import tracking_uri
 
     try:
         app_path = dashboard_app()
-        if not app_path.is_file():
+        if not app_path.is_file() or not app_path.with_name("serve.py").is_file():
             raise WorkbenchError(f"the dashboard app {app_path} is missing; run `workbench dashboard` from a source "
                                  "checkout of the workbench (git clone), where dashboards/ sits beside workbench/")
         home = home_dir()
@@ -718,6 +735,7 @@ def dashboard_cmd(
             kinds = auth.token_kinds(home, release=True)
             if not kinds:
                 raise WorkbenchError(auth.off_loopback_refusal(host))
+        explicit = [*(policy.normal_name(n, what="--allow-host") for n in allow_host or []), *policy.env_names()]
         with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
             try:
                 probe.bind((host, port))
@@ -730,11 +748,15 @@ def dashboard_cmd(
     typer.echo(f"[workbench] dashboard on {serving.describe(host, port)} ({access}) — home {home}, "
                f"MLflow {tracking_uri(home)} (Ctrl-C stops it)", err=True)
     sys.stdout.flush()
-    args = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.port", str(port),
+    # serve.py: app.py behind the served-port policy's Host / Origin check and request bounds
+    args = [sys.executable, "-m", "streamlit", "run", str(app_path.with_name("serve.py")), "--server.port", str(port),
             "--server.address", host, "--server.headless", "false" if open_browser else "true",
             "--browser.gatherUsageStats", "false", "--server.showEmailPrompt", "false", "--server.fileWatcherType", "none",
-            "--global.developmentMode", "false", "--client.toolbarMode", "viewer"]
+            "--global.developmentMode", "false", "--client.toolbarMode", "viewer",
+            "--server.enableCORS", "true", "--server.enableXsrfProtection", "true", "--server.enableAgentApi", "false",
+            "--server.maxUploadSize", "1"]
     os.environ["WORKBENCH_HOME"] = str(home)  # the server resolves the same home, whatever its cwd
+    os.environ[policy.ALLOWED_HOSTS_ENV] = ",".join(dict.fromkeys(explicit))  # read by serving.DashboardGuard
     os.execv(sys.executable, args)
 
 

@@ -15,19 +15,31 @@ the document's position in the batch::
 
 Every failure is a :class:`workbench.errors.RerankError` (one line: the URL, the batch, what came back,
 the fix) carrying ``partial``, the scores of the batches that succeeded before it.
+
+Bounds: each attempt has a deadline, ``timeout_s`` for the whole of it (connecting, sending, waiting and
+reading the answer: a watchdog shuts the connection's socket when it passes, so a server trickling its answer a
+byte at a time cannot hold the caller), and an answer is read in chunks up to ``max_response_mb`` (a larger one
+is refused by its ``Content-Length`` before it is read, or as soon as the chunks pass the cap).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
+import socket
+import threading
 import time
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 from urllib.parse import urlsplit
 
 import numpy as np
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from workbench.errors import ConfigError, RerankError
 
@@ -35,6 +47,93 @@ from workbench.errors import ConfigError, RerankError
 _TRANSIENT = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
 _SERVE = "`workbench services up reranker --model FOLDER`"
 _SHAPE = '{"results": [{"index": i, "relevance_score": s}, ...]}'
+#: The default cap of an answer, in MiB (1,000 results take about 60 KB).
+MAX_RESPONSE_MB = 16.0
+_CHUNK = 64 * 1024
+
+
+# --- the deadline: the sockets an attempt uses are shut when it passes ---------------------------------------
+
+_watched = threading.local()  # .sockets: the list the current attempt's watchdog shuts, in this thread
+
+
+def _watch(sock: Any) -> None:
+    sockets = getattr(_watched, "sockets", None)
+    if sockets is not None and sock is not None:
+        sockets.append(sock)
+
+
+class _Watched:
+    """A urllib3 connection mixin: its socket (new or reused) is handed to the current attempt's watchdog."""
+
+    def connect(self) -> None:
+        super().connect()  # type: ignore[misc]
+        _watch(self.sock)  # type: ignore[attr-defined]
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _watch(self.sock)  # type: ignore[attr-defined]
+        super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+class _WatchedHTTPConnection(_Watched, HTTPConnection):
+    """urllib3's HTTP connection, watched (see :class:`_Watched`)."""
+
+
+class _WatchedHTTPSConnection(_Watched, HTTPSConnection):
+    """urllib3's HTTPS connection, watched (see :class:`_Watched`)."""
+
+
+class _WatchedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
+class _WatchedAdapter(HTTPAdapter):
+    """requests' adapter whose connections (direct or through a proxy) report their sockets to the watchdog."""
+
+    _pools = {"http": _WatchedHTTPPool, "https": _WatchedHTTPSPool}
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = self._pools
+
+    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
+        manager = super().proxy_manager_for(proxy, **kwargs)
+        manager.pool_classes_by_scheme = self._pools
+        return manager
+
+
+@contextmanager
+def _deadline(seconds: float) -> Iterator[threading.Event]:
+    """Within the block, the sockets this thread's requests use are shut (both ways) ``seconds`` from now,
+    which ends any blocked read or write on them; the event yielded is set when that happened."""
+    sockets: list[Any] = []
+    fired = threading.Event()
+
+    def fire() -> None:
+        fired.set()
+        for sock in list(sockets):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    _watched.sockets = sockets
+    timer.start()
+    try:
+        yield fired
+    finally:
+        timer.cancel()
+        _watched.sockets = None
+
+
+class _TooLarge(Exception):
+    """An answer over the cap (never retried: the same request gets the same answer)."""
 
 
 def _clip(text: str, n: int = 200) -> str:
@@ -58,13 +157,15 @@ class HttpScorer:
             ``user:password@`` in it (the URL is part of ``model_id``, hence of cache keys and MLflow).
         model: the ``model`` field of each request; left out when empty.
         batch_size: documents per request (> 0).
-        timeout_s: seconds to connect, and seconds of silence while waiting for the answer, per request (> 0).
+        timeout_s: the deadline of each attempt, in seconds (> 0): connecting, sending, waiting and reading the
+            whole answer.
         retries: further attempts of a request after a connection error, a timeout, HTTP 429 or 5xx but 501 and
             505 (>= 0);
             never after another 4xx or a malformed answer.
         backoff_s: seconds before the first retry, doubled before each next one (>= 0).
         api_key_env: the name of an environment variable holding a bearer token, sent as
             ``Authorization: Bearer ...``; read at each request, never stored, logged or put in a message.
+        max_response_mb: the largest answer read, in MiB (> 0); a larger one fails the batch at once.
 
     Attributes:
         model_id: ``"http:" + url``, plus ``"#" + model`` when a model is named. It names the endpoint, not
@@ -76,7 +177,8 @@ class HttpScorer:
     """
 
     def __init__(self, url: str, *, model: str = "", batch_size: int = 32, timeout_s: float = 30.0,
-                 retries: int = 2, backoff_s: float = 0.5, api_key_env: str | None = None) -> None:
+                 retries: int = 2, backoff_s: float = 0.5, api_key_env: str | None = None,
+                 max_response_mb: float = MAX_RESPONSE_MB) -> None:
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"http reranker url {url!r} must start with http:// or https:// and name a host, "
@@ -90,6 +192,7 @@ class HttpScorer:
         _number("timeout_s", timeout_s, low=0, strict=True, integer=False)
         _number("retries", retries, low=0, strict=False, integer=True)
         _number("backoff_s", backoff_s, low=0, strict=False, integer=False)
+        _number("max_response_mb", max_response_mb, low=0, strict=True, integer=False)
         if api_key_env is not None:
             if not isinstance(api_key_env, str) or not api_key_env.strip():
                 raise ConfigError(f"http reranker api_key_env must name an environment variable, got {api_key_env!r}")
@@ -103,6 +206,8 @@ class HttpScorer:
         self.retries = retries
         self.backoff_s = float(backoff_s)
         self.api_key_env = api_key_env
+        self.max_response_mb = float(max_response_mb)
+        self.max_response_bytes = int(max_response_mb * 2**20)
         self.model_id = f"http:{url}" + (f"#{model}" if model else "")
         self._session: requests.Session | None = None
 
@@ -150,27 +255,60 @@ class HttpScorer:
             headers["Authorization"] = f"Bearer {os.environ.get(self.api_key_env, '').strip()}"
         if self._session is None:
             self._session = requests.Session()
+            adapter = _WatchedAdapter()
+            self._session.mount("http://", adapter)
+            self._session.mount("https://", adapter)
         attempts = self.retries + 1
+        late = f"no answer within {self.timeout_s:g} s (timeout_s, the deadline of each attempt)"
         for attempt in range(1, attempts + 1):
             if attempt > 1:
                 time.sleep(self.backoff_s * 2 ** (attempt - 2))
-            try:
-                resp = self._session.post(self.url, json=payload, headers=headers, timeout=self.timeout_s)
-            except _TRANSIENT as exc:
-                last = (f"no answer within {self.timeout_s:g} s" if isinstance(exc, requests.Timeout)
-                        else f"no (complete) answer ({_reason(exc)})")
-                continue
-            except requests.RequestException as exc:
-                raise self._error(where, f"the request failed ({_reason(exc)})", "check the url") from None
-            came = f"HTTP {resp.status_code}: {_clip(resp.text)}"
+            resp = None
+            with _deadline(self.timeout_s) as fired:
+                try:
+                    # the per-read timeout outlasts the deadline: the watchdog ends the attempt first
+                    resp = self._session.post(self.url, json=payload, headers=headers, stream=True,
+                                              timeout=(self.timeout_s, self.timeout_s + 1))
+                    body = self._read(resp)
+                except _TooLarge as exc:
+                    raise self._error(where, f"the answer is {exc}", "raise max_response_mb if the server's answers "
+                                      "are this large, or check that the url is its rerank endpoint") from None
+                except _TRANSIENT as exc:
+                    last = late if fired.is_set() or isinstance(exc, requests.Timeout) \
+                        else f"no (complete) answer ({_reason(exc)})"
+                    continue
+                except requests.RequestException as exc:
+                    if fired.is_set():
+                        last = late
+                        continue
+                    raise self._error(where, f"the request failed ({_reason(exc)})", "check the url") from None
+                finally:
+                    if resp is not None:
+                        resp.close()
+            came = f"HTTP {resp.status_code}: {_clip(body.decode(resp.encoding or 'utf-8', 'replace'))}"
             if resp.status_code == 429 or (resp.status_code >= 500 and resp.status_code not in (501, 505)):
                 last = came  # 501 / 505 say the server does not do this at all: no point asking again
                 continue
             if not 200 <= resp.status_code < 300:
                 raise self._error(where, f"refused ({came})", self._refused_fix(resp.status_code))
-            return self._parse(resp, len(batch), where, came)
-        fix = "is the server up? start one with " + _SERVE + (" (or raise timeout_s)" if "within" in last else "")
+            return self._parse(body, len(batch), where, came)
+        fix = "is the server up? start one with " + _SERVE + (" (or raise timeout_s)" if last is late else "")
         raise self._error(where, f"failed after {attempts} attempt{'s' * (attempts > 1)}: {last}", fix)
+
+    def _read(self, resp: requests.Response) -> bytes:
+        """The answer's body, read in chunks; :class:`_TooLarge` past ``max_response_bytes`` (by the
+        ``Content-Length`` before anything is read, else as soon as the chunks pass it)."""
+        cap = self.max_response_bytes
+        limit = f"larger than max_response_mb = {self.max_response_mb:g} ({cap} bytes)"
+        length = (resp.headers.get("Content-Length") or "").strip()
+        if length.isdigit() and int(length) > cap:
+            raise _TooLarge(f"{int(length)} bytes, {limit}")
+        body = bytearray()
+        for chunk in resp.iter_content(_CHUNK):
+            body += chunk
+            if len(body) > cap:
+                raise _TooLarge(limit)
+        return bytes(body)
 
     def _refused_fix(self, status: int) -> str:
         if status in (401, 403):
@@ -178,14 +316,14 @@ class HttpScorer:
                     else "set api_key_env to the variable holding the server's token")
         return "check that the url is the server's rerank endpoint and the model name it serves"
 
-    def _parse(self, resp: requests.Response, n: int, where: str, came: str) -> list[float]:
+    def _parse(self, raw: bytes, n: int, where: str, came: str) -> list[float]:
         """The ``n`` scores of an answer, in document order; a :class:`RerankError` when it is not the shape."""
         def bad(why: str) -> RerankError:
             return self._error(where, f"malformed answer, {why} ({came})",
                                f"the server must answer {_SHAPE}; check that the url is its rerank endpoint")
 
         try:
-            body = resp.json()
+            body = json.loads(raw)
         except ValueError:
             raise bad("not JSON") from None
         results = body.get("results") if isinstance(body, dict) else body

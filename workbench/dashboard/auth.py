@@ -1,8 +1,10 @@
 """Who may see the dashboard: access tokens, and the rule for the address it binds.
 
-* **Bind rule** (:func:`is_loopback`): served on a loopback address (``127.0.0.1``,
+* **Bind rule** (:func:`is_loopback`, the rule of every port the workbench serves:
+  :mod:`workbench.services.policy`): served on a loopback address (``127.0.0.1``,
   ``::1``, ``localhost``) the dashboard needs no authentication — only this machine
-  reaches it. On any other address (``0.0.0.0``, ``::``, a LAN address) ``workbench
+  reaches it (and its ``Host`` / ``Origin`` check keeps other sites' pages out:
+  :class:`workbench.dashboard.serving.DashboardGuard`). On any other address (``0.0.0.0``, ``::``, a LAN address) ``workbench
   dashboard`` refuses to start unless tokens exist, and the app itself shows nothing but
   an error when it finds itself served that way without tokens (``streamlit run`` binds
   every interface unless told otherwise).
@@ -43,12 +45,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import os
 import re
 import secrets
-import socket
 import stat
 import time
 from dataclasses import dataclass
@@ -57,6 +57,7 @@ from typing import Protocol, Sequence
 
 from workbench.errors import ConfigError
 from workbench.names import name_error
+from workbench.services.policy import is_loopback  # noqa: F401  (the bind rule's test: the served-port policy's)
 
 #: How the command that creates a token is spelled in messages.
 ADD_COMMAND = "workbench dashboard token add NAME"
@@ -413,23 +414,3 @@ def check_digest(d: str | None, token_sources: Sequence[TokenSource]) -> str | N
             if hmac.compare_digest(d, rec.sha256) and match is None:
                 match = rec.name
     return match
-
-
-def is_loopback(host: str | None) -> bool:
-    """Whether serving on ``host`` is reachable from this machine only.
-
-    ``None`` or ``""`` (Streamlit's default: every interface), ``0.0.0.0`` and ``::`` are
-    not; a name is loopback when every address it resolves to is.
-    """
-    if not host:
-        return False
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        pass
-    try:
-        infos = socket.getaddrinfo(host, None)
-    except OSError:
-        return False
-    addrs = {info[4][0] for info in infos}
-    return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs)

@@ -5,54 +5,46 @@ reached at each address of the machine's interfaces, never at "localhost" as far
 other machines are concerned, so the listing names those addresses (psutil's interface
 list when psutil is installed, else what the host name resolves to and the address of
 the default route) and the host name.
+
+It also holds :class:`DashboardGuard`, the served-port policy (:mod:`workbench.services.policy`) in front of
+the dashboard's Streamlit app.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import socket
+from typing import Any
 
-WILDCARDS = ("0.0.0.0", "::", "")
+from workbench.services.policy import (DASHBOARD_BOUNDS, WILDCARDS, Guard, allowed_names, env_names,
+                                       machine_addresses)
+
+__all__ = ["WILDCARDS", "machine_addresses", "describe", "DashboardGuard"]
 
 
 def _url(addr: str, port: int) -> str:
     return f"http://[{addr}]:{port}" if ":" in addr else f"http://{addr}:{port}"
 
 
-def _usable(addr: str) -> bool:
-    try:
-        ip = ipaddress.ip_address(addr.split("%")[0])
-    except ValueError:
-        return False
-    return not (ip.is_loopback or ip.is_link_local or ip.is_unspecified or ip.is_multicast)
+class DashboardGuard(Guard):
+    """The policy's :class:`~workbench.services.policy.Guard` in front of the dashboard's Streamlit app
+    (``dashboards/serve.py``): ``Host`` must name the address Streamlit serves (``server.address``; for a
+    wildcard bind, this machine's addresses and names), a loopback name, or a name in
+    ``$WORKBENCH_ALLOWED_HOSTS`` (what ``workbench dashboard --allow-host`` sets); ``Origin`` must be the
+    ``Host`` itself or such an allowed name; HTTP bodies are bounded by
+    :data:`~workbench.services.policy.DASHBOARD_BOUNDS`. Built by Starlette when the app starts, after
+    Streamlit read its options.
 
+    Raises:
+        ConfigError: ``$WORKBENCH_ALLOWED_HOSTS`` holds something that is not a host name.
+    """
 
-def machine_addresses(ipv6: bool = True) -> list[str]:
-    """This machine's non-loopback, non-link-local addresses, IPv4 first (may be empty)."""
-    found: list[str] = []
-    try:
-        import psutil
+    def __init__(self, app: Any) -> None:
+        from streamlit import config
 
-        for addrs in psutil.net_if_addrs().values():
-            for a in addrs:
-                if a.family == socket.AF_INET or (ipv6 and a.family == socket.AF_INET6):
-                    found.append(a.address)
-    except Exception:  # psutil missing or refused: fall back to the resolver and the default route
-        try:
-            found += [info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None)]
-        except OSError:
-            pass
-        for family, probe in ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1")):
-            if family == socket.AF_INET6 and not ipv6:
-                continue
-            try:  # connecting a UDP socket sends nothing; it only picks the outgoing address
-                with socket.socket(family, socket.SOCK_DGRAM) as s:
-                    s.connect((probe, 9))
-                    found.append(s.getsockname()[0])
-            except OSError:
-                pass
-    usable = [a for a in dict.fromkeys(found) if _usable(a)]
-    return sorted(usable, key=lambda a: (":" in a, a))
+        explicit = frozenset(env_names())
+        super().__init__(app, service="the dashboard", allowed=allowed_names(config.get_option("server.address"),
+                                                                              explicit),
+                         explicit=explicit, bounds=DASHBOARD_BOUNDS)
 
 
 def describe(host: str, port: int) -> str:

@@ -1,0 +1,492 @@
+"""The one policy of every port the workbench serves: the dashboard (``workbench dashboard``), the rerank
+service (``workbench services up reranker``) and any later server (``workbench serve``).
+
+* **Loopback by default.** Each binds ``127.0.0.1`` unless told otherwise (:func:`is_loopback`).
+* **Tokens beyond loopback** (:func:`require_tokens_off_loopback`): any other address (``0.0.0.0``, ``::``, a
+  LAN address) is refused at start, before a port is bound, unless the service has tokens configured (the
+  dashboard: access or rater tokens; the rerank service: a bearer token in :data:`RERANK_TOKEN_ENV`).
+* **Host and Origin checked** (:class:`Guard`, the DNS-rebinding defence): a request whose ``Host`` names
+  none of the names the service answers to (:func:`allowed_names`: the loopback names, the bound address —
+  for a wildcard bind every address of the machine and its host name — and the names the user allows with
+  ``--allow-host`` or :data:`ALLOWED_HOSTS_ENV`) is refused with 403, and so is one whose ``Origin`` is
+  neither the ``Host`` itself nor a name the user allowed (a page of another site, or another port of this
+  machine, cannot drive it). A request without ``Origin`` (a program, not a browser) passes this check.
+* **Bounded requests**: a body larger than :attr:`Bounds.max_body_bytes` is refused with 413 — at once when
+  its ``Content-Length`` says so (nothing is read), else as soon as the streamed body passes the limit; the
+  head and the body must arrive within :attr:`Bounds.read_timeout_s` (408, or the connection closed while
+  the head is still incomplete: :func:`uvicorn_config`); errors never echo the body.
+
+One ASGI middleware (:class:`Guard`) enforces the checks for both Starlette/FastAPI applications: the rerank
+service's app and the dashboard's Streamlit app (``dashboards/serve.py``, an ``st.App`` with this middleware).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import ipaddress
+import os
+import re
+import socket
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Iterable, Mapping
+from urllib.parse import urlsplit
+
+from workbench.errors import ConfigError
+
+#: Names that always reach a loopback bind (what a browser on this machine sends as ``Host``).
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+#: Wildcard bind addresses: every interface of the machine.
+WILDCARDS = ("0.0.0.0", "::", "")
+#: More names every served port answers to, comma-separated (e.g. the name a reverse proxy forwards).
+ALLOWED_HOSTS_ENV = "WORKBENCH_ALLOWED_HOSTS"
+#: The bearer token of the rerank service (required when it is set, and to bind beyond loopback).
+RERANK_TOKEN_ENV = "WORKBENCH_RERANK_TOKEN"
+#: How the option that allows one more name is spelled in messages.
+ALLOW_OPTION = "--allow-host NAME"
+
+Scope = Mapping[str, Any]
+Receive = Callable[[], Awaitable[dict]]
+Send = Callable[[dict], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What one request may cost a served port.
+
+    Attributes:
+        max_body_bytes: the largest request body, in bytes (larger: HTTP 413).
+        read_timeout_s: seconds the request's head and body may take to arrive, in all (longer: the
+            connection is closed, or HTTP 408 once the head is in).
+        max_connections: concurrent connections and requests at most (more: HTTP 503; None: no limit).
+        max_head_bytes: the largest request head (request line and headers), in bytes (larger: HTTP 400).
+    """
+
+    max_body_bytes: int
+    read_timeout_s: float
+    max_connections: int | None = 64
+    max_head_bytes: int = 16 * 1024
+
+    def __post_init__(self) -> None:
+        for name in ("max_body_bytes", "read_timeout_s", "max_head_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigError(f"{name} must be a positive number, got {value!r}")
+        if self.max_connections is not None and (isinstance(self.max_connections, bool)
+                                                 or not isinstance(self.max_connections, int)
+                                                 or self.max_connections < 1):
+            raise ConfigError(f"max_connections must be a positive integer or None, got {self.max_connections!r}")
+
+
+#: The rerank service's bounds: 1,000 documents of 16 KB fit in the body.
+RERANK_BOUNDS = Bounds(max_body_bytes=16 * 1024 * 1024, read_timeout_s=30.0, max_connections=64)
+#: The dashboard's HTTP bounds (its pages take no upload; the WebSocket has Streamlit's own message limit).
+DASHBOARD_BOUNDS = Bounds(max_body_bytes=1024 * 1024, read_timeout_s=30.0, max_connections=None)
+
+
+# ------------------------------------------------------------------------------------------------ addresses
+
+def is_loopback(host: str | None) -> bool:
+    """Whether serving on ``host`` is reachable from this machine only.
+
+    ``None`` or ``""`` (every interface), ``0.0.0.0`` and ``::`` are not; a name is loopback when every
+    address it resolves to is.
+    """
+    if not host:
+        return False
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    addrs = {info[4][0] for info in infos}
+    return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs)
+
+
+def _usable(addr: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(addr.split("%")[0])
+    except ValueError:
+        return False
+    return not (ip.is_loopback or ip.is_link_local or ip.is_unspecified or ip.is_multicast)
+
+
+def machine_addresses(ipv6: bool = True) -> list[str]:
+    """This machine's non-loopback, non-link-local addresses, IPv4 first (may be empty)."""
+    found: list[str] = []
+    try:
+        import psutil
+
+        for addrs in psutil.net_if_addrs().values():
+            for a in addrs:
+                if a.family == socket.AF_INET or (ipv6 and a.family == socket.AF_INET6):
+                    found.append(a.address)
+    except Exception:  # psutil missing or refused: fall back to the resolver and the default route
+        try:
+            found += [info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None)]
+        except OSError:
+            pass
+        for family, probe in ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1")):
+            if family == socket.AF_INET6 and not ipv6:
+                continue
+            try:  # connecting a UDP socket sends nothing; it only picks the outgoing address
+                with socket.socket(family, socket.SOCK_DGRAM) as s:
+                    s.connect((probe, 9))
+                    found.append(s.getsockname()[0])
+            except OSError:
+                pass
+    usable = [a for a in dict.fromkeys(found) if _usable(a)]
+    return sorted(usable, key=lambda a: (":" in a, a))
+
+
+_NAME = re.compile(r"(\*\.)?[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?")
+
+
+def normal_name(name: str, *, what: str = "an allowed host name") -> str:
+    """``name`` as it is compared with a ``Host`` header's: lower case, no brackets, no trailing dot.
+
+    A host name (``workbench.example.org``), ``*.example.org`` (every name under it), or an IP address.
+
+    Raises:
+        ConfigError: ``name`` holds a port, a scheme, a path or a space (names it and the form expected).
+    """
+    if not isinstance(name, str):
+        raise ConfigError(f"{what} must be a string, got {name!r}")
+    value = name.strip().lower().rstrip(".")
+    bare = value[1:-1] if value.startswith("[") and value.endswith("]") else value
+    try:
+        return str(ipaddress.ip_address(bare))
+    except ValueError:
+        pass
+    if not _NAME.fullmatch(bare) or ".." in bare:
+        raise ConfigError(f"{what} {name!r} is not a host name or an IP address; give the name alone, without "
+                          "scheme, port or path (e.g. workbench.example.org, *.example.org, 10.0.0.5)")
+    return bare
+
+
+def env_names(env: Mapping[str, str] | None = None) -> list[str]:
+    """The names :data:`ALLOWED_HOSTS_ENV` allows (comma-separated; blanks ignored).
+
+    Raises:
+        ConfigError: one is not a host name or an IP address (names the variable).
+    """
+    raw = (os.environ if env is None else env).get(ALLOWED_HOSTS_ENV, "")
+    return [normal_name(p.strip(), what=f"{ALLOWED_HOSTS_ENV} entry") for p in raw.split(",") if p.strip()]
+
+
+def allowed_names(bind: str | None, extra: Iterable[str] = ()) -> frozenset[str]:
+    """The names a service bound to ``bind`` answers to in ``Host``: :data:`LOOPBACK_NAMES`, the bound
+    address (for a wildcard bind, every address of the machine, its host name and its fully qualified
+    name), and ``extra`` (already :func:`normal_name`-ed, e.g. ``--allow-host`` and :func:`env_names`).
+
+    Raises:
+        ConfigError: an ``extra`` name is not a host name or an IP address.
+    """
+    names = set(LOOPBACK_NAMES)
+    host = (bind or "").strip()
+    if host in WILDCARDS:
+        names.update(machine_addresses(ipv6=host != "0.0.0.0"))
+        for name in (socket.gethostname(), socket.getfqdn()):
+            try:
+                names.add(normal_name(name))
+            except ConfigError:
+                pass
+    else:
+        names.add(normal_name(host, what="the bound address"))
+    names.update(normal_name(n) for n in extra)
+    return frozenset(names)
+
+
+def require_tokens_off_loopback(service: str, host: str, has_tokens: bool, fix: str) -> None:
+    """The bind rule: ``service`` may bind ``host`` beyond loopback only with tokens configured.
+
+    Raises:
+        ConfigError: ``host`` is not loopback and ``has_tokens`` is false; the message names the address,
+            the service and ``fix`` (how to configure a token).
+    """
+    if not is_loopback(host) and not has_tokens:
+        raise ConfigError(f"--host {host} would serve {service} to the network without authentication; {fix}, "
+                          "or keep the default 127.0.0.1")
+
+
+# ------------------------------------------------------------------------------------------------ headers
+
+def _clip(value: str, n: int = 80) -> str:
+    return repr(value if len(value) <= n else value[:n] + "…")
+
+
+def _split_host(value: str) -> tuple[str, int | None] | None:
+    """``(name, port)`` of a ``Host`` header or an ``Origin``'s authority; None when it is not one."""
+    try:
+        parts = urlsplit(f"//{value}")
+        port = parts.port
+    except ValueError:
+        return None
+    if not parts.hostname or parts.username is not None or parts.password is not None or parts.path \
+            or parts.query or parts.fragment or any(c.isspace() for c in value):
+        return None
+    return parts.hostname.lower().rstrip("."), port
+
+
+def _matches(name: str, allowed: Iterable[str]) -> bool:
+    return any(name == a or (a.startswith("*.") and name.endswith(a[1:])) for a in allowed)
+
+
+def host_refusal(host: str | None, allowed: frozenset[str]) -> str | None:
+    """Why a request with this ``Host`` header is refused, or None when ``Host`` names an allowed name."""
+    if not host:
+        return "the request has no Host header"
+    split = _split_host(host)
+    if split is None:
+        return f"Host {_clip(host)} is not a host name"
+    if not _matches(split[0], allowed):
+        return f"Host {_clip(host)} is not a name this server answers to (a DNS-rebinding defence)"
+    return None
+
+
+def origin_refusal(origin: str | None, host: str, explicit: frozenset[str]) -> str | None:
+    """Why a request with this ``Origin`` is refused, or None: no ``Origin`` (not a browser), an
+    ``Origin`` naming the ``Host`` itself (same host and port), or one whose name the user allowed."""
+    if origin is None:
+        return None
+    try:
+        parts = urlsplit(origin)
+        port = parts.port
+    except ValueError:
+        return f"Origin {_clip(origin)} is not an origin"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"Origin {_clip(origin)} is not a page this server answers to"
+    name = parts.hostname.lower().rstrip(".")
+    if _split_host(host) == (name, port) or _matches(name, explicit):
+        return None
+    return f"Origin {_clip(origin)} is another site than Host {_clip(host)}"
+
+
+def token_digest(token: str) -> str:
+    """The sha256 (hex) a bearer token is kept and compared as."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def bearer_ok(authorization: str | None, digest: str) -> bool:
+    """Whether an ``Authorization`` header carries the bearer token whose :func:`token_digest` is ``digest``
+    (compared in constant time)."""
+    if not authorization or not authorization[:7].lower() == "bearer ":
+        return False
+    return hmac.compare_digest(token_digest(authorization[7:].strip()), digest)
+
+
+# ------------------------------------------------------------------------------------------------ the guard
+
+class _Refused(Exception):
+    """A request the guard refuses while the application reads it (too large, too slow)."""
+
+    status_code: int
+    detail: str
+
+
+_refusal_class: type | None = None
+
+
+def _refusal(status: int, detail: str) -> Exception:
+    """A :class:`_Refused` that is also Starlette's ``HTTPException``: raised from ``receive``, so that an
+    application reading the body answers ``status`` through its exception middleware (FastAPI turns any
+    other exception met while reading the body into a 400)."""
+    global _refusal_class
+    if _refusal_class is None:
+        from starlette.exceptions import HTTPException
+
+        class Refused(HTTPException, _Refused):
+            pass
+
+        _refusal_class = Refused
+    return _refusal_class(status, detail)
+
+
+class Guard:
+    """ASGI middleware enforcing the policy in front of an application (HTTP and WebSocket).
+
+    Args:
+        app: the ASGI application behind it.
+        service: what the messages call it ("the rerank service").
+        allowed: the names ``Host`` may give (:func:`allowed_names`).
+        explicit: the names the user allowed (an ``Origin`` naming one passes though it is not the ``Host``).
+        bounds: body size and read time (:class:`Bounds`).
+        token_sha256: when given, every request must carry ``Authorization: Bearer TOKEN`` whose sha256 this
+            is (HTTP 401 otherwise).
+        token_env: the variable the token comes from, named in the 401 message.
+        body_fix: what the 413 message advises.
+
+    Refusals: 403 (``Host`` or ``Origin``; a WebSocket handshake is refused with 403 before it is accepted),
+    401 (token), 413 (body too large), 408 (body too slow); a short plain-text reason that never holds the
+    body.
+    """
+
+    def __init__(self, app: Any, *, service: str, allowed: frozenset[str], explicit: frozenset[str] = frozenset(),
+                 bounds: Bounds, token_sha256: str | None = None, token_env: str | None = None,
+                 body_fix: str = "send less in one request") -> None:
+        self.app = app
+        self.service = service
+        self.allowed = frozenset(allowed)
+        self.explicit = frozenset(explicit)
+        self.bounds = bounds
+        self.token_sha256 = token_sha256
+        self.token_env = token_env
+        self.body_fix = body_fix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope.get("type")
+        if kind not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        raw = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope.get("headers", [])]
+        headers = dict(raw)
+        host = headers.get("host")
+        if sum(k == "host" for k, _ in raw) > 1 or sum(k == "origin" for k, _ in raw) > 1:
+            why = "the request has more than one Host or Origin header"
+        else:
+            why = host_refusal(host, self.allowed) or origin_refusal(headers.get("origin"), host or "", self.explicit)
+        if why:
+            return await self._refuse(kind, send, 403, f"{self.service} refused the request: {why}; open it by an "
+                                      f"address it serves, or allow the name with {ALLOW_OPTION} or "
+                                      f"{ALLOWED_HOSTS_ENV}")
+        if self.token_sha256 and not bearer_ok(headers.get("authorization"), self.token_sha256):
+            return await self._refuse(kind, send, 401, f"{self.service} needs 'Authorization: Bearer TOKEN' with "
+                                      f"the token in its ${self.token_env}",
+                                      [(b"www-authenticate", b"Bearer")])
+        if kind == "websocket":
+            return await self.app(scope, receive, send)
+        limit = self.bounds.max_body_bytes
+        length = headers.get("content-length")
+        if length is not None and length.strip().isdigit() and int(length) > limit:
+            return await self._refuse(kind, send, 413, self._too_large(int(length)))
+        await self._bounded(scope, receive, send)
+
+    def _too_large(self, n: int | None) -> str:
+        size = f"{n} bytes" if n is not None else "more"
+        return (f"{self.service} takes request bodies of {self.bounds.max_body_bytes} bytes at most, this one has "
+                f"{size}; {self.body_fix}")
+
+    async def _bounded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.bounds.read_timeout_s
+        limit = self.bounds.max_body_bytes
+        state = {"read": 0, "done": False, "started": False, "refused": False}
+
+        async def guarded_receive() -> dict:
+            if state["done"]:  # the body is in: what follows is the wait for a disconnect, not bounded
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0.0))
+            except asyncio.TimeoutError:
+                state["refused"] = True
+                raise _refusal(408, f"{self.service} got no complete request body within "
+                                    f"{self.bounds.read_timeout_s:g} s") from None
+            if message.get("type") == "http.request":
+                state["read"] += len(message.get("body", b""))
+                if state["read"] > limit:
+                    state["refused"] = True
+                    raise _refusal(413, self._too_large(None))
+                state["done"] = not message.get("more_body", False)
+            else:
+                state["done"] = True
+            return message
+
+        async def tracked_send(message: dict) -> None:
+            if message.get("type") == "http.response.start":
+                state["started"] = True
+                if state["refused"]:  # whoever answers the refusal: the rest of the body is not read, the
+                    # connection ends with the answer (else the server reads and drops it to the end)
+                    message = {**message, "headers": [*[(k, v) for k, v in message.get("headers", [])
+                                                        if k.lower() != b"connection"],
+                                                      (b"connection", b"close")]}
+            await send(message)
+
+        try:
+            await self.app(scope, guarded_receive, tracked_send)
+        except _Refused as exc:  # the application let it through: answer it here if nothing was sent yet
+            if not state["started"]:
+                await self._refuse("http", send, exc.status_code, exc.detail)
+
+    @staticmethod
+    async def _refuse(kind: str, send: Send, status: int, text: str,
+                      extra: list[tuple[bytes, bytes]] | None = None) -> None:
+        if kind == "websocket":  # closed before it is accepted: the server answers the handshake with 403
+            await send({"type": "websocket.close", "code": 1008, "reason": text[:120]})
+            return
+        body = (text + "\n").encode("utf-8")
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                (b"content-length", str(len(body)).encode()), (b"connection", b"close"),
+                                *(extra or [])]})
+        await send({"type": "http.response.body", "body": body})
+
+
+# ------------------------------------------------------------------------------------------------ uvicorn
+
+def _h11_with_head_deadline(timeout_s: float) -> type:
+    """uvicorn's h11 protocol, closing a connection whose next request's head has not arrived within
+    ``timeout_s`` seconds of the connection (or of the previous response): uvicorn bounds only the idle
+    time between requests, not a head sent a byte at a time."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadDeadline(H11Protocol):
+        def _arm(self) -> None:
+            waiting_after = self.cycle  # a new request replaces it once its head is in
+
+            def expire() -> None:
+                if self.cycle is waiting_after and not self.transport.is_closing() \
+                        and self.transport.get_protocol() is self:  # not once upgraded to a WebSocket
+                    self.transport.close()
+
+            self.loop.call_later(timeout_s, expire)
+
+        def connection_made(self, transport):  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+    return HeadDeadline
+
+
+def uvicorn_config(app: Any, bounds: Bounds, **kwargs: Any):
+    """A ``uvicorn.Config`` serving ``app`` within ``bounds``: the head within ``read_timeout_s`` (else the
+    connection is closed), a head of ``max_head_bytes`` at most, ``max_connections`` at once (503 beyond),
+    idle keep-alive connections closed after 5 s; ``kwargs`` go to ``uvicorn.Config`` as they are."""
+    import uvicorn
+
+    return uvicorn.Config(app, http=_h11_with_head_deadline(bounds.read_timeout_s),
+                          h11_max_incomplete_event_size=bounds.max_head_bytes,
+                          limit_concurrency=bounds.max_connections, timeout_keep_alive=5, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------------ JupyterLab
+
+def jupyter_args(host: str, extra: Iterable[str] = ()) -> list[str]:
+    """The options that put ``workbench notebooks`` (JupyterLab) under this policy, added to its command line.
+
+    Jupyter Server enforces the rest itself: its token on every request, its ``Host`` check on a loopback
+    bind (``allow_remote_access`` is off there; an IP address in ``Host`` passes only when it is a loopback
+    one), its WebSocket ``Origin`` check, and request bodies of 512 MiB at most (``max_body_size``). These
+    options give its ``Host`` check the names the user allows (``extra`` and :data:`ALLOWED_HOSTS_ENV`) beside
+    ``localhost``.
+
+    Raises:
+        ConfigError: an allowed name is not a host name or an IP address.
+    """
+    names = ["localhost", *(normal_name(n) for n in extra), *env_names()]
+    words = [n for n in dict.fromkeys(names) if not _is_ip(n)]  # Jupyter judges IP addresses by themselves
+    return [f"--ServerApp.local_hostnames={n}" for n in words]
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
