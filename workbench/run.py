@@ -10,6 +10,18 @@ the vector lane there, as the AICharya seed does), then by ``doc_id`` ascending.
 inputs, same run, byte for byte.
 
 TREC run files (``query_id Q0 doc_id rank score tag``) are read and written here.
+
+**Run files follow trec_eval's rule, not the one above.** trec_eval ignores the rank
+column and sorts a query's lines by score decreasing, then by docno *decreasing*
+(``strcmp``; trec_eval's ``form_res_rels.c``), so among equal scores the larger doc_id
+comes first. :func:`read_trec_run` reproduces that: each hit's ``tiebreak`` is its
+position in ascending doc_id order within its query (code-point order, which is the
+byte order of UTF-8, as ``strcmp`` compares), so a run read from a file scores what
+trec_eval / pytrec_eval / ir_measures score on that file. The candidate cache and the
+dashboard read their own files with ``keep_file_order`` instead (the order written).
+Because the two rules disagree exactly on ties, :func:`count_ties` counts them and
+:func:`reorder_ties` builds the other order, so a caller can warn when ties decide a
+measure (the gate does, for run files).
 """
 
 from __future__ import annotations
@@ -110,8 +122,9 @@ def read_trec_run(path: Path, name: str | None = None, *, keep_file_order: bool 
                   allow_empty: bool = False) -> Run:
     """Read a TREC run file (6 whitespace-separated columns; ``.gz`` allowed).
 
-    By default the rank column is ignored, as trec_eval does: hits are ordered by score
-    with the tie-break rule. With ``keep_file_order`` each hit's ``tiebreak`` is minus
+    By default the rank column is ignored and hits are ordered as trec_eval orders them:
+    score descending, then doc_id *descending* (each hit's ``tiebreak`` is its position
+    in ascending doc_id order within the query; see the module docstring). With ``keep_file_order`` each hit's ``tiebreak`` is minus
     its line order within the query, so equal scores keep the order they were written in
     (the candidate cache uses this to return exactly what the lane returned).
     ``allow_empty`` accepts a file with no result lines (a lane that found nothing for
@@ -151,4 +164,76 @@ def read_trec_run(path: Path, name: str | None = None, *, keep_file_order: bool 
         hits.append(Hit(cols[2], score, -float(len(hits)) if keep_file_order else 0.0))
     if not rows and not allow_empty:
         raise DataError(f"run file {path} holds no results")
+    if not keep_file_order:
+        rows = {q: _trec_eval_order(hs) for q, hs in rows.items()}
     return Run(rows, name or path.name.split(".")[0])
+
+
+def _trec_eval_order(hits: Iterable[Hit]) -> list[Hit]:
+    """``hits`` with ``tiebreak`` = position in ascending doc_id order (larger doc_id first on a score tie)."""
+    return [Hit(h.doc_id, h.score, float(i)) for i, h in enumerate(sorted(hits, key=lambda h: h.doc_id))]
+
+
+def reorder_ties(run: Run, order: str) -> Run:
+    """``run`` with its score ties re-broken; scores and the hits themselves are unchanged.
+
+    Args:
+        run: any run.
+        order: ``"trec_eval"`` (equal scores: doc_id descending, as trec_eval sorts a run
+            file) or ``"doc_id"`` (equal scores: doc_id ascending, the workbench's rule for
+            a run without ``tiebreak`` values).
+
+    Raises:
+        ValueError: an unknown ``order``.
+    """
+    if order == "trec_eval":
+        return Run({q: _trec_eval_order(hs) for q, hs in run.items()}, run.name)
+    if order == "doc_id":
+        return Run({q: [Hit(h.doc_id, h.score) for h in hs] for q, hs in run.items()}, run.name)
+    raise ValueError(f"unknown tie order {order!r}; use 'trec_eval' or 'doc_id'")
+
+
+@dataclass(frozen=True, slots=True)
+class TieCount:
+    """Score ties in a run (see :func:`count_ties`).
+
+    Attributes:
+        queries: queries with at least two hits of equal score.
+        hits: hits that share their score with another hit of their query.
+        straddling: cutoff ``k`` -> queries whose hits at ranks ``k`` and ``k + 1`` have
+            equal scores (a tie that crosses the cutoff: which doc is inside @k depends on
+            the tie rule).
+    """
+
+    queries: int
+    hits: int
+    straddling: dict[int, int]
+
+
+def count_ties(run: Run, cutoffs: Iterable[int] = ()) -> TieCount:
+    """Count the score ties of ``run`` (exact float equality, as trec_eval compares scores).
+
+    Args:
+        run: the run.
+        cutoffs: ranks ``k`` (>= 1) for :attr:`TieCount.straddling`.
+
+    Raises:
+        ValueError: a cutoff below 1.
+    """
+    ks = sorted(set(int(k) for k in cutoffs))
+    if ks and ks[0] < 1:
+        raise ValueError(f"tie cutoffs must be >= 1, got {ks[0]}")
+    queries = hits = 0
+    straddling = {k: 0 for k in ks}
+    for hs in run.values():
+        counts: dict[float, int] = {}
+        for h in hs:
+            counts[h.score] = counts.get(h.score, 0) + 1
+        tied = sum(c for c in counts.values() if c > 1)
+        if tied:
+            queries += 1
+            hits += tied
+        for k in ks:
+            if len(hs) > k and hs[k - 1].score == hs[k].score:
+                straddling[k] += 1
+    return TieCount(queries, hits, straddling)

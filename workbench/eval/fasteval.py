@@ -41,7 +41,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from workbench.eval.fusion import FAST_METHODS, RANX_METHODS, FusionSpec
+from workbench.eval.fusion import CONSTANT_RTOL, FAST_METHODS, RANX_METHODS, FusionSpec
 from workbench.run import Hit, Run
 
 #: Measures the in-memory evaluator computes (name → kind); others need ir_measures.
@@ -134,16 +134,18 @@ class CandidateMatrix:
 
     def _normalised(self, lane: str, depth: int, norm: str) -> np.ndarray:
         """(Q, depth) per-query ``minmax`` or ``zscore`` scores of a lane's top-``depth`` hits (NaN past its end),
-        with the operations of :func:`workbench.eval.fusion.normalise`."""
+        with the operations of :func:`workbench.eval.fusion.normalise` (its ``CONSTANT_RTOL`` rule included)."""
         cols = self.cols[lane][:, :depth]
         sc = self.scores[lane][:, :depth]
         valid = cols >= 0
+        lo = np.where(valid, sc, np.inf).min(axis=1, keepdims=True)
+        hi = np.where(valid, sc, -np.inf).max(axis=1, keepdims=True)
+        span = hi - lo
+        with np.errstate(invalid="ignore"):  # rows with no hits: inf - inf; they are all NaN below
+            constant = span <= CONSTANT_RTOL * np.maximum(np.abs(lo), np.abs(hi))
         if norm == "minmax":
-            lo = np.where(valid, sc, np.inf).min(axis=1, keepdims=True)
-            hi = np.where(valid, sc, -np.inf).max(axis=1, keepdims=True)
-            span = hi - lo
             with np.errstate(invalid="ignore", divide="ignore"):
-                val = np.where(span == 0, 1.0, (sc - lo) / np.where(span == 0, 1.0, span))
+                val = np.where(constant, 1.0, (sc - lo) / np.where(constant, 1.0, span))
         else:  # zscore, summed in rank order as fusion.normalise does (cumsum is sequential)
             n = valid.sum(axis=1, keepdims=True)
             safe = np.where(valid, sc, 0.0)
@@ -151,7 +153,7 @@ class CandidateMatrix:
             var = np.cumsum(np.where(valid, (sc - mean) ** 2, 0.0), axis=1)[:, -1:] / np.maximum(n, 1)
             sd = np.sqrt(var)
             with np.errstate(invalid="ignore", divide="ignore"):
-                val = np.where(sd == 0, 0.0, (sc - mean) / np.where(sd == 0, 1.0, sd))
+                val = np.where(constant, 0.0, (sc - mean) / np.where(constant | (sd == 0), 1.0, sd))
         return np.where(valid, val, np.nan)
 
     def _check(self, s: FusionSpec) -> None:

@@ -228,8 +228,26 @@ def rrf(runs: Mapping[str, Run], *, k: float = 60.0, weights: Mapping[str, float
     return _finish(scores, _tiebreaks(runs, tiebreak_lane), name, min_score, top_k)
 
 
+#: Relative tolerance under which a query's scores count as constant in :func:`normalise`.
+CONSTANT_RTOL = 1e-12
+
+
 def normalise(hits: Sequence[Hit], method: str = "minmax") -> dict[str, float]:
     """Per-query score normalisation: ``minmax`` → [0, 1] (constant → 1.0), ``zscore`` (constant → 0.0).
+
+    ``zscore`` is ``(x - mean) / population std``. The scores count as **constant** when their
+    spread is within a tolerance relative to their magnitude,
+    ``max - min <= CONSTANT_RTOL * max(|x|)`` (``CONSTANT_RTOL`` = 1e-12, far above the
+    float residue of a mean, about ``n * 2.2e-16 * |x|``, and far below any real spread of
+    retrieval scores). Without it, equal scores whose float mean is off by an ulp (three
+    0.1s have mean 0.10000000000000002) z-score to ±1.0: residue over a near-zero deviation.
+
+    Args:
+        hits: one query's hits of one lane.
+        method: ``"minmax"`` or ``"zscore"``.
+
+    Returns:
+        doc_id → normalised score (``{}`` for no hits).
 
     Raises:
         ValueError: an unknown method.
@@ -239,12 +257,15 @@ def normalise(hits: Sequence[Hit], method: str = "minmax") -> dict[str, float]:
     if not hits:
         return {}
     vals = [h.score for h in hits]
+    lo, hi = min(vals), max(vals)
+    constant = hi - lo <= CONSTANT_RTOL * max(abs(lo), abs(hi))
     if method == "minmax":
-        lo, hi = min(vals), max(vals)
-        return {h.doc_id: (1.0 if hi == lo else (h.score - lo) / (hi - lo)) for h in hits}
+        return {h.doc_id: (1.0 if constant else (h.score - lo) / (hi - lo)) for h in hits}
+    if constant:
+        return {h.doc_id: 0.0 for h in hits}
     mean = sum(vals) / len(vals)
     sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
-    return {h.doc_id: (0.0 if sd == 0 else (h.score - mean) / sd) for h in hits}
+    return {h.doc_id: (h.score - mean) / sd for h in hits}
 
 
 def weighted(runs: Mapping[str, Run], *, weights: Mapping[str, float] | None = None, norm: str = "minmax",

@@ -288,7 +288,43 @@ def _evaluate(ranking: Ranking, dataset, splits: Sequence[str], measures: Sequen
     queries = [q for q in dataset.queries if q.split in splits]
     ev = evaluate(ranking.run, dataset.qrels, queries, list(measures))
     ranking.warnings.extend(f"{ranking.label}: {w}" for w in ev.warnings)
+    if ranking.from_file:
+        ranking.warnings.extend(tie_warnings(ranking, ev, dataset, queries))
     return ev.per_query, queries
+
+
+def tie_warnings(ranking: Ranking, ev, dataset, queries) -> list[str]:
+    """Warnings for the measures whose mean changes when ``ranking``'s score ties are broken the other way.
+
+    A run file is evaluated in trec_eval's order (equal scores: doc_id descending); this
+    re-evaluates it with equal scores in doc_id ascending order (the workbench's rule for its
+    own runs) and names each measure whose mean differs by more than 1e-12, with the tie
+    counts of :func:`workbench.run.count_ties`. Empty when ties decide nothing.
+
+    Args:
+        ranking: the ranking read from the file; ``ev``: its :class:`EvalResult`;
+        dataset, queries: what ``ev`` was computed on.
+    """
+    import re
+
+    from workbench.eval.evaluate import evaluate
+    from workbench.run import count_ties, reorder_ties
+
+    ks = sorted({int(m) for name in ev.measures for m in re.findall(r"@(\d+)", name)})
+    ties = count_ties(ranking.run, ks)
+    if not ties.queries:
+        return []
+    alt = evaluate(reorder_ties(ranking.run, "doc_id"), dataset.qrels, queries, list(ev.measures))
+    a, b = ev.overall, alt.overall
+    decided = [f"{m} {a[m]:.4f} (trec_eval order) vs {b[m]:.4f} (doc_id ascending)"
+               for m in ev.measures if abs(a[m] - b[m]) > 1e-12]
+    if not decided:
+        return []
+    cut = ", ".join(f"@{k}: {n}" for k, n in ties.straddling.items() if n)
+    return [f"{ranking.label}: score ties decide {len(decided)} measure(s): {'; '.join(decided)}. "
+            f"{ties.queries} query(ies) have tied scores ({ties.hits} tied hits"
+            + (f"; ties across the cutoff {cut}" if cut else "") + "). The file is scored as trec_eval scores it "
+            "(equal scores: doc_id descending); give distinct scores to make the order explicit"]
 
 
 def _judged_by(dataset, layer, splits: Sequence[str]):

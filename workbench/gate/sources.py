@@ -25,12 +25,17 @@ from workbench.settings import PROJECT_ROOT
 
 @dataclass
 class Ranking:
-    """A ranking to gate: the fused run, the lanes' runs (when known) and a label."""
+    """A ranking to gate: the fused run, the lanes' runs (when known) and a label.
+
+    ``from_file`` is True for a TREC run file: its ties are broken as trec_eval breaks them
+    (:func:`workbench.run.read_trec_run`), and the gate warns when that decides a measure.
+    """
 
     label: str
     run: Run
     lanes: dict[str, Run] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    from_file: bool = False
 
 
 def load_source(spec: str, dataset: Any, *, home: Path, log: Callable[[str], None] = lambda _m: None) -> Ranking:
@@ -62,7 +67,7 @@ def load_source(spec: str, dataset: Any, *, home: Path, log: Callable[[str], Non
     if unknown:
         raise DataError(f"run file {path} names {len(unknown)} query id(s) that dataset {dataset.name} does not have "
                         f"(first: {unknown[:3]}); is it a run of another dataset?")
-    ranking = Ranking(path.name, run)
+    ranking = Ranking(path.name, run, from_file=True)
     docs = {d.doc_id for d in dataset.documents}
     hits = [h.doc_id for q in run for h in run[q]]
     stray = sum(1 for d in hits if d not in docs)

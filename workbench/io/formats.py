@@ -9,7 +9,11 @@ fix. All readers raise :class:`~workbench.errors.DataError` naming the file and 
 malformed input.
 
 * Queries: TSV with the header ``query_id  text  query_type  language  split  group``
-  (tabs and newlines inside a text are replaced by spaces).
+  (tabs and newlines inside a text are replaced by spaces), written by the :mod:`csv`
+  module (``QUOTE_MINIMAL``, ``\n`` line ends): a field holding ``"`` is wrapped in ``"``
+  with its inner quotes doubled, so ``pandas.read_csv(path, sep="\t")`` and
+  ``csv.reader(f, delimiter="\t")`` read every query back whole. :func:`read_queries`
+  reads these and the older unquoted files (see there).
 * Qrels: TREC format ``query_id 0 doc_id relevance`` (whitespace-separated, graded
   relevance as an integer). For binary measures a document counts as relevant when
   ``relevance >= 1`` (:data:`BINARY_THRESHOLD`).
@@ -18,6 +22,8 @@ malformed input.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 from typing import Iterable
@@ -36,6 +42,25 @@ def _one_line(s: str) -> str:
     return " ".join(s.replace("\t", " ").splitlines()).strip()
 
 
+def _quoted(v: str) -> str:
+    """``v`` as ``csv.QUOTE_MINIMAL`` writes one tab-separated field (for a one-line ``v``)."""
+    return '"' + v.replace('"', '""') + '"' if any(c in v for c in '"\t\r\n') else v
+
+
+def _unquote(field: str) -> str:
+    """A field of a queries TSV: unquoted when it is exactly how the writer quotes a value, else as it is.
+
+    Files from before quoting hold raw texts (``Sanjaya replied: "The Prince…``); a raw
+    field is read as it is unless it happens to be a canonical quoted value (starts and
+    ends with ``"`` and every inner ``"`` is doubled), which texts of the older files are not.
+    """
+    if len(field) >= 2 and field[0] == field[-1] == '"':
+        v = field[1:-1].replace('""', '"')
+        if _quoted(v) == field:
+            return v
+    return field
+
+
 def write_queries(path: Path, queries: Iterable[Query]) -> None:
     """Write queries as TSV sorted by query_id (atomically, see the module docstring).
 
@@ -45,7 +70,9 @@ def write_queries(path: Path, queries: Iterable[Query]) -> None:
     """
     rows = sorted(queries, key=lambda q: q.query_id)
     seen: set[str] = set()
-    lines = ["\t".join(QUERY_COLUMNS)]
+    buf = io.StringIO()
+    out = csv.writer(buf, delimiter="\t", quotechar='"', quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
+    out.writerow(QUERY_COLUMNS)
     for q in rows:
         if q.query_id in seen:
             raise ValueError(f"duplicate query_id {q.query_id!r}")
@@ -53,12 +80,16 @@ def write_queries(path: Path, queries: Iterable[Query]) -> None:
         text = _one_line(q.text)
         if not text:
             raise ValueError(f"query {q.query_id!r} has an empty text")
-        lines.append("\t".join((q.query_id, text, q.query_type, q.language, q.split, q.group)))
-    durable.atomic_write_text(path, "\n".join(lines) + "\n")
+        out.writerow((q.query_id, text, q.query_type, q.language, q.split, q.group))
+    durable.atomic_write_text(path, buf.getvalue())
 
 
 def read_queries(path: Path) -> list[Query]:
     """Read a queries TSV written by :func:`write_queries` (the ``group`` column is optional).
+
+    Reads both the quoted files (``csv`` ``QUOTE_MINIMAL``: a field with ``"`` is wrapped in
+    quotes, inner quotes doubled) and the older unquoted ones: a field is unquoted only when
+    it is exactly the writer's quoting of a value (:func:`_unquote`).
 
     Raises:
         DataError: missing file, wrong header, wrong column count, unknown query_type
@@ -77,7 +108,7 @@ def read_queries(path: Path) -> list[Query]:
     for n, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
-        cols = line.split("\t")
+        cols = [_unquote(c) for c in line.split("\t")]
         if len(cols) != len(header):
             raise DataError(f"{path}:{n}: expected {len(header)} tab-separated columns, got {len(cols)}")
         qid, text, qtype, lang, split = cols[:5]

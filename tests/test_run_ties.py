@@ -1,0 +1,93 @@
+"""Run files are ordered as trec_eval orders them (issue #28): score ties by doc_id descending.
+
+The reference is pytrec_eval (trec_eval's own code), run on the same file.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from workbench.eval.evaluate import evaluate
+from workbench.gate.decide import gate_pair
+from workbench.gate.sources import load_source
+from workbench.run import Hit, Run, count_ties, read_trec_run, reorder_ties
+from workbench.types import Qrel, Query
+
+pytrec_eval = pytest.importorskip("pytrec_eval")
+
+# q1: a and b tie at 1.0; only a is relevant. trec_eval ranks b first (docno descending): P@1 = 0.
+# q2: no tie; x relevant at rank 1: P@1 = 1.
+RUN = "q1 Q0 a 1 1.0 t\nq1 Q0 b 2 1.0 t\nq1 Q0 c 3 0.5 t\nq2 Q0 x 1 2.0 t\nq2 Q0 y 2 1.0 t\n"
+QRELS = [Qrel("q1", "a", 1), Qrel("q2", "x", 1)]
+
+
+def _dataset():
+    queries = [Query("q1", "one", "paraphrase", "en", "test", "g1"),
+               Query("q2", "two", "paraphrase", "en", "test", "g2")]
+    docs = [SimpleNamespace(doc_id=d) for d in "abcxy"]
+    return SimpleNamespace(name="toy", queries=queries, qrels=QRELS, documents=docs)
+
+
+def _pytrec(path, measure):
+    run: dict[str, dict[str, float]] = {}
+    for line in path.read_text().splitlines():
+        q, _, d, _, s, _ = line.split()
+        run.setdefault(q, {})[d] = float(s)
+    qrels = {}
+    for r in QRELS:
+        qrels.setdefault(r.query_id, {})[r.doc_id] = r.relevance
+    res = pytrec_eval.RelevanceEvaluator(qrels, {measure}).evaluate(run)
+    return {q: v[measure] for q, v in res.items()}
+
+
+def test_a_run_file_is_ordered_as_trec_eval_orders_it(tmp_path):
+    p = tmp_path / "r.trec"
+    p.write_text(RUN)
+    run = read_trec_run(p)
+    assert [h.doc_id for h in run["q1"]] == ["b", "a", "c"]  # equal scores: larger doc_id first
+    ref = _pytrec(p, "P_1")
+    assert ref == {"q1": 0.0, "q2": 1.0}  # trec_eval's figures
+    ev = evaluate(run, QRELS, _dataset().queries, ["P@1", "RR@10"])
+    assert dict(zip(ev.per_query.query_id, ev.per_query["P@1"])) == ref  # before the fix: q1 = 1.0
+    rr = _pytrec(p, "recip_rank")
+    assert dict(zip(ev.per_query.query_id, ev.per_query["RR@10"])) == pytest.approx(rr)
+    assert rr["q1"] == 0.5
+
+
+def test_keep_file_order_still_keeps_the_written_order(tmp_path):
+    p = tmp_path / "r.trec"
+    p.write_text(RUN)
+    assert [h.doc_id for h in read_trec_run(p, keep_file_order=True)["q1"]] == ["a", "b", "c"]
+
+
+def test_count_ties_and_reorder_ties():
+    run = Run({"q1": [Hit("a", 1.0), Hit("b", 1.0), Hit("c", 0.5), Hit("d", 0.5), Hit("e", 0.5)],
+               "q2": [Hit("x", 2.0), Hit("y", 1.0)],
+               "q3": [Hit("m", 3.0), Hit("n", 3.0)]})
+    t = count_ties(run, [1, 2, 3, 5])
+    assert (t.queries, t.hits) == (2, 7)
+    # q1 ranks a b | c d e: @1 a=b tie (q1), @3 c=d (q1), @1 m=n (q3); @2 b(1.0) vs c(0.5) no; @5 is the end
+    assert t.straddling == {1: 2, 2: 0, 3: 1, 5: 0}
+    assert [h.doc_id for h in reorder_ties(run, "trec_eval")["q1"]] == ["b", "a", "e", "d", "c"]
+    assert [h.doc_id for h in reorder_ties(run, "doc_id")["q1"]] == ["a", "b", "c", "d", "e"]
+    with pytest.raises(ValueError, match="tie order"):
+        reorder_ties(run, "random")
+    with pytest.raises(ValueError, match="cutoffs"):
+        count_ties(run, [0])
+
+
+def test_the_gate_warns_when_ties_decide_a_measure_of_a_run_file(tmp_path):
+    ds = _dataset()
+    p = tmp_path / "cand.trec"
+    p.write_text(RUN)
+    base = tmp_path / "base.trec"
+    base.write_text("q1 Q0 a 1 2.0 t\nq1 Q0 b 2 1.0 t\nq2 Q0 x 1 2.0 t\n")
+    cand, basel = load_source(str(p), ds, home=tmp_path), load_source(str(base), ds, home=tmp_path)
+    res = gate_pair(cand, basel, ds, measures=["P@1", "R@10"], splits=("test",))
+    tie = [w for w in res.warnings if "score ties decide" in w]
+    assert len(tie) == 1, res.warnings
+    assert "cand.trec" in tie[0] and "P@1 0.5000 (trec_eval order) vs 1.0000 (doc_id ascending)" in tie[0]
+    assert "R@10" not in tie[0] and "@1: 1" in tie[0]
+    assert not any("base.trec" in w for w in res.warnings)  # no ties: no warning
