@@ -510,3 +510,82 @@ def test_query_types_filter_and_choice():
         rt.choose_query_types("page_ref", ds)
     with pytest.raises(ConfigError, match="names no query type; tiny's types: paraphrase, reference"):
         rt.choose_query_types(" , ", ds)
+
+
+# ---------------------------------------------------------------- issue #28: full disk, incomplete folders
+
+def test_a_full_disk_while_saving_is_one_storage_error_and_leaves_no_model(trained, tmp_path):
+    """Issue #28 (1): safetensors' own error was raised after the whole run; now a StorageError naming the
+    folder, the free space and the fix, and nothing that looks like a model on the disk."""
+    import faults
+    from workbench.errors import StorageError
+
+    ds = tiny_dataset()
+    _p, stats = rt.training_pairs(ds, ds.qrels, CANDIDATES)
+    disk = tmp_path / "disk"
+    with faults.small_disk(disk, "4m"):  # the model's weights take 90 MB
+        folder = disk / "ce"
+        with pytest.raises(StorageError) as err:
+            rt.write_model(trained["model"], folder, _card(ds, stats, trained["curve"], folder))
+        msg = str(err.value)
+        assert msg.startswith(f"disk full: cannot write the model to {folder} (")
+        assert msg == (f"disk full: cannot write the model to {folder} (4.0 MB free, about 86.6 MB needed); nothing "
+                       "was left there: free space on that disk or choose another -o, and train again")
+        assert list(disk.iterdir()) == []  # no temporary folder, no config.json
+
+
+def test_too_little_room_is_refused_before_training(tmp_path, monkeypatch):
+    import faults
+
+    need = rt.model_size_estimate(None)
+    assert 85e6 < need < 100e6  # MiniLM's 90 MB of weights, its tokenizer and 1 MB
+    disk = tmp_path / "disk"
+    with faults.small_disk(disk, "4m"):
+        res = _cli(["-d", "gita", "-o", str(disk / "ce"), "--no-mlflow"], tmp_path, monkeypatch)
+        assert res.exit_code == 2, res.output
+        assert f"disk full: the model for {disk / 'ce'} needs about" in res.output
+        assert "free; free space there or choose another -o" in res.output
+        assert "training" not in res.output.replace("nothing was trained", "")  # refused before any work
+        assert list(disk.iterdir()) == []
+    assert rt.check_space(tmp_path / "ce", None) == need  # room enough: nothing said
+
+
+def test_an_incomplete_folder_is_retrained_by_skip_existing_and_refused_by_the_scorer(trained, tmp_path, monkeypatch):
+    """Issue #28 (2): a folder with only config.json was kept by --skip-existing and the first search failed."""
+    from workbench.scorers import CrossEncoderScorer, missing_model_parts
+
+    ds = tiny_dataset()
+    _p, stats = rt.training_pairs(ds, ds.qrels, CANDIDATES)
+    whole = tmp_path / "whole"
+    rt.write_model(trained["model"], whole, _card(ds, stats, trained["curve"], whole))
+    assert missing_model_parts(whole, card=True) == []
+    half = tmp_path / "half"
+    half.mkdir()
+    (half / "config.json").write_bytes((whole / "config.json").read_bytes())
+    assert missing_model_parts(half, card=True) == [
+        "weights (model.safetensors or pytorch_model.bin)", "tokenizer (tokenizer.json or vocab.txt)",
+        "model_card.json (written last by `workbench reranker train`)"]
+    with pytest.raises(ConfigError) as err:
+        CrossEncoderScorer(half)
+    assert str(err.value) == (
+        f"cross-encoder folder {half} is incomplete (missing: weights (model.safetensors or pytorch_model.bin); "
+        "tokenizer (tokenizer.json or vocab.txt): a training or a copy that did not finish); train it again with "
+        f"`workbench reranker train -o {half} --force`, or give a complete model folder")
+    with pytest.raises(ConfigError, match=r"holds an incomplete cross-encoder \(missing: weights"):
+        rt.check_destination(half)  # without --force or --skip-existing
+    assert rt.check_destination(half, force=True) == half
+
+    def stop(folder, base):  # the first step after the choice: what training would do next
+        raise ConfigError(f"stopped before training {folder}")
+
+    monkeypatch.setattr(rt, "check_space", stop)
+    res = _cli(["-d", "gita", "-o", str(half), "--skip-existing", "--no-mlflow"], tmp_path, monkeypatch)
+    assert res.exit_code == 2 and f"stopped before training {half}" in res.output
+    assert f"{half} holds an incomplete cross-encoder (missing: weights" in res.output
+    assert "training it again" in res.output and "kept" not in res.output
+    (whole / "model_card.json").unlink()  # the marker written last: without it, not a finished training
+    res = _cli(["-d", "gita", "-o", str(whole), "--skip-existing", "--no-mlflow"], tmp_path, monkeypatch)
+    assert res.exit_code == 2 and "(missing: model_card.json" in res.output
+    rt.write_model(trained["model"], whole, _card(ds, stats, trained["curve"], whole), force=True)
+    res = _cli(["-d", "gita", "-o", str(whole), "--skip-existing", "--no-mlflow"], tmp_path, monkeypatch)
+    assert res.exit_code == 0 and f"{whole} already holds a cross-encoder: kept" in res.output

@@ -153,8 +153,9 @@ def test_the_dashboard_refuses_an_allowed_name_that_is_not_one(tmp_path):
 
 
 def test_jupyterlab_answers_loopback_and_allowed_names_only(tmp_path, monkeypatch):
-    """`workbench notebooks` starts JupyterLab with the policy's options: Jupyter's own Host check then takes
-    the names of WORKBENCH_ALLOWED_HOSTS beside localhost; its token stays required."""
+    """`workbench notebooks` (the command itself, as whoever runs the tests: root in CI, where JupyterLab
+    needs --allow-root, issue #28) starts JupyterLab on loopback with the policy's options: Jupyter's own Host
+    check then takes the names of WORKBENCH_ALLOWED_HOSTS beside localhost; its token stays required."""
     pytest.importorskip("jupyterlab")
     from workbench import notebooks
 
@@ -163,10 +164,11 @@ def test_jupyterlab_answers_loopback_and_allowed_names_only(tmp_path, monkeypatc
     token = base64.urlsafe_b64encode(os.urandom(24)).decode()
     args = notebooks.lab_command(port, "127.0.0.1", False, folder=tmp_path) + policy.jupyter_args("127.0.0.1")
     assert args[-2:] == ["--ServerApp.local_hostnames=localhost", "--ServerApp.local_hostnames=proxy.example.org"]
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTER_DATA_DIR": str(tmp_path / "data")}
-    root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+    assert ("--allow-root" in args) == (os.geteuid() == 0) and "--ServerApp.ip=127.0.0.1" in args
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTER_DATA_DIR": str(tmp_path / "data"),
+           "JUPYTER_TOKEN": token, "WORKBENCH_HOME": str(tmp_path / "home")}
     log = tmp_path / "lab.log"
-    proc = subprocess.Popen([*args, *root, f"--IdentityProvider.token={token}"], env=env, cwd=tmp_path,
+    proc = subprocess.Popen([*faults.WORKBENCH, "notebooks", "--no-open", "--port", str(port)], env=env, cwd=REPO,
                             stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/api/contents"
     auth = {"Authorization": f"token {token}"}

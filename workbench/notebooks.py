@@ -120,10 +120,14 @@ def lab_command(port: int = 8888, host: str = "127.0.0.1", open_browser: bool = 
                 folder: Path = NOTEBOOKS_DIR) -> list[str]:
     """The command that starts JupyterLab on ``folder`` with this environment's Python.
 
+    As root (a container, CI: euid 0) it adds ``--allow-root``, without which JupyterLab refuses to start;
+    nothing else changes: it binds ``host`` (loopback by default) and keeps Jupyter's token.
+
     Raises:
         ConfigError: jupyterlab or jupytext is not installed (names the extra to install).
     """
     for module in ("jupyterlab", "jupytext"):
         _require(module)
+    root = hasattr(os, "geteuid") and os.geteuid() == 0
     return [sys.executable, "-m", "jupyterlab", f"--notebook-dir={folder}", f"--ServerApp.port={port}",
-            f"--ServerApp.ip={host}", *([] if open_browser else ["--no-browser"])]
+            f"--ServerApp.ip={host}", *([] if open_browser else ["--no-browser"]), *(["--allow-root"] if root else [])]

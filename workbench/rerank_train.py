@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from workbench.errors import ConfigError
+from workbench.errors import ConfigError, StorageError
 from workbench.text.doctext import index_text
 from workbench.threads import default_threads
 
@@ -822,14 +822,18 @@ def check_destination(folder: Path | str, force: bool = False) -> Path:
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"-o {folder} is a file, not a folder; choose another -o")
     if folder.is_dir() and any(folder.iterdir()):
-        from workbench.scorers import check_cross_encoder_folder
+        from workbench.scorers import check_cross_encoder_folder, missing_model_parts
 
         try:
-            check_cross_encoder_folder(folder)
+            check_cross_encoder_folder(folder, complete=False)
         except ConfigError:
             raise ConfigError(f"-o {folder} is a non-empty folder that holds no cross-encoder; it is never "
                               "replaced (not even with --force): choose a new or empty folder for -o") from None
         if not force:
+            missing = missing_model_parts(folder, card=True)
+            if missing:
+                raise ConfigError(f"-o {folder} holds an incomplete cross-encoder (missing: {'; '.join(missing)}); pass "
+                                  "--force (or --skip-existing) to train it again, or choose another -o")
             raise ConfigError(f"-o {folder} already holds a cross-encoder; pass --force to replace it (or "
                               "--skip-existing to keep it), or choose another -o")
     try:
@@ -845,6 +849,36 @@ def check_destination(folder: Path | str, force: bool = False) -> Path:
                           f"{stat.filemode(folder.stat().st_mode)}); make it writable (chmod u+w) or choose "
                           "another -o")
     return folder
+
+
+def model_size_estimate(base: str | Path | None) -> int:
+    """Bytes a trained model from ``base`` takes on disk, estimated from the base model folder (:func:`resolve_base`):
+    its top-level files, with one weights format counted (``*.safetensors``, else ``*.bin``: training saves
+    safetensors of the same tensors), plus 1 MB for the head, the model card and the README."""
+    folder = resolve_base(base)
+    files = [p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")]
+    weights = [p for p in files if p.suffix == ".safetensors"] or [p for p in files if p.suffix == ".bin"]
+    other = [p for p in files if p.suffix not in (".safetensors", ".bin", ".onnx", ".h5", ".msgpack", ".ot")]
+    return sum(p.stat().st_size for p in (*weights, *other)) + (1 << 20)
+
+
+def check_space(folder: Path | str, base: str | Path | None) -> int:
+    """Refuse to train when the disk of ``folder`` has less room than the model will take
+    (:func:`model_size_estimate`), before minutes of training; returns the estimate.
+
+    Raises:
+        StorageError: too little free space (names the folder, the free and the needed space and the fix).
+    """
+    from workbench.durable import _human, free_bytes
+
+    folder = Path(folder)
+    need = model_size_estimate(base)
+    free = free_bytes(folder.parent)
+    if free is not None and free < need:
+        raise StorageError(f"disk full: the model for {folder} needs about {_human(need)} (the size of the base "
+                           f"model {resolve_base(base)}) and its disk has {_human(free)} free; free space there or "
+                           "choose another -o on a disk with room (nothing was trained or written)")
+    return need
 
 
 def _pid_alive(pid: int) -> bool:
@@ -883,12 +917,21 @@ def _fsync_tree(folder: Path) -> None:
     fsync_dir(folder)
 
 
+def _saved_size(model: Any) -> int | None:
+    """Bytes of ``model``'s weights (fp32 tensors as saved), None when it has none to count."""
+    try:
+        return sum(p.numel() * p.element_size() for p in model.parameters())
+    except Exception:  # noqa: BLE001 - only for a message
+        return None
+
+
 def write_model(model: Any, folder: Path | str, card: Mapping[str, Any], *, force: bool = False) -> Path:
     """Save ``model`` with ``model_card.json`` and ``README.md`` (:func:`render_readme`) to ``folder``.
 
     Everything is written to ``.<name>.tmp-<pid>-<n>`` beside ``folder``, ``fsync``-ed, and renamed into
     place last; an existing folder (``force``) is moved aside first and removed after. An error or an
-    interrupt leaves ``folder`` as it was (no half model).
+    interrupt leaves ``folder`` as it was (no half model); a full or read-only disk, whether the file system
+    or a library over it (safetensors) says so, is a :class:`StorageError`.
 
     Returns:
         The absolute folder.
@@ -897,7 +940,7 @@ def write_model(model: Any, folder: Path | str, card: Mapping[str, Any], *, forc
         ConfigError: :func:`check_destination` refuses the folder.
         StorageError: it cannot be written (names the path and the fix).
     """
-    from workbench.durable import fsync_dir, mkdirs, storage_error
+    from workbench.durable import _human, free_bytes, fsync_dir, mkdirs, storage_error, storage_error_in
 
     folder = check_destination(folder, force)
     parent = mkdirs(folder.parent)
@@ -924,8 +967,16 @@ def write_model(model: Any, folder: Path | str, card: Mapping[str, Any], *, forc
                 old = None
             except OSError:
                 pass
-        if isinstance(exc, OSError):
-            raise storage_error(exc, folder) from None
+        err = storage_error_in(exc, folder) if isinstance(exc, Exception) else None
+        if err is None and isinstance(exc, OSError):  # another errno (EIO, ...): still one line naming the folder
+            err = storage_error(exc, folder)
+        if err is not None:  # an OSError, or one a library wrapped (safetensors' SafetensorError, ENOSPC inside)
+            if str(err).startswith("disk full"):
+                raise StorageError(f"disk full: cannot write the model to {folder} ({_human(free_bytes(parent))} "
+                                   f"free, about {_human(_saved_size(model))} needed); nothing was left there: free "
+                                   "space on that disk or choose another -o, and train again") from None
+            raise StorageError(f"{err} (the model for {folder}: nothing was left there; choose another -o or fix "
+                               "it, and train again)") from None
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)

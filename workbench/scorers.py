@@ -84,16 +84,66 @@ def folder_digest(folder: Path) -> str:
     return h.hexdigest()
 
 
-def check_cross_encoder_folder(model: str | Path) -> Path:
+#: Files that hold a model's weights (any one of them, not empty).
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+#: Files that hold a tokenizer (any one of them, not empty): a fast tokenizer, or the vocabulary of a slow one.
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spiece.model",
+                   "tokenizer.model")
+#: What ``workbench reranker train`` writes last (after the weights and the tokenizer): its presence marks a
+#: trained folder as complete.
+MODEL_CARD = "model_card.json"
+
+
+def missing_model_parts(folder: str | Path, *, card: bool = False) -> list[str]:
+    """What a complete model folder lacks; ``[]`` when it is complete. The one definition of "a complete model folder".
+
+    Complete: ``config.json``, the weights (one of :data:`WEIGHT_FILES`), a tokenizer (one of
+    :data:`TOKENIZER_FILES`), each a non-empty file, and with ``card`` also :data:`MODEL_CARD`, which
+    ``workbench reranker train`` writes after everything else (a folder it trained is complete only with it;
+    a cross-encoder from elsewhere has no card and needs ``card=False``).
+
+    Returns:
+        The missing parts, in words (``"config.json"``, ``"weights (model.safetensors or ...)"``, ...).
+    """
+    folder = Path(folder)
+
+    def has(*names: str) -> bool:
+        for n in names:
+            try:
+                if (folder / n).is_file() and (folder / n).stat().st_size > 0:
+                    return True
+            except OSError:
+                pass
+        return False
+
+    missing = []
+    if not has("config.json"):
+        missing.append("config.json")
+    if not has(*WEIGHT_FILES):
+        missing.append(f"weights ({' or '.join(WEIGHT_FILES[::2])})")
+    if not has(*TOKENIZER_FILES):
+        missing.append(f"tokenizer ({' or '.join(TOKENIZER_FILES[:2])})")
+    if card and not has(MODEL_CARD):
+        missing.append(f"{MODEL_CARD} (written last by `workbench reranker train`)")
+    return missing
+
+
+def check_cross_encoder_folder(model: str | Path, *, complete: bool = True) -> Path:
     """The resolved folder of a cross-encoder, checked without loading it.
 
     A cross-encoder folder holds a Hugging Face ``config.json`` whose ``architectures`` name a
-    ``...ForSequenceClassification`` model (what sentence-transformers' ``CrossEncoder`` saves).
+    ``...ForSequenceClassification`` model (what sentence-transformers' ``CrossEncoder`` saves) and, with
+    ``complete``, its weights and tokenizer (:func:`missing_model_parts`).
+
+    Args:
+        model: the folder.
+        complete: also refuse a folder without weights or tokenizer (False: only say what kind of model it is,
+            e.g. to decide whether a folder may be replaced).
 
     Raises:
-        ConfigError: the folder does not exist, has no ``config.json``, or holds another kind of
-            model (a sentence-transformers bi-encoder, a bare encoder) — the message names the folder and
-            how to get a cross-encoder (``workbench reranker train``).
+        ConfigError: the folder does not exist, has no ``config.json``, holds another kind of
+            model (a sentence-transformers bi-encoder, a bare encoder), or (``complete``) lacks its weights or
+            tokenizer — the message names the folder and how to get a cross-encoder (``workbench reranker train``).
     """
     import json
 
@@ -119,6 +169,11 @@ def check_cross_encoder_folder(model: str | Path) -> Path:
                 "reranker, or train a cross-encoder from it with `workbench reranker train --base "
                 f"{folder}`)") if (folder / "modules.json").is_file() else ""
         raise ConfigError(f"{folder} holds {what}, not a cross-encoder (a ...ForSequenceClassification model){hint}")
+    missing = missing_model_parts(folder) if complete else []
+    if missing:
+        raise ConfigError(f"cross-encoder folder {folder} is incomplete (missing: {'; '.join(missing)}: a training "
+                          "or a copy that did not finish); train it again with `workbench reranker train -o "
+                          f"{folder} --force`, or give a complete model folder")
     return folder.resolve()
 
 
