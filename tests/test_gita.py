@@ -392,3 +392,120 @@ def test_missing_translation_file(tmp_path: Path) -> None:
     (base / "archive/translation_old.json").unlink()
     with pytest.raises(DataError, match="translation_old.json is missing"):
         load_gita(tmp_path)
+
+
+# --------------------------------------------------------------------------- known damage: dropped "qu" (#28)
+
+from workbench.data import damage  # noqa: E402
+
+#: A hand-made corpus. Words and 'qu' counts per source, by hand:
+#:   Intact One: they are equal in quality and quiet it is quite so it vanished -> 13 words, 4 with qu (307.692 per 1000)
+#:   Intact Two: the foe was vanquished quickly with all his qualities           ->  9 words, 3 with qu (333.333)
+#:   Lost One:   he is eal to all it vanished and ite went                        -> 10 words, 0 (0.0): drops qu
+#:   Lost Two:   eal eal alities the foe was conered                              ->  7 words, 0 (0.0): drops qu
+#: Reference words: Intact One's and Two's. In Lost One, "eal" -> "equal" and "ite" -> "quite" (both attested);
+#: "it" and "vanished" are reference words (never damage, though "quit" / "vanquished" fit). In Lost Two, "Eal" twice
+#: -> "equal", "alities" -> "qualities"; "conered" is not found: no text writes "conquered".
+HAND = [
+    damage.CheckedText("v1", "translation", "Intact One", "They are equal in quality and quiet. It is quite so; it vanished."),
+    damage.CheckedText("v1", "translation", "Lost One", "He is eal to all. It vanished and ite went."),
+    damage.CheckedText("v2", "translation", "Intact Two", "The foe was vanquished quickly, with all his qualities."),
+    damage.CheckedText("v2", "translation", "Lost Two", "Eal, eal alities; the foe was conered."),
+]
+
+
+def test_dropped_letters_are_found_by_the_corpus_own_words_as_computed_by_hand() -> None:
+    rep = damage.check(HAND, [damage.DroppedLetters("qu")], held_out=["Lost Two"])
+    assert [(d.doc_id, d.source, d.token, d.likely, d.count) for d in rep.found] == [
+        ("v1", "Lost One", "eal", "equal", 1), ("v1", "Lost One", "ite", "quite", 1),
+        ("v2", "Lost Two", "Eal", "equal", 2), ("v2", "Lost Two", "alities", "qualities", 1)]
+    assert rep.tokens == 5 and rep.documents == ["v1", "v2"] and rep.by_source() == {"Lost One": 2, "Lost Two": 3}
+    sources = rep.rules["dropped-qu"]["sources"]
+    assert sources["Intact One"] == {"words": 13, "with_letters": 4, "per_1000": 307.692, "keeps": True}
+    assert sources["Intact Two"] == {"words": 9, "with_letters": 3, "per_1000": 333.333, "keeps": True}
+    assert sources["Lost One"] == {"words": 10, "with_letters": 0, "per_1000": 0.0, "keeps": False}
+    out = rep.to_json()
+    assert out["summary"] == {"documents": 2, "tokens": 5, "by_source": {"Lost One": 2, "Lost Two": 3},
+                              "documents_by_source": {"Lost One": 1, "Lost Two": 1}}
+    assert out["documents"]["v2"][0] == {"rule": "dropped-qu", "field": "translation", "source": "Lost Two",
+                                         "token": "Eal", "likely": "equal", "count": 2, "held_out": True}
+    assert damage.describe(out, "hand", "verses") == (
+        "2 verses of hand: 5 tokens where 'qu' seems dropped (translators Lost One 2, Lost Two 3); see damage.json")
+
+
+def test_without_a_source_that_keeps_the_letters_nothing_is_claimed() -> None:
+    rep = damage.check([t for t in HAND if t.source.startswith("Lost")], [damage.DroppedLetters("qu")])
+    assert rep.found == [] and not any(s["keeps"] for s in rep.rules["dropped-qu"]["sources"].values())
+    assert damage.describe(rep.to_json(), "hand") == "hand: no damaged words found (checked: 'qu')"
+    with pytest.raises(ValueError, match="lower-case letters, got 'QU'"):
+        damage.check(HAND, [damage.DroppedLetters("QU")])
+
+
+def test_known_damage_and_the_note_the_judging_page_shows(tmp_path: Path) -> None:
+    rep = damage.check(HAND, [damage.DroppedLetters("qu")], held_out=["Lost Two"]).to_json()
+    folder = tmp_path / "datasets" / "hand"
+    folder.mkdir(parents=True)
+    damage.write_report(folder, rep)
+    got = damage.known_damage("hand", "v1", home=tmp_path)
+    assert [(e["source"], e["token"], e["likely"]) for e in got] == [("Lost One", "eal", "equal"), ("Lost One", "ite", "quite")]
+    assert damage.known_damage("hand", "v2", home=tmp_path) == []  # held out: a query text, not on the page
+    assert len(damage.known_damage("hand", "v2", home=tmp_path, held_out=True)) == 2
+    assert damage.known_damage("hand", "v9", home=tmp_path) == [] == damage.known_damage("nothing", "v1", home=tmp_path)
+    assert damage.damage_note(got) == ("Known damage in the source, not in the verse: Lost One's text lost the letters "
+                                       "'qu' (\"eal\" is \"equal\", \"ite\" is \"quite\").")
+    assert damage.damage_note([]) == ""
+
+
+#: Independent count in the raw file: r"\beal\b" (any case) in translation_old.json, by translator.
+RAW_EAL = {"Dr. S. Sankaranarayan": 14, "Swami Adidevananda": 8, "Swami Gambirananda": 4, "Swami Sivananda": 5}
+
+
+@pytest.mark.data
+def test_the_gita_has_four_translators_who_lost_qu(corpus: GitaCorpus, data_dir: Path) -> None:
+    from workbench.data.loaders.gita import DAMAGE_RULES, damage_texts
+
+    raw = json.loads((data_dir / "gita/archive/translation_old.json").read_text(encoding="utf-8"))
+    eal = Counter()
+    for rec in raw:
+        eal[rec["authorName"]] += len(re.findall(r"\beal\b", rec["description"], re.IGNORECASE))
+    assert {k: v for k, v in eal.items() if v} == RAW_EAL
+    rep = damage.check(damage_texts(corpus), DAMAGE_RULES, held_out=["Shri Purohit Swami", "Swami Tejomayananda"])
+    keeps = {s: v["keeps"] for s, v in rep.rules["dropped-qu"]["sources"].items()}
+    assert keeps == {"Dr. S. Sankaranarayan": False, "Shri Purohit Swami": True, "Swami Adidevananda": False,
+                     "Swami Gambirananda": False, "Swami Sivananda": False, "word_meanings": True}
+    per = Counter()
+    for d in rep.found:
+        if d.token.lower() == "eal":
+            per[d.source] += d.count
+    assert dict(per) == RAW_EAL  # every "eal" of the raw file is found, and nothing else called "eal"
+    assert rep.by_source() == {"Dr. S. Sankaranarayan": 60, "Swami Adidevananda": 39, "Swami Gambirananda": 72,
+                               "Swami Sivananda": 59}
+    assert len(rep.documents) == 119 and rep.tokens == 230
+    first = [(d.source, d.token, d.likely) for d in rep.found if d.doc_id == "bg1.4"]
+    assert first == [("Swami Sivananda", "eal", "equal")]  # "1.4. Here are heroes, mighty archers, eal in battle"
+    likely = {d.token.lower(): d.likely for d in rep.found}
+    assert likely["alities"] == "qualities" and likely["conered"] == "conquered" and likely["tranil"] == "tranquil"
+    assert "vanished" not in likely and "it" not in likely  # real words, used by the sources that keep "qu"
+
+
+@pytest.mark.data
+def test_the_gita_build_writes_damage_json_and_says_so(data_dir: Path, tmp_path: Path) -> None:
+    from workbench.data import catalog
+
+    lines: list[str] = []
+    manifest = catalog.build("gita", catalog.load_definitions(), data_dir, tmp_path, log=lines.append)
+    line = ("119 verses of gita: 230 tokens where 'qu' seems dropped (translators Dr. S. Sankaranarayan 60, "
+            "Swami Adidevananda 39, Swami Gambirananda 72, Swami Sivananda 59); see damage.json")
+    assert line in lines
+    folder = catalog.dataset_dir("gita", tmp_path)
+    on_disk = json.loads((folder / "damage.json").read_text(encoding="utf-8"))
+    assert on_disk["summary"]["documents"] == 119 and manifest["notes"]["damage"] == on_disk["summary"]
+    assert "damage.json" in manifest["outputs"]
+    assert damage.known_damage("gita", "bg1.4", home=tmp_path) == [
+        {"rule": "dropped-qu", "field": "translation", "source": "Swami Sivananda", "token": "eal", "likely": "equal",
+         "count": 1}]
+    docs = {d.doc_id: d for d in catalog.load("gita", home=tmp_path, data=data_dir).documents}
+    assert " eal in battle" in docs["bg1.4"].text("translation", source="Swami Sivananda")  # the text as published
+    assert catalog.status("gita", data=data_dir, home=tmp_path) == "current"
+    (folder / "damage.json").write_text("{}", encoding="utf-8")
+    assert catalog.status("gita", data=data_dir, home=tmp_path) == "stale: output damage.json was modified or removed"

@@ -202,6 +202,33 @@ def test_the_report_counts_cannot_judge_as_missing_and_leaves_stale_judgments_ou
     assert "4 with ≥2 grades" in text and "Krippendorff's alpha (ordinal" in text and "ann / bob" in text
 
 
+def test_agreement_is_reported_with_and_without_the_exact_answer_queries():
+    # issue #28: obvious zeros of reference queries agree and lift alpha. Hand computation (ordinal, 0..2):
+    # without them, units (1,2), (0,0), (2,2): n = 6, n_0 2, n_1 1, n_2 3; δ²_01 = (3 - 1.5)² = 2.25,
+    # δ²_12 = (4 - 2)² = 4, δ²_02 = (6 - 2.5)² = 12.25; observed Σ o δ² = 2·4 = 8; expected
+    # Σ n_c n_k δ² = 2(2·1·2.25 + 1·3·4 + 2·3·12.25) = 180; alpha = 1 - 5·8/180 = 7/9.
+    # with two more (0,0) reference units: n = 10, n_0 6; δ²_01 = 12.25, δ²_12 = 4, δ²_02 = 30.25;
+    # expected 2(6·12.25 + 3·4 + 18·30.25) = 1260; alpha = 1 - 9·8/1260 = 33/35.
+    rows = _rows({("p1", "a"): {"ann": 1, "bob": 2}, ("p1", "b"): {"ann": 0, "bob": 0}, ("p1", "c"): {"ann": 2, "bob": 2},
+                  ("r1", "x"): {"ann": 0, "bob": 0}, ("r2", "y"): {"ann": 0, "bob": 0}})
+    rep = ag.agreement(rows, query_types={"p1": "paraphrase", "r1": "reference", "r2": "page_ref"}, resamples=50)
+    assert rep["alpha"]["value"] == pytest.approx(33 / 35) and rep["alpha"]["units"] == 5
+    wx = rep["without_exact"]
+    assert wx["alpha"]["value"] == pytest.approx(7 / 9) and wx["alpha"]["units"] == 3
+    assert wx["query_types"] == ["reference", "page_ref"] and wx["left_out_pairable_units"] == 2
+    assert "  without reference/page_ref   0.778" in ag.render(rep, "gita")
+    assert "(2 pairs of exact-answer queries left out)" in ag.render(rep, "gita")
+    assert "without_exact" not in ag.agreement(rows, resamples=0)
+
+
+def test_the_adjudication_rule_in_words():
+    assert ag.adjudication_rule(1) == ("pairs whose grades differ (0 vs 1, 0 vs 2, 1 vs 2), and pairs a rater could "
+                                       "not judge with no other rater left to ask")
+    assert ag.adjudication_rule(2).startswith("pairs where one rater says 0 and another 1 or 2 (1 vs 2 is settled as 1)")
+    with pytest.raises(JudgeError, match="1 or 2, got 3"):
+        ag.adjudication_rule(3)
+
+
 def test_two_grades_of_one_rater_on_one_pair_are_refused():
     rows = _rows({("q", "d"): {"ann": 1}}) * 2
     with pytest.raises(DataError, match="ann has two current grades on q / d"):
@@ -231,19 +258,85 @@ def _judge_all(st: JudgmentStore, grades=GRADES, dataset="gita"):
     return ann, bob, ada
 
 
-def test_the_queue_holds_pairs_two_apart_by_default_and_one_apart_when_asked(store):
+def test_every_disagreement_goes_to_adjudication_by_default_and_0_vs_1_at_either_setting(store):
+    # issue #28: under the old default (2) none of the scholars' 0-vs-1 and 1-vs-2 disagreements reached an adjudicator
     ann, bob, ada = _judge_all(store)
+    assert store.adjudicate_at("gita") == 1
     queue = ag.adjudication_queue(store, "gita", ada)
-    assert [(q["query_id"], q["doc_id"], q["difference"]) for q in queue] == [("q1", "d2", 2), ("q1", "d4", 2)]
+    assert [(q["query_id"], q["doc_id"], q["difference"]) for q in queue] == [
+        ("q1", "d2", 2), ("q1", "d4", 2), ("q1", "d1", 1), ("q1", "d3", 1)]
     assert queue[0]["judgments"] == [
         {"rater": "ann", "grade": 0, "cannot_judge": False, "note": "ann on d2", "judged_at": queue[0]["judgments"][0]["judged_at"]},
         {"rater": "bob", "grade": 2, "cannot_judge": False, "note": "bob on d2", "judged_at": queue[0]["judgments"][1]["judged_at"]},
     ]
     assert queue[0]["reason"] == "not adjudicated" and queue[0]["previous_adjudication"] is None
-    store.set_adjudicate_at("gita", 1)
+    store.set_adjudicate_at("gita", 2)  # 1 vs 2 (d3) resolves to 1; 0 vs 1 (d1) still goes: relevant or not at all
     queue = ag.adjudication_queue(store, "gita", ada)
-    assert [(q["doc_id"], q["difference"]) for q in queue] == [("d2", 2), ("d4", 2), ("d1", 1), ("d3", 1)]
+    assert [(q["doc_id"], q["difference"]) for q in queue] == [("d2", 2), ("d4", 2), ("d1", 1)]
     assert ag.adjudication_queue(store, "other-dataset", ada) == []
+
+
+def test_cannot_judge_sends_the_pair_to_another_rater_when_one_is_free(store):
+    from workbench.judging.layers import final_grades
+
+    store.create_pool("gita", [PoolPair("q1", "d0")], raters_per_pair=2)
+    ann, _ = store.add_rater("ann")
+    bob, _ = store.add_rater("bob")
+    cy, _ = store.add_rater("cy")
+    ada, _ = store.add_rater("ada", "adjudicator")
+    a = store.next_assignment(ann, "gita")
+    store.judge(ann, a.assignment_id, None, cannot_judge=True, note="I do not read Sanskrit")
+    store.judge(bob, store.next_assignment(bob, "gita").assignment_id, 2)
+    rows = store.current("gita")
+    assert [(r["rater"], r["raters_per_pair"], r["open_slots"]) for r in rows] == [("ann", 2, 1), ("bob", 2, 1)]
+    assert final_grades(rows) == {}  # bob's single 2 is not final: cy (or ada) may still judge it
+    assert ag.adjudication_queue(store, "gita", ada) == []
+    c = store.next_assignment(cy, "gita")
+    assert (c.query_id, c.doc_id) == ("q1", "d0")
+    store.judge(cy, c.assignment_id, 2)
+    assert store.next_assignment(ada, "gita") is None  # two grades: no more slots
+    final = final_grades(store.current("gita"))
+    assert final[("q1", "d0")].grade == 2 and final[("q1", "d0")].basis == "agreed" and final[("q1", "d0")].raters == 2
+
+
+def test_cannot_judge_with_no_other_rater_goes_to_adjudication_not_final_on_one_grade(store):
+    from workbench.judging.layers import final_grades
+
+    store.create_pool("gita", [PoolPair("q1", "d0"), PoolPair("q1", "d1")], raters_per_pair=2)
+    ann, _ = store.add_rater("ann")
+    bob, _ = store.add_rater("bob")
+    while (a := store.next_assignment(ann, "gita")) is not None:
+        store.judge(ann, a.assignment_id, None, cannot_judge=True) if a.doc_id == "d0" else store.judge(ann, a.assignment_id, 1)
+    ada, _ = store.add_rater("ada", "adjudicator")  # added after: only ann and bob were there to ask
+    while (a := store.next_assignment(bob, "gita")) is not None:
+        store.judge(bob, a.assignment_id, 2 if a.doc_id == "d0" else 1)
+    rows = store.current("gita")
+    final = final_grades(rows)
+    assert ("q1", "d0") not in final  # before: bob's 2 was final ("single") because ann could not judge
+    assert final[("q1", "d1")].grade == 1 and final[("q1", "d1")].basis == "agreed"
+    queue = ag.adjudication_queue(store, "gita", ada)
+    assert [(q["doc_id"], q["difference"], q["reason"]) for q in queue] == [("d0", 0, "cannot judge, no other rater")]
+    assert [(j["rater"], j["grade"], j["cannot_judge"]) for j in queue[0]["judgments"]] == [
+        ("ann", None, True), ("bob", 2, False)]
+    store.adjudicate(ada, "gita", "q1", "d0", 1)
+    final = final_grades(store.current("gita"), store.adjudications("gita"))
+    assert final[("q1", "d0")].grade == 1 and final[("q1", "d0")].basis == "adjudicated"
+    assert ag.adjudication_queue(store, "gita", ada) == []
+
+
+def test_undoing_cannot_judge_takes_back_the_extra_slot(store):
+    store.create_pool("gita", [PoolPair("q1", "d0")], raters_per_pair=2)
+    ann, _ = store.add_rater("ann")
+    bob, _ = store.add_rater("bob")
+    cy, _ = store.add_rater("cy")
+    store.judge(ann, store.next_assignment(ann, "gita").assignment_id, None, cannot_judge=True)
+    slots = lambda: store.conn().execute("SELECT count(*) FROM wb_judge.assignments").fetchone()[0]  # noqa: E731
+    assert slots() == 3
+    a = store.undo_last(ann, "gita")
+    assert slots() == 2
+    store.judge(ann, a.assignment_id, 1)
+    store.judge(bob, store.next_assignment(bob, "gita").assignment_id, 1)
+    assert store.next_assignment(cy, "gita") is None
 
 
 def test_a_plain_rater_or_a_revoked_adjudicator_is_refused(store):
@@ -258,7 +351,7 @@ def test_a_plain_rater_or_a_revoked_adjudicator_is_refused(store):
 def test_an_adjudicated_pair_leaves_the_queue_until_a_rater_judges_it_again(store):
     ann, bob, ada = _judge_all(store)
     store.adjudicate(ada, "gita", "q1", "d2", 1, note="partly", doc_hash="h")
-    assert [q["doc_id"] for q in ag.adjudication_queue(store, "gita", ada)] == ["d4"]
+    assert [q["doc_id"] for q in ag.adjudication_queue(store, "gita", ada)] == ["d4", "d1", "d3"]
     # bob undoes his last judgment (d4 or whichever was last) until d2 is reopened, then judges d2 again
     undone = []
     while (a := store.undo_last(bob, "gita")) is not None and a.doc_id != "d2":
@@ -276,9 +369,9 @@ def test_an_adjudicated_pair_leaves_the_queue_until_a_rater_judges_it_again(stor
 
 def test_stale_judgments_wait_for_re_judging_not_adjudication(store):
     ann, bob, ada = _judge_all(store)
-    assert len(ag.adjudication_queue(store, "gita", ada, doc_hashes={f"d{i}": "h" for i in range(5)})) == 2
+    assert len(ag.adjudication_queue(store, "gita", ada, doc_hashes={f"d{i}": "h" for i in range(5)})) == 4
     changed = {**{f"d{i}": "h" for i in range(5)}, "d2": "h2"}
-    assert [q["doc_id"] for q in ag.adjudication_queue(store, "gita", ada, doc_hashes=changed)] == ["d4"]
+    assert [q["doc_id"] for q in ag.adjudication_queue(store, "gita", ada, doc_hashes=changed)] == ["d4", "d1", "d3"]
 
 
 def test_cannot_judge_is_shown_to_the_adjudicator_but_is_no_grade():
@@ -300,9 +393,10 @@ def test_a_snapshot_reads_one_moment_while_raters_keep_judging(store, pg_dsn):
         before = store.current("gita")
         other.import_judgments("gita", [("q1", "d9", 2, "cy"), ("q1", "d9", 0, "dee")], source="test")
         assert store.current("gita") == before  # the new judgments are after the snapshot
-        assert ag.adjudication_queue(store, "gita", ada) == ag.disagreements(before, [], 2)  # nested: same snapshot
+        assert ag.adjudication_queue(store, "gita", ada) == ag.disagreements(before, [], 1)  # nested: same snapshot
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             store.set_adjudicate_at("gita", 1)
     assert len(store.current("gita")) == len(before) + 2
-    assert [q["doc_id"] for q in ag.adjudication_queue(store, "gita", ada)] == ["d2", "d4", "d9"]
+    assert [q["doc_id"] for q in ag.adjudication_queue(store, "gita", ada)] == ["d2", "d4", "d9", "d1", "d3"]
     other.close()
+

@@ -102,7 +102,8 @@ def test_export_writes_the_human_layer_and_its_provenance(store, gita, tmp_path,
                               "bob": {"0": 1, "1": 0, "2": 3, "cannot_judge": 1}}
     assert prov["stale"] == {"judgments": 1, "adjudications": 0,
                              "left_out": [{"query_id": q, "doc_id": d[4], "rater": "ann"}]}
-    assert prov["adjudications"] == 1 and prov["adjudicate_at"] == 2 and prov["awaiting_adjudication"] == 0
+    # the default sends every disagreement: d2 (1 vs 2) waits; d4 has a slot open for ada (bob could not judge)
+    assert prov["adjudications"] == 1 and prov["adjudicate_at"] == 1 and prov["awaiting_adjudication"] == 1
     # agreement over d0..d3 (d4: ann's grade stale, bob's cannot judge): ann (0,2,1,0) vs bob (0,2,2,2)
     assert prov["agreement"]["pairable_units"] == 4 and prov["agreement"]["units"] == 4
     assert [(p["a"], p["b"]) for p in prov["agreement"]["pairs"]] == [("ann", "bob")]
@@ -244,7 +245,9 @@ def test_several_bad_lines_report_the_first_and_count_the_rest(store, gita, tmp_
 def test_settings_and_agreement_commands(store, gita, tmp_path):
     q, d = _judged(store, gita)
     res = judge("settings", "-d", "gita")
-    assert res.exit_code == 0 and "differ by 2 or more" in res.stdout
+    assert res.exit_code == 0 and "differ by 1 or more" in res.stdout and "1 vs 2" in res.stdout
+    res = judge("settings", "-d", "gita", "--adjudicate-at", "2")
+    assert res.exit_code == 0 and "differ by 2 or more" in res.stdout and "and 0 vs 1, always" in res.stdout
     res = judge("settings", "-d", "gita", "--adjudicate-at", "1")
     assert res.exit_code == 0 and "differ by 1 or more" in res.stdout and store.adjudicate_at("gita") == 1
     res = judge("settings", "-d", "gita", "--adjudicate-at", "3")

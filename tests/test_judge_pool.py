@@ -209,6 +209,27 @@ def test_the_audit_sample_comes_from_the_built_labels(env, store):
     assert len(capped.pairs) == 100 and capped.audit_pairs == 10 and capped.capped == len(pool) - 90
 
 
+def test_reference_queries_are_not_pooled_their_qrels_are_exact(env, store):
+    # issue #28: 13 of the scholars' 29 pairs were a reference query ("Bhagavad-gita 2.47") with a verse a lexical
+    # lane matched on the word "Gita": obvious zeros. The reference grammar answers them; scholars judge the rest.
+    ds = env["ds"]
+    qtype = {q.query_id: q.query_type for q in ds.queries}
+    old = _plan(env, store, depth=10, audit=0, seed=5, exact_types=())  # what was pooled before
+    old_ref = [p for p in old.pairs if qtype[p.query_id] in pooling.EXACT_TYPES]
+    assert len(old_ref) > 100 and old.excluded["exact"] == 0
+    plan = _plan(env, store, depth=10, seed=5)
+    assert not [p for p in plan.pairs if qtype[p.query_id] in pooling.EXACT_TYPES]  # audit pairs too
+    assert plan.excluded["exact"] == len(old_ref)  # every one of them, counted
+    assert {(p.query_id, p.doc_id) for p in plan.pairs if p.reason == "pool"} == {
+        (p.query_id, p.doc_id) for p in old.pairs if p.reason == "pool" and p not in old_ref}
+    ref_queries = {p.query_id for p in old_ref}
+    assert plan.params["skipped"] == {"query_types": ["reference", "page_ref"], "rule": pooling.EXACT_RULE,
+                                      "pairs": len(old_ref), "queries": len(ref_queries)}
+    text = pooling.summary(plan)
+    assert (f"skipped: {len(old_ref)} pairs of {len(ref_queries)} reference/page_ref queries (their built qrels are "
+            "exact: the reference grammar names the answer)") in text
+
+
 def test_the_predicted_judged_at_10_is_what_eval_merged_measures_once_the_pool_is_judged(env, store):
     from workbench.cli import app
 

@@ -27,15 +27,15 @@ def _pool(st: JudgmentStore, n: int, raters: int = 2, dataset: str = "gita") -> 
 
 
 def test_migrations_create_the_schema_once_and_refuse_a_newer_store(store, pg_dsn):
-    assert store.version() == SCHEMA_VERSION == 2
-    assert JudgmentStore(pg_dsn).migrate() == 2  # a second open changes nothing
+    assert store.version() == SCHEMA_VERSION == 3
+    assert JudgmentStore(pg_dsn).migrate() == 3  # a second open changes nothing
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'wb_judge'")}
         assert tables == {"schema_version", "raters", "pools", "pairs", "assignments", "queue", "queue_pools",
                           "judgments", "adjudications",
                           "settings"}
         conn.execute("INSERT INTO wb_judge.schema_version (version, note) VALUES (99, 'from the future')")
-    with pytest.raises(JudgeError, match="schema version 99, newer than this workbench's 2"):
+    with pytest.raises(JudgeError, match="schema version 99, newer than this workbench's 3"):
         JudgmentStore(pg_dsn)
 
 
@@ -296,8 +296,8 @@ def test_a_version_1_store_is_upgraded_in_place_and_keeps_its_history(pg_dsn, mo
     old.adjudicate(ada, "gita", a.query_id, a.doc_id, 2)
     old.close()
     monkeypatch.undo()
-    new = JudgmentStore(pg_dsn)  # this workbench: version 2
-    assert new.version() == 2
+    new = JudgmentStore(pg_dsn)  # this workbench: version 3
+    assert new.version() == 3
     assert [(r["rater"], r["grade"]) for r in new.current("gita")] == [("ann", 1)]
     assert [(r["adjudicator"], r["grade"]) for r in new.adjudications("gita")] == [("ada", 2)]
     new.retract_adjudication(new.rater("ada"), "gita", a.query_id, a.doc_id)  # what version 2 adds
@@ -328,3 +328,27 @@ def test_a_pair_claimed_and_left_is_taken_over_after_the_ttl(store, pg_dsn):
         store.judge(ann, a.assignment_id, 2)
     store.judge(bob, b.assignment_id, 1)
     assert [(r["rater"], r["grade"]) for r in store.current("gita")] == [("bob", 1)]
+
+
+def test_a_cannot_judge_reaches_a_rater_who_already_walked_past_the_pair(store):
+    # issue #28: the pair goes back into the queue of a rater whose queue is made (and who passed it while it was full)
+    from workbench.judging.layers import final_grades
+
+    store.create_pool("gita", [PoolPair("q1", "d0"), PoolPair("q1", "d1")], raters_per_pair=1)
+    ann, _ = store.add_rater("ann")
+    cy, _ = store.add_rater("cy")
+    x = store.next_assignment(ann, "gita")
+    store.judge(ann, x.assignment_id, 1)
+    y = store.next_assignment(cy, "gita")
+    assert y.doc_id != x.doc_id
+    store.judge(cy, y.assignment_id, 2)
+    assert store.next_assignment(cy, "gita") is None  # nothing left for cy
+    again = store.undo_last(ann, "gita")
+    store.judge(ann, again.assignment_id, None, cannot_judge=True, note="not my language")
+    z = store.next_assignment(cy, "gita")
+    assert (z.query_id, z.doc_id) == (x.query_id, x.doc_id)
+    assert store.progress(cy, "gita") == (1, 2)
+    store.judge(cy, z.assignment_id, 0)
+    final = final_grades(store.current("gita"))
+    assert (final[("q1", x.doc_id)].grade, final[("q1", x.doc_id)].basis) == (0, "single")
+    assert store.next_assignment(ann, "gita") is None and store.next_assignment(cy, "gita") is None

@@ -540,7 +540,7 @@ def tune_cmd(
         typer.secho(f"interrupted: {where}", fg=typer.colors.YELLOW, err=True)
         raise typer.Exit(130)
     typer.echo(summary(result))
-    typer.echo(f"\n{result.trials_run} trials run in {result.elapsed_s:.1f} s; "
+    typer.echo(f"\n{result.trials_run} trials run by this command in {result.elapsed_s:.1f} s; "
                + (f"report, export and plots in {folder}" if folder else "no report written"))
     if track and folder is not None:
         from workbench.experiment.tracking import log_study, tracking_uri
@@ -563,11 +563,10 @@ def export_cmd(
     from workbench.durable import atomic_write_text, mkdirs
     from workbench.settings import data_dir, home_dir
     from workbench.tuning.candidates import Candidates
-    from workbench.tuning.export import export_config
+    from workbench.tuning.export import export_config, load_stored_study
     from workbench.tuning.select import choose_and_report
     from workbench.tuning.space import load_study
     from workbench.tuning.storage import storage_for
-    from workbench.tuning.study import make_study
 
     try:
         st = load_study(study_file)
@@ -581,7 +580,7 @@ def export_cmd(
         mkdirs(out.parent)
         if not os.access(out.parent, os.W_OK):
             raise WorkbenchError(f"cannot write into {out.parent}; choose another --out")
-        ost = make_study(st, storage_for(st, home, storage, create=False, log=_log))
+        ost = load_stored_study(st, storage_for(st, home, storage, create=False, log=_log))  # writes nothing
         cands = Candidates(st, home, _log)
         if not ost.trials:
             raise WorkbenchError(f"study {st.name} has no trials in {storage} storage; run `workbench tune {study_file}` first")
@@ -590,8 +589,10 @@ def export_cmd(
         atomic_write_text(out, json.dumps(config, indent=1, default=str) + "\n")  # the old file stays whole on a fault
     except WorkbenchError as exc:
         _fail(exc)
-    except OSError as exc:
-        _fail(WorkbenchError(f"cannot write {out}: {exc.strerror or exc}"))
+    except OSError as exc:  # the path that failed (a file of the home, or --out), not always --out
+        from workbench.durable import storage_error
+
+        _fail(storage_error(exc, exc.filename or out))
     typer.echo(f"wrote {out}: trial {result.chosen.number} of study {st.name}, test "
                + ", ".join(f"{m} {r.chosen:.4f}" for m, r in (result.evaluation.test.measures
                                                                if result.evaluation.test else {}).items()))
@@ -921,7 +922,8 @@ def judge_pool(
                                "slots": stored * plan.raters_per_pair, "raters_per_pair": plan.raters_per_pair,
                                "queries": plan.queries, "candidates": plan.candidates, "excluded": plan.excluded,
                                "capped": plan.capped, "tiers": plan.tiers, "open_elsewhere": plan.open_elsewhere,
-                               "stale": plan.stale, "judged_at_10_now": plan.params["judged_at_10_now"],
+                               "stale": plan.stale, "skipped": plan.params["skipped"],
+                               "judged_at_10_now": plan.params["judged_at_10_now"],
                                "judged_at_10_after": plan.params["judged_at_10_after"],
                                "elapsed_s": round(plan.elapsed_s, 3)}, indent=1))
     else:
@@ -983,15 +985,18 @@ def judge_agreement(
         _log(f"no judgments on {dataset} yet: pool pairs (`workbench judge pool`) and judge them on the dashboard's "
              "Judge page, or `workbench judge import`")
     typer.echo(ag.render(report, dataset))
-    typer.echo(f"\n{report['awaiting_adjudication']:,d} pair(s) await adjudication (grades {report['adjudicate_at']} or "
-               f"more apart; `workbench judge settings -d {dataset} --adjudicate-at 1|2`)")
+    typer.echo(f"\n{report['awaiting_adjudication']:,d} pair(s) await adjudication (0 vs 1 or 2 always; grades "
+               f"{report['adjudicate_at']} or more apart; left short by 'cannot judge' with no other rater; "
+               f"`workbench judge settings -d {dataset} --adjudicate-at 1|2`)")
 
 
 @judge_app.command("settings")
 def judge_settings(
     dataset: str = typer.Option(..., "--dataset", "-d", help="The dataset."),
     adjudicate_at: Optional[int] = typer.Option(None, "--adjudicate-at",
-                                                help="Send pairs whose grades differ by this much (1 or 2) to adjudication."),
+                                                help="Send pairs whose grades differ by this much (1, the default: every "
+                                                     "disagreement; 2: 1 vs 2 settles as 1) to adjudication; 0 vs 1 "
+                                                     "or 2 always goes."),
 ) -> None:
     """Show or change a dataset's judging settings (when a disagreement goes to the adjudicators)."""
     try:
@@ -1003,7 +1008,8 @@ def judge_settings(
     except WorkbenchError as exc:
         _fail(exc)
     typer.echo(f"{dataset}: pairs whose grades differ by {now} or more go to adjudication"
-               + (" (0 vs 2 only; `--adjudicate-at 1` sends 0 vs 1 and 1 vs 2 too)" if now == 2 else ""))
+               + (" (and 0 vs 1, always; 1 vs 2 resolves to 1 without an adjudicator; `--adjudicate-at 1` sends "
+                  "1 vs 2 too)" if now == 2 else " (every disagreement: 0 vs 1, 0 vs 2, 1 vs 2)"))
 
 
 @judge_app.command("export")
@@ -1011,11 +1017,14 @@ def judge_export(
     dataset: str = typer.Option(..., "--dataset", "-d", help="The dataset whose judgments to export."),
     out: Path = typer.Option(..., "--output", "-o", help="The qrels file to write (a provenance JSON goes beside it)."),
     layer: str = typer.Option("human", "--layer", help="human (human grades only) or merged (human over the built labels)."),
-    fmt: str = typer.Option("trec", "--format", help="trec (the layer's qrels) or csv (each rater's own grades, "
-                                                       "the import format: a backup of the current judgments)."),
+    fmt: str = typer.Option("trec", "--format", help="trec (the layer's qrels) or csv (each rater's current grades, "
+                                                       "the import format; not a backup: `workbench judge backup FILE`)."),
 ) -> None:
     """Write the human judgments as TREC qrels (or CSV), with FILE.provenance.json: raters, counts, agreement,
-    stale judgments left out, the qrels' sha256, the store's schema version and the dataset's manifest hash."""
+    stale judgments left out, the qrels' sha256, the store's schema version and the dataset's manifest hash.
+
+    Not a backup: it holds current grades only (no adjudications, notes, "cannot judge", undo history or
+    settings). `workbench judge backup FILE` writes the whole store."""
     from workbench.judging import trecio
 
     try:
@@ -1036,6 +1045,42 @@ def judge_export(
     if prov["awaiting_adjudication"]:
         _log(f"{prov['awaiting_adjudication']} pair(s) await adjudication; until then they carry the mean grade "
              "rounded down")
+
+
+@judge_app.command("backup")
+def judge_backup(
+    file: Path = typer.Argument(..., help="The backup to write: JSON Lines, gzip-compressed when FILE ends in .gz "
+                                          "(e.g. judge-2026-12-04.jsonl.gz)."),
+) -> None:
+    """Back up the whole judgment store: raters (without their tokens), pools, pairs, slots, queues, every
+    judgment with its grade, "cannot judge", note, time and undo history, every adjudication, and the settings.
+    `workbench judge restore FILE` puts it into an empty store."""
+    from workbench.judging import backup as bk
+
+    try:
+        if file.is_dir():
+            raise WorkbenchError(f"{file} is a folder; give a file path, e.g. {file / 'judge.jsonl.gz'}")
+        with _judge_store() as store:
+            counts = bk.backup(store, file)
+    except WorkbenchError as exc:
+        _fail(exc)
+    except OSError as exc:
+        _fail(WorkbenchError(f"cannot write the backup {file}: {exc.strerror or exc}; choose a writable path"))
+    typer.echo(f"wrote {file}: " + ", ".join(f"{n:,d} {t}" for t, n in counts.items()))
+    _log("tokens are not in the backup: after a restore, `workbench judge rater token NAME` gives each rater a new one")
+
+
+@judge_app.command("restore")
+def judge_restore(file: Path = typer.Argument(..., help="A file `workbench judge backup` wrote.")) -> None:
+    """Restore a backup into an empty judgment store (the file is checked whole first; one transaction)."""
+    from workbench.judging import backup as bk
+
+    try:
+        with _judge_store() as store:
+            counts = bk.restore(store, file, log=_log)
+    except WorkbenchError as exc:
+        _fail(exc)
+    typer.echo(f"restored {file}: " + ", ".join(f"{n:,d} {t}" for t, n in counts.items()))
 
 
 @judge_app.command("import")
@@ -1330,12 +1375,18 @@ def reranker_train(
         chosen = rt.choose_lanes(exp, lanes.split(",") if lanes is not None else None)
         # every argument is checked before a kept model ends the command (a misspelt -d is an error either way)
         if skip_existing and not force and (Path(dest) / "config.json").is_file():
-            from workbench.scorers import check_cross_encoder_folder
+            from workbench.scorers import check_cross_encoder_folder, missing_model_parts
 
-            check_cross_encoder_folder(dest)  # something else in its place is an error, not a model to keep
-            typer.echo(f"{dest} already holds a cross-encoder: kept (--force retrains it)")
-            return
+            # something else in its place is an error, not a model to keep
+            check_cross_encoder_folder(dest, complete=False)
+            missing = missing_model_parts(dest, card=True)
+            if not missing:
+                typer.echo(f"{dest} already holds a cross-encoder: kept (--force retrains it)")
+                return
+            _log(f"{dest} holds an incomplete cross-encoder (missing: {'; '.join(missing)}): training it again")
+            force = True  # replaces the incomplete folder only once the new model is whole
         folder = rt.check_destination(dest, force)
+        rt.check_space(folder, base)  # a disk without room for the model fails now, not after the training
         layer = layer or exp.qrels
         data_dir()
         if track:

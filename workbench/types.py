@@ -14,6 +14,10 @@ GRANULARITIES = ("segment", "passage", "paragraph", "verse", "sutta")
 
 #: Query types the builders produce.
 QUERY_TYPES = ("paraphrase", "term", "reference", "page_ref")
+#: Query types whose built qrels are exact and complete: the reference grammar
+#: (:mod:`workbench.text.refs`) resolves the address to the documents it names. Human pools skip
+#: them and agreement is also reported without them (:mod:`workbench.judging.pooling`).
+EXACT_QUERY_TYPES = ("reference", "page_ref")
 
 #: Splits, in order.
 SPLITS = ("train", "dev", "test")

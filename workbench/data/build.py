@@ -35,6 +35,10 @@ BUILDER_VERSION = 1
 #: The files a build writes beside its manifest (hashed into ``manifest["outputs"]``).
 OUTPUTS = ("documents.jsonl", "queries.tsv", "qrels.txt")
 
+#: Files a build writes only for some sources (hashed into ``manifest["outputs"]`` when written):
+#: ``damage.json``, the known damage of the source's texts (:mod:`workbench.data.damage`).
+OPTIONAL_OUTPUTS = ("damage.json",)
+
 
 def _code_modules() -> tuple:
     """The modules whose code shapes a build (module objects: moving a file moves its entry with it).
@@ -146,7 +150,8 @@ def modified_outputs(name: str, home: Path | None = None, manifest: dict | None 
     if not isinstance(outputs, dict):
         return ("manifest.json",)
     folder = dataset_dir(name, home)
-    return tuple(f for f in OUTPUTS if not (folder / f).is_file() or _sha256(folder / f) != outputs.get(f))
+    files = OUTPUTS + tuple(f for f in OPTIONAL_OUTPUTS if f in outputs)
+    return tuple(f for f in files if not (folder / f).is_file() or _sha256(folder / f) != outputs.get(f))
 
 
 def build_state(name: str, defs: Definitions, data: Path, home: Path | None) -> str:
@@ -187,6 +192,12 @@ def build_state(name: str, defs: Definitions, data: Path, home: Path | None) -> 
 
 
 # ---------------------------------------------------------------- the build folder
+
+def _stderr(msg: str) -> None:
+    import sys
+
+    print(f"[workbench] {msg}", file=sys.stderr, flush=True)
+
 
 _HOME_HINT = "set WORKBENCH_HOME (or [paths] home in workbench.toml) to a writable folder"
 
@@ -325,12 +336,14 @@ def build_dataset(name: str, defs: Definitions, data: Path, home: Path | None, *
             if manifest is not None:
                 return manifest, False
         _clear_leftovers(name, out, started)
-        return _build_locked(name, defs, defn, data, out, step), True
+        return _build_locked(name, defs, defn, data, out, step, log), True
 
 
 def _build_locked(name: str, defs: Definitions, defn: dict[str, Any], data: Path, out: Path,
-                  step: Callable[[str], None]) -> dict[str, Any]:
-    """Build ``name`` into a temporary folder and swap it into ``out`` (the caller holds the lock)."""
+                  step: Callable[[str], None], log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Build ``name`` into a temporary folder and swap it into ``out`` (the caller holds the lock). When the
+    source checks its texts for known damage, ``damage.json`` is written too and one line about it goes to
+    ``log`` (default: stderr)."""
     import secrets
     import shutil
 
@@ -355,6 +368,14 @@ def _build_locked(name: str, defs: Definitions, defn: dict[str, Any], data: Path
         n_docs = write_documents(tmp / "documents.jsonl", built.documents)
         write_queries(tmp / "queries.tsv", built.queries)
         write_qrels(tmp / "qrels.txt", built.qrels)
+        written = OUTPUTS
+        if built.damage is not None:
+            from workbench.data import damage
+
+            damage.write_report(tmp, built.damage)
+            written = OUTPUTS + (damage.FILENAME,)
+            unit = f"{built.documents[0].granularity}s" if built.documents else "documents"
+            (log or _stderr)(damage.describe(built.damage, name, unit))
         manifest = {
             "name": name,
             "builder_version": BUILDER_VERSION,
@@ -365,7 +386,7 @@ def _build_locked(name: str, defs: Definitions, defn: dict[str, Any], data: Path
             "notes": built.notes,
             "inputs_sha256": hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest(),
             "inputs": inputs,
-            "outputs": {f: _sha256(tmp / f) for f in OUTPUTS},
+            "outputs": {f: _sha256(tmp / f) for f in written},
         }
         durable.atomic_write_json(tmp / "manifest.json", manifest, sort_keys=True)
         try:

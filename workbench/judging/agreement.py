@@ -43,10 +43,15 @@ other raters or types are added. The resampled statistics come from the same coi
 and confusion tables in vectorised form (:func:`alpha_from_coincidence`,
 :func:`kappa_from_confusion`), checked against the two packages in the tests.
 
-**Adjudication queue** (:func:`adjudication_queue`, adjudicators only): a pair whose current,
-non-stale grades differ by at least the dataset's ``adjudicate_at`` (2 by default, 1 when
-the team sets it with ``workbench judge settings -d DATASET --adjudicate-at 1``) waits for
-an adjudicator when it has no (non-stale) adjudication, **or when a rater judged it again
+**Adjudication queue** (:func:`adjudication_queue`, adjudicators only): a pair waits for an
+adjudicator when its current, non-stale grades disagree — one rater says 0 (not relevant) and
+another 1 or 2 (always), or they differ by at least the dataset's ``adjudicate_at`` (1 by
+default, :data:`~workbench.judging.store.DEFAULT_ADJUDICATE_AT`: every disagreement, 1 vs 2
+too, since "relevant" and "highly relevant" weigh differently in nDCG; a team that wants 1 vs 2
+settled as 1 without an adjudicator sets ``workbench judge settings -d DATASET --adjudicate-at 2``)
+— or when it is left short by "cannot judge" with no other rater left to ask
+(:func:`workbench.judging.layers.short_pairs` with no open slot; reason ``cannot judge, no other
+rater``) — and it has no (non-stale) adjudication, **or when a rater judged it again
 after its latest adjudication** (undo and re-judge, an import): the adjudicator decided on
 grades and notes that have changed since, so they see it again, with the earlier decision.
 Until they decide again that earlier adjudication stays the final grade
@@ -65,6 +70,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from workbench.errors import DataError
+from workbench.judging.layers import is_stale, short_pairs  # is_stale: the rule of final_grades, used here too
 from workbench.judging.store import GRADES, JudgeError, JudgmentStore, Rater
 
 #: The grades, in order (Krippendorff's value domain, the kappa labels).
@@ -145,15 +151,6 @@ def reliability_data(rows: Iterable[Mapping], doc_hashes: Mapping[str, str] | No
         for name, g in grades[unit].items():
             data[index[name], j] = g
     return raters, units, data
-
-
-def is_stale(row: Mapping, doc_hashes: Mapping[str, str] | None) -> bool:
-    """Whether a judgment or adjudication row was made on another text of the document than the
-    built one (its ``doc_sha256`` differs from ``doc_hashes[doc_id]``; a row without a hash, or no
-    ``doc_hashes``, is never stale) — the rule of :func:`workbench.judging.layers.final_grades`."""
-    if doc_hashes is None or row.get("doc_sha256") is None:
-        return False
-    return doc_hashes.get(row["doc_id"]) != row["doc_sha256"]
 
 
 def value_counts(data: np.ndarray, values: Sequence[float] = VALUES) -> np.ndarray:
@@ -443,6 +440,10 @@ def agreement(rows: Iterable[Mapping], *, query_types: Mapping[str, str] | None 
              "pairable_units": int (pairs with ≥ 2 grades: what every coefficient uses),
              "grades": int, "cannot_judge": int, "stale": int,
              "alpha": Estimate, "by_type": {type: Estimate},
+             "without_exact": {"query_types": [...], "left_out_units": int, "left_out_pairable_units": int,
+                               "alpha": Estimate} (only with query_types: alpha without the pairs of
+                               queries whose built qrels are exact, types.EXACT_QUERY_TYPES, which are
+                               no longer pooled for scholars),
              "by_rater": {name: {"grades": int, "alpha": Estimate (units they judged),
                                  "mean_kappa": Estimate, "partners": [name, ...]}},
              "pairs": [{"a": name, "b": name, "kappa": Estimate, "kappa_unweighted": float|None,
@@ -476,6 +477,14 @@ def agreement(rows: Iterable[Mapping], *, query_types: Mapping[str, str] | None 
         for t in sorted(set(types.tolist())):
             out["by_type"][t] = alpha_estimate(data[:, types == t], seed=seed, resamples=resamples,
                                                label=f"type:{t}").to_json()
+        from workbench.types import EXACT_QUERY_TYPES as EXACT_TYPES
+
+        judgeable = ~np.isin(types, list(EXACT_TYPES))
+        out["without_exact"] = {
+            "query_types": list(EXACT_TYPES), "left_out_units": int((~judgeable).sum()),
+            "left_out_pairable_units": int(((m >= 2) & ~judgeable).sum()),
+            "alpha": alpha_estimate(data[:, judgeable], seed=seed, resamples=resamples,
+                                    label="without-exact").to_json()}
     pooled = np.zeros((len(VALUES), len(VALUES)), dtype=int)
     for i, a in enumerate(raters):
         for j in range(i + 1, len(raters)):
@@ -548,14 +557,14 @@ def disagreements(rows: Iterable[Mapping], adjudications: Iterable[Mapping], adj
     Args:
         rows: each rater's current judgment (:meth:`JudgmentStore.current`).
         adjudications: the latest adjudication per pair (:meth:`JudgmentStore.adjudications`).
-        adjudicate_at: the grade difference that sends a pair (1 or 2).
+        adjudicate_at: the grade difference that sends a pair (1 or 2; 0 vs 1 or 2 goes at either).
         doc_hashes: doc_id → built document hash; stale judgments and adjudications are left out.
 
     Returns:
         One dict per pair, largest difference first, then by query_id and doc_id::
 
-            {"query_id", "doc_id", "difference": int, "reason": "not adjudicated" |
-             "judged again after the adjudication",
+            {"query_id", "doc_id", "difference": int (0: no two grades), "reason": "not adjudicated" |
+             "cannot judge, no other rater" | "judged again after the adjudication",
              "judgments": [{"rater", "grade" (None: cannot judge), "cannot_judge", "note", "judged_at"}],
              "previous_adjudication": None | {"grade", "adjudicator", "note", "adjudicated_at"}}
 
@@ -564,6 +573,9 @@ def disagreements(rows: Iterable[Mapping], adjudications: Iterable[Mapping], adj
     """
     if isinstance(adjudicate_at, bool) or adjudicate_at not in (1, 2):
         raise JudgeError(f"adjudicate at a grade difference of 1 or 2, got {adjudicate_at!r}")
+
+    rows = list(rows)
+    stuck = {k for k, s in short_pairs(rows, doc_hashes).items() if s["open_slots"] == 0}
     by_pair: dict[tuple[str, str], list[Mapping]] = defaultdict(list)
     for r in rows:
         if not is_stale(r, doc_hashes):
@@ -572,17 +584,20 @@ def disagreements(rows: Iterable[Mapping], adjudications: Iterable[Mapping], adj
     out = []
     for key, js in by_pair.items():
         grades = [int(j["grade"]) for j in js if not j.get("cannot_judge") and j.get("grade") is not None]
-        if len(grades) < 2 or max(grades) - min(grades) < adjudicate_at:
+        disagree = len(grades) >= 2 and (max(grades) - min(grades) >= adjudicate_at
+                                         or (min(grades) == 0 and max(grades) >= 1))
+        if not disagree and key not in stuck:
             continue
         adj = latest.get(key)
         if adj is None:
-            reason = "not adjudicated"
+            reason = "not adjudicated" if disagree else "cannot judge, no other rater"
         elif any(j["created_at"] > adj["created_at"] for j in js):
             reason = "judged again after the adjudication"
         else:
             continue
         out.append({
-            "query_id": key[0], "doc_id": key[1], "difference": max(grades) - min(grades), "reason": reason,
+            "query_id": key[0], "doc_id": key[1], "difference": max(grades) - min(grades) if grades else 0,
+            "reason": reason,
             "judgments": [{"rater": j["rater"], "grade": None if j.get("cannot_judge") else j.get("grade"),
                            "cannot_judge": bool(j.get("cannot_judge")), "note": j.get("note"),
                            "judged_at": j.get("created_at")} for j in sorted(js, key=lambda j: j["rater"])],
@@ -592,6 +607,21 @@ def disagreements(rows: Iterable[Mapping], adjudications: Iterable[Mapping], adj
         })
     out.sort(key=lambda d: (-d["difference"], d["query_id"], d["doc_id"]))
     return out
+
+
+def adjudication_rule(adjudicate_at: int) -> str:
+    """One sentence saying which pairs wait for an adjudicator at this setting (for the Adjudicate page's
+    caption and its "nothing waits" line, and ``workbench judge settings``), e.g. for 1: "pairs whose grades
+    differ (0 vs 1, 0 vs 2, 1 vs 2), and pairs a rater could not judge with no other rater left to ask".
+
+    Raises:
+        JudgeError: ``adjudicate_at`` is not 1 or 2.
+    """
+    if isinstance(adjudicate_at, bool) or adjudicate_at not in (1, 2):
+        raise JudgeError(f"adjudicate at a grade difference of 1 or 2, got {adjudicate_at!r}")
+    which = ("pairs whose grades differ (0 vs 1, 0 vs 2, 1 vs 2)" if adjudicate_at == 1 else
+             "pairs where one rater says 0 and another 1 or 2 (1 vs 2 is settled as 1)")
+    return f"{which}, and pairs a rater could not judge with no other rater left to ask"
 
 
 def adjudication_queue(store: JudgmentStore, dataset: str, rater: Rater, *, ds=None,
@@ -659,6 +689,12 @@ def render(report: Mapping, dataset: str) -> str:
            "",
            "Krippendorff's alpha (ordinal; 1 perfect, 0 chance, <0 systematic disagreement)",
            f"  {'all':28s}{_fmt(report['alpha'])}"]
+    wx = report.get("without_exact")
+    if wx:
+        label = "without " + "/".join(wx["query_types"])
+        out.append(f"  {label:28s}{_fmt(wx['alpha'])}"
+                   + (f"   ({wx['left_out_pairable_units']:,d} pairs of exact-answer queries left out)"
+                      if wx["left_out_pairable_units"] else ""))
     for t, e in report["by_type"].items():
         out.append(f"  {t:28s}{_fmt(e)}")
     if report["by_rater"]:

@@ -10,7 +10,14 @@
 3. else the mean of their grades rounded down (*mean*: two raters saying 1 and 2 give 1;
    0 and 2 give 1 — such pairs also wait in the adjudication queue).
 
-"Cannot judge" is no grade: a pair only judged that way has no human grade. A judgment or
+"Cannot judge" is no grade: a pair only judged that way has no human grade. **A pair left short
+by "cannot judge"** — a rater could not judge it and it has fewer usable grades than its pool's
+``raters_per_pair`` — has no human grade either, however many grades it has: one rater's "cannot
+judge" never makes the other's single grade final. When it happens the store adds a slot for
+another rater when one is available (:meth:`~workbench.judging.store.JudgmentStore.judge`); the
+pair waits for them, and when no rater is left to ask it goes to the adjudication queue
+(:func:`~workbench.judging.agreement.disagreements`, :func:`short_pairs`); an adjudicated grade is
+final as always. A judgment or
 adjudication made on a document whose text has changed since (its stored
 :func:`~workbench.judging.store.document_hash` differs from the built document's) is
 *stale*: it is left out until re-judged, and counted in :attr:`FinalGrade.stale`.
@@ -73,6 +80,8 @@ def final_grades(judgments: Iterable[Mapping], adjudications: Iterable[Mapping] 
             return True
         return doc_hashes.get(row["doc_id"]) == row["doc_sha256"]
 
+    judgments = list(judgments)
+    short = short_pairs(judgments, doc_hashes)
     grades: dict[tuple[str, str], list[int]] = defaultdict(list)
     stale: dict[tuple[str, str], int] = defaultdict(int)
     for j in judgments:
@@ -85,6 +94,8 @@ def final_grades(judgments: Iterable[Mapping], adjudications: Iterable[Mapping] 
         grades[key].append(int(j["grade"]))
     out: dict[tuple[str, str], FinalGrade] = {}
     for key, gs in grades.items():
+        if key in short:
+            continue  # waits for another rater, or the adjudicator
         if len(gs) == 1:
             out[key] = FinalGrade(gs[0], "single", 1, stale.get(key, 0))
         elif len(set(gs)) == 1:
@@ -99,6 +110,48 @@ def final_grades(judgments: Iterable[Mapping], adjudications: Iterable[Mapping] 
         n = out[key].raters if key in out else 0
         out[key] = FinalGrade(int(a["grade"]), "adjudicated", n, stale.get(key, 0))
     return out
+
+
+def is_stale(row: Mapping, doc_hashes: Mapping[str, str] | None) -> bool:
+    """Whether a judgment or adjudication row was made on another text of the document than the
+    built one (its ``doc_sha256`` differs from ``doc_hashes[doc_id]``; a row without a hash, or no
+    ``doc_hashes``, is never stale) — the rule of :func:`final_grades`."""
+    if doc_hashes is None or row.get("doc_sha256") is None:
+        return False
+    return doc_hashes.get(row["doc_id"]) != row["doc_sha256"]
+
+
+def short_pairs(judgments: Iterable[Mapping], doc_hashes: Mapping[str, str] | None = None
+                ) -> dict[tuple[str, str], dict]:
+    """The pairs left short by "cannot judge" (see the module docstring): some rater's current, non-stale
+    judgment is "cannot judge" and the pair has fewer current, non-stale grades than ``raters_per_pair``.
+
+    Args:
+        judgments: as :func:`final_grades` takes them; a row's ``raters_per_pair`` and ``open_slots`` (of its
+            pair, as :meth:`~workbench.judging.store.JudgmentStore.current` gives them) are read; a pair whose
+            rows lack ``raters_per_pair`` (in no pool: imported) is never short.
+        doc_hashes: doc_id → the built document's hash; None: nothing is stale.
+
+    Returns:
+        ``{(query_id, doc_id): {"grades": n, "cannot_judge": n, "raters_per_pair": n, "open_slots": n}}``;
+        ``open_slots`` 0 means no other rater is left to ask: the pair waits for an adjudicator.
+    """
+
+    seen: dict[tuple[str, str], dict] = {}
+    for j in judgments:
+        key = (j["query_id"], j["doc_id"])
+        s = seen.setdefault(key, {"grades": 0, "cannot_judge": 0, "raters_per_pair": None, "open_slots": 0})
+        if j.get("raters_per_pair") is not None:
+            s["raters_per_pair"] = int(j["raters_per_pair"])
+            s["open_slots"] = int(j.get("open_slots") or 0)
+        if is_stale(j, doc_hashes):
+            continue
+        if j.get("cannot_judge") or j.get("grade") is None:
+            s["cannot_judge"] += 1
+        else:
+            s["grades"] += 1
+    return {k: s for k, s in seen.items()
+            if s["cannot_judge"] and s["raters_per_pair"] is not None and s["grades"] < s["raters_per_pair"]}
 
 
 def human_qrels(final: Mapping[tuple[str, str], FinalGrade]) -> list[Qrel]:

@@ -13,7 +13,14 @@ the union of every named config's fused top ``depth`` and every one of their lan
 * pairs the built qrels already label — except an **audit sample** of them (reason
   ``audit``): a uniform, seeded sample of the built labels of the pooled queries, so the
   scholars' grades also estimate how often the built labels are wrong. Raters cannot tell
-  audit pairs from the others (blind: the store never shows why a pair was pooled).
+  audit pairs from the others (blind: the store never shows why a pair was pooled);
+* every pair of a query whose type has **exact answers** (:data:`EXACT_TYPES`: ``reference``,
+  ``page_ref``; :data:`EXACT_RULE`): the reference grammar (:mod:`workbench.text.refs`) resolves
+  "BG 2.47" or "M i 56" to the documents it names, so the built qrels of such a query are exact
+  and complete, and any other document is not what it asks for. Pooling them only asks scholars to
+  confirm zeros (issue #28: 13 of 29 pooled pairs were "Bhagavad-gita N.M" against BG 18.63, which a
+  lexical lane matched on the word "Gita"). They are counted (``excluded["exact"]``) and named in
+  the pool's ``params["skipped"]``; their built labels are not audited either.
 
 Candidates come from the candidate cache exactly as ``workbench eval`` leaves them
 (:func:`workbench.experiment.runner.lane_candidates`; fusion in memory, :func:`workbench.experiment.runner.fused_run`):
@@ -60,6 +67,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from workbench.errors import ConfigError
 from workbench.run import Run
+from workbench.types import EXACT_QUERY_TYPES
 from workbench.judging.store import JudgeError, PoolPair
 
 #: How many tiers the priority ranking is cut into (deciles).
@@ -80,6 +88,15 @@ DEFAULT_SEED = 20261129
 #: Version of the priority rule, recorded with each pool.
 PRIORITY_RULE = "dcg-discount-v1: configs 1, lanes 0.5"
 
+#: Query types whose built qrels are exact and complete (:data:`workbench.types.EXACT_QUERY_TYPES`):
+#: their pairs are not pooled for scholars (see the module docstring).
+EXACT_TYPES = EXACT_QUERY_TYPES
+
+#: Why, as recorded in a pool's ``params["skipped"]["rule"]``.
+EXACT_RULE = ("pairs of reference and page_ref queries are not pooled: the reference grammar (workbench.text.refs) "
+              "resolves the address to the documents it names, so their built qrels are exact and complete; any "
+              "other document (e.g. a verse a lexical lane matched on the word 'Gita') is not relevant")
+
 
 @dataclass(frozen=True)
 class PoolPlan:
@@ -95,7 +112,8 @@ class PoolPlan:
         queries: how many queries were pooled over (the chosen splits).
         candidates: distinct (query, document) pairs in the union of the top ``depth`` lists.
         excluded: candidate pairs left out, by reason: ``judged`` (a human graded it), ``pooled``
-            (in an earlier pool, not yet graded), ``built`` (the built qrels label it).
+            (in an earlier pool, not yet graded), ``built`` (the built qrels label it), ``exact`` (its
+            query's type has exact answers, :data:`EXACT_TYPES`; pairs the other reasons leave in).
         capped: pairs ``max_pairs`` left out (the lowest priorities).
         open_elsewhere: pairs of earlier pools of the dataset still without a grade.
         stale: judgments of the dataset left out of ``merged`` because their document changed.
@@ -264,7 +282,8 @@ def check_request(exp, dataset: str, *, configs: Sequence[str] | None = None, de
 def plan_pool(exp, dataset: str, *, configs: Sequence[str] | None = None, depth: int = 10,
               splits: Sequence[str] | None = None, max_pairs: int | None = None, raters_per_pair: int = 2,
               audit: int | None = None, seed: int = DEFAULT_SEED, home: Path | None = None, store=None,
-              engine=None, log: Callable[[str], None] = lambda _m: None) -> PoolPlan:
+              engine=None, log: Callable[[str], None] = lambda _m: None,
+              exact_types: Sequence[str] = EXACT_TYPES) -> PoolPlan:
     """Plan a depth-k pool of one dataset over some configs of an experiment (see the module docstring).
 
     Reads the candidate cache (running a lane only on a miss, as ``workbench eval`` does), the built
@@ -285,6 +304,8 @@ def plan_pool(exp, dataset: str, *, configs: Sequence[str] | None = None, depth:
         engine: a :class:`workbench.experiment.runner.Engine` of ``exp`` to reuse (its embedders stay loaded between
             calls); default: a new one.
         log: progress messages.
+        exact_types: query types whose pairs are not pooled (default :data:`EXACT_TYPES`; ``()`` pools every
+            query, e.g. to audit the reference grammar by hand).
 
     Raises:
         ConfigError: an unknown config, dataset or split; a depth, max_pairs, audit, raters per pair or
@@ -350,8 +371,10 @@ def plan_pool(exp, dataset: str, *, configs: Sequence[str] | None = None, depth:
     restale = judged - fresh
     judged, pooled = fresh, pooled - restale
     built = {(r.query_id, r.doc_id) for r in ds.qrels}
-    excluded = {"judged": 0, "pooled": 0, "built": 0}
+    exact = {q.query_id for q in queries if q.query_type in set(exact_types)}
+    excluded = {"judged": 0, "pooled": 0, "built": 0, "exact": 0}
     ranked = []
+    skipped_queries = set()
     for key, p in prio.items():
         if key in judged:
             excluded["judged"] += 1
@@ -359,12 +382,15 @@ def plan_pool(exp, dataset: str, *, configs: Sequence[str] | None = None, depth:
             excluded["pooled"] += 1
         elif key in built:
             excluded["built"] += 1
+        elif key[0] in exact:
+            excluded["exact"] += 1
+            skipped_queries.add(key[0])
         else:
             ranked.append((key, p))
     ranked.sort(key=lambda kp: (-kp[1], _tie(seed, "pool", *kp[0])))
 
-    auditable = sorted((key for key in built if key[0] in wanted and key not in judged and key not in pooled),
-                       key=lambda key: _tie(seed, "audit", *key))
+    auditable = sorted((key for key in built if key[0] in wanted and key[0] not in exact and key not in judged
+                        and key not in pooled), key=lambda key: _tie(seed, "audit", *key))
     if max_pairs is not None:
         n_audit = min(audit if audit is not None else math.ceil(AUDIT_SHARE * max_pairs), max_pairs, len(auditable))
         n_pool = min(len(ranked), max_pairs - n_audit)
@@ -398,7 +424,9 @@ def plan_pool(exp, dataset: str, *, configs: Sequence[str] | None = None, depth:
               "hash.documents": outputs.get("documents.jsonl"), "hash.queries": outputs.get("queries.tsv"),
               "hash.qrels": outputs.get("qrels.txt"), "merged_qrels_sha256": merged.sha256,
               "judged_at_10_now": _finite(judged_now), "judged_at_10_after": _finite(judged_after),
-              "repooled": sorted([p.query_id, p.doc_id] for p in pairs if (p.query_id, p.doc_id) in restale)}
+              "repooled": sorted([p.query_id, p.doc_id] for p in pairs if (p.query_id, p.doc_id) in restale),
+              "skipped": {"query_types": list(exact_types), "rule": EXACT_RULE, "pairs": excluded["exact"],
+                          "queries": len(skipped_queries)}}
     return PoolPlan(dataset, tuple(pairs), raters_per_pair, params, tuple(names), len(queries), len(prio), excluded,
                     capped, len(open_elsewhere), merged.stale, judged_now, judged_after,
                     time.perf_counter() - t0, dict(sorted(tiers.items())))
@@ -435,6 +463,10 @@ def summary(plan: PoolPlan) -> str:
              f"{plan.excluded['judged']} judged, {plan.excluded['pooled']} already pooled, "
              f"{plan.excluded['built']} labelled by the built qrels"
              + (f", {plan.capped} beyond --max-pairs" if plan.capped else "")]
+    skipped = plan.params.get("skipped") or {}
+    if skipped.get("pairs"):
+        lines.append(f"  skipped: {skipped['pairs']} pairs of {skipped['queries']} {'/'.join(skipped['query_types'])} "
+                     "queries (their built qrels are exact: the reference grammar names the answer)")
     if plan.tiers:
         lines.append("  tiers (0 first): " + ", ".join(f"{t}: {n}" for t, n in plan.tiers.items()))
     if plan.open_elsewhere:

@@ -31,7 +31,9 @@ over by another rater whose queue still holds it. :meth:`JudgmentStore.judge` lo
 checks it is this rater's and still
 open (a stale page submitting twice gets :class:`JudgeError`, nothing written), appends the
 judgment and closes the slot in one transaction: a process killed mid-write leaves either
-both or neither.
+both or neither. A "cannot judge" also adds one more open slot to the pair when an active
+rater without a slot on it is left (:meth:`JudgmentStore._reopen_for_another`), so the pair
+still gets ``raters_per_pair`` grades; when none is left it waits for an adjudicator.
 
 All SQL takes parameters (never string-built values); identifiers are constants.
 """
@@ -197,7 +199,16 @@ CREATE VIEW wb_judge.current_adjudications AS
   ) latest
   WHERE action = 'decide';
 """),
+    (3, "every real disagreement goes to adjudication by default (adjudicate_at 1: 0 vs 1 and 1 vs 2 too)", """
+ALTER TABLE wb_judge.settings ALTER COLUMN adjudicate_at SET DEFAULT 1;
+"""),
 )
+
+#: The grade difference that sends a pair to adjudication when a dataset has no setting: 1, every real
+#: disagreement (0 vs 1, 1 vs 2, 0 vs 2). A team may set 2 (``workbench judge settings --adjudicate-at 2``):
+#: then 1 vs 2 ("relevant" vs "highly relevant") resolves to 1 without an adjudicator, but a pair where one
+#: rater says 0 and another 1 or 2 (relevant or not at all) still goes, whatever the setting.
+DEFAULT_ADJUDICATE_AT = 1
 
 #: The schema version this code writes and reads.
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -655,7 +666,39 @@ class JudgmentStore:
                 (dataset, qid, did, rater.rater_id, assignment_id, grade, cannot_judge, note, doc_hash)).fetchone()[0]
             conn.execute("UPDATE wb_judge.assignments SET done_at = clock_timestamp() WHERE assignment_id = %s",
                          (assignment_id,))
+            if cannot_judge:
+                self._reopen_for_another(conn, assignment_id)
         return jid
+
+    def _reopen_for_another(self, conn, assignment_id: int) -> bool:
+        """After a "cannot judge" on ``assignment_id``: when more active raters (either role) have no slot
+        on that pair than it has unclaimed slots, add one more open slot to the pair (and put it back in the queue of every such rater who
+        already has a queue for the pool; the others get it with their queue), so the pair still gets
+        its ``raters_per_pair`` grades. Returns whether a slot was added; when not, the pair waits for an
+        adjudicator (:func:`workbench.judging.agreement.disagreements`). Runs in the caller's transaction."""
+        pair_id, pool_id = conn.execute(
+            "SELECT a.pair_id, p.pool_id FROM wb_judge.assignments a JOIN wb_judge.pairs p USING (pair_id) "
+            "WHERE a.assignment_id = %s", (assignment_id,)).fetchone()
+        conn.execute("SELECT 1 FROM wb_judge.pairs WHERE pair_id = %s FOR UPDATE", (pair_id,))
+        free = conn.execute(
+            "SELECT count(*) FROM wb_judge.raters r WHERE r.revoked_at IS NULL AND NOT EXISTS (SELECT 1 FROM "
+            "wb_judge.assignments a WHERE a.pair_id = %s AND a.rater_id = r.rater_id)", (pair_id,)).fetchone()[0]
+        unclaimed = conn.execute("SELECT count(*) FROM wb_judge.assignments WHERE pair_id = %s AND rater_id IS NULL",
+                                 (pair_id,)).fetchone()[0]
+        if free <= unclaimed:  # every rater who could take one more slot already has one waiting
+            return False
+        conn.execute("INSERT INTO wb_judge.assignments (pair_id, slot) SELECT %s, max(slot) + 1 "
+                     "FROM wb_judge.assignments WHERE pair_id = %s", (pair_id, pair_id))
+        conn.execute(
+            "INSERT INTO wb_judge.queue (rater_id, pair_id, ord) "
+            "SELECT qp.rater_id, %(pair)s, GREATEST(COALESCE((SELECT max(q.ord) FROM wb_judge.queue q "
+            "  WHERE q.rater_id = qp.rater_id AND q.ord / %(block)s = %(pool)s), 0), "
+            "  %(pool)s::bigint * %(block)s + (SELECT count(*) FROM wb_judge.pairs WHERE pool_id = %(pool)s)) + 1 "
+            "FROM wb_judge.queue_pools qp JOIN wb_judge.raters r USING (rater_id) "
+            "WHERE qp.pool_id = %(pool)s AND r.revoked_at IS NULL "
+            "AND NOT EXISTS (SELECT 1 FROM wb_judge.assignments a WHERE a.pair_id = %(pair)s AND a.rater_id = qp.rater_id) "
+            "ON CONFLICT DO NOTHING", {"pair": pair_id, "pool": pool_id, "block": _QUEUE_BLOCK})
+        return True
 
     def undo_last(self, rater: Rater, dataset: str | None = None) -> Assignment | None:
         """Retract the rater's latest judgment (append a ``retract`` row) and reopen its slot for them;
@@ -664,16 +707,23 @@ class JudgmentStore:
         ds_clause = "AND j.dataset = %(ds)s" if dataset else ""
         with conn.transaction():
             row = conn.execute(
-                "SELECT j.judgment_id, j.assignment_id, j.dataset, j.query_id, j.doc_id FROM wb_judge.current_judgments j "
+                "SELECT j.judgment_id, j.assignment_id, j.dataset, j.query_id, j.doc_id, j.cannot_judge "
+                "FROM wb_judge.current_judgments j "
                 f"WHERE j.rater_id = %(r)s AND j.assignment_id IS NOT NULL {ds_clause} "
                 "ORDER BY j.judgment_id DESC LIMIT 1", {"r": rater.rater_id, "ds": dataset}).fetchone()
             if row is None:
                 return None
-            _jid, aid, ds, qid, did = row
+            _jid, aid, ds, qid, did, was_cannot = row
             a = conn.execute("SELECT pair_id FROM wb_judge.assignments WHERE assignment_id = %s AND rater_id = %s "
                              "FOR UPDATE", (aid, rater.rater_id)).fetchone()
             if a is None:
                 return None
+            if was_cannot:  # the slot its "cannot judge" added for another rater goes again while nobody holds it
+                conn.execute(
+                    "DELETE FROM wb_judge.assignments WHERE assignment_id = (SELECT s.assignment_id FROM "
+                    "wb_judge.assignments s JOIN wb_judge.pairs p USING (pair_id) JOIN wb_judge.pools o USING (pool_id) "
+                    "WHERE s.pair_id = %s AND s.rater_id IS NULL AND s.slot > o.raters_per_pair "
+                    "ORDER BY s.slot DESC LIMIT 1)", (a[0],))
             conn.execute("INSERT INTO wb_judge.judgments (dataset, query_id, doc_id, rater_id, assignment_id, action) "
                          "VALUES (%s, %s, %s, %s, %s, 'retract')", (ds, qid, did, rater.rater_id, aid))
             conn.execute("UPDATE wb_judge.assignments SET done_at = NULL WHERE assignment_id = %s", (aid,))
@@ -709,10 +759,20 @@ class JudgmentStore:
 
     def current(self, dataset: str) -> list[dict]:
         """Every rater's current judgment on the dataset: dicts with ``query_id, doc_id, rater, rater_id,
-        grade, cannot_judge, note, doc_sha256, created_at, source`` (grade None when cannot judge)."""
+        grade, cannot_judge, note, doc_sha256, created_at, source`` (grade None when cannot judge), and of
+        the pair: ``raters_per_pair`` (the most of the pools holding it; None: in no pool, e.g. imported)
+        and ``open_slots`` (its judging slots not judged yet, claimed or not) — what the "cannot judge"
+        rule of :func:`workbench.judging.layers.final_grades` needs."""
         cur = self.conn().execute(
             "SELECT j.query_id, j.doc_id, r.name AS rater, j.rater_id, j.grade, j.cannot_judge, j.note, j.doc_sha256, "
-            "j.created_at, j.source FROM wb_judge.current_judgments j JOIN wb_judge.raters r USING (rater_id) "
+            "j.created_at, j.source, pp.raters_per_pair, COALESCE(pp.open_slots, 0) AS open_slots "
+            "FROM wb_judge.current_judgments j JOIN wb_judge.raters r USING (rater_id) "
+            "LEFT JOIN LATERAL (SELECT max(o.raters_per_pair) AS raters_per_pair, "
+            "  (SELECT count(*) FROM wb_judge.assignments a JOIN wb_judge.pairs p2 USING (pair_id) "
+            "   WHERE p2.dataset = j.dataset AND p2.query_id = j.query_id AND p2.doc_id = j.doc_id "
+            "   AND a.done_at IS NULL) AS open_slots "
+            "  FROM wb_judge.pairs p JOIN wb_judge.pools o USING (pool_id) "
+            "  WHERE p.dataset = j.dataset AND p.query_id = j.query_id AND p.doc_id = j.doc_id) pp ON true "
             "WHERE j.dataset = %s ORDER BY j.query_id, j.doc_id, r.name", (dataset,))
         cols = [c.name for c in cur.description]
         return [dict(zip(cols, r)) for r in cur]
@@ -728,10 +788,11 @@ class JudgmentStore:
         return [dict(zip(cols, r)) for r in cur]
 
     def adjudicate_at(self, dataset: str) -> int:
-        """The grade difference at which a pair goes to adjudication for this dataset (2 unless set to 1)."""
+        """The grade difference at which a pair goes to adjudication for this dataset
+        (:data:`DEFAULT_ADJUDICATE_AT`, 1, unless set; 0 vs 1 or 2 goes at either setting)."""
         row = self.conn().execute("SELECT adjudicate_at FROM wb_judge.settings WHERE dataset = %s",
                                   (dataset,)).fetchone()
-        return int(row[0]) if row else 2
+        return int(row[0]) if row else DEFAULT_ADJUDICATE_AT
 
     def set_adjudicate_at(self, dataset: str, diff: int) -> None:
         """Send pairs whose grades differ by ``diff`` (1 or 2) or more to adjudication.

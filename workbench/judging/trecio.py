@@ -4,7 +4,9 @@
 layer (or ``merged``: human over built) of :mod:`workbench.judging.layers` as TREC qrels
 (``query_id 0 doc_id grade``, sorted; :func:`workbench.io.formats.write_qrels`, atomic), or
 with ``fmt="csv"`` every rater's current grade (``query_id,doc_id,relevance,rater``: the
-import format, so a store's judgments move to another store). Beside it,
+import format, so current grades move to another tool). **Neither is a backup**: they hold
+current grades only — no adjudications, notes, "cannot judge", undo history or settings;
+:mod:`workbench.judging.backup` (``workbench judge backup FILE``) holds the whole store. Beside it,
 ``FILE.provenance.json`` (:func:`provenance_path`) says what the file holds: the dataset and
 the sha256 of its ``manifest.json``, the layer and its rule, the qrels' sha256 (the same
 :func:`~workbench.judging.layers.qrels_sha256` that eval logs to MLflow; it is the sha256 of

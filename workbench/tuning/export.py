@@ -77,3 +77,32 @@ def rerank_config(study, stage) -> dict[str, Any] | None:
         params["embedder"] = {"name": params["embedder"], **study.experiment.embedders[params["embedder"]]}
     return {"reranker": stage.reranker, "depth": stage.depth, "weight": stage.weight, "kind": spec.kind,
             "params": params}
+
+
+def load_stored_study(study, storage) -> Any:
+    """The Optuna study ``study`` stored in ``storage``, only read (``export``): unlike
+    :func:`workbench.tuning.study.make_study` (``create_study``), nothing is written to the storage, so a
+    read-only home exports all the same.
+
+    Raises:
+        ConfigError: no study of that name is stored, or the stored one was made for another definition.
+    """
+    import warnings
+
+    import optuna
+
+    from workbench.errors import ConfigError
+    from workbench.tuning.study import definition, seeded_sampler
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    try:
+        ost = optuna.load_study(study_name=study.name, storage=storage, sampler=seeded_sampler(study))
+    except KeyError:
+        raise ConfigError(f"study {study.name} is not in this storage; run `workbench tune {study.path}` first") from None
+    have, want = ost.user_attrs.get("workbench_definition"), definition(study)
+    if have is not None and have != want:
+        diff = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
+        raise ConfigError(f"study {study.name} in this storage was made for another definition (differs: "
+                          f"{', '.join(diff)}); export with the study file it was tuned with, or tune it again")
+    return ost

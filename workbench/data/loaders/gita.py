@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.errors import DataError
+from workbench.data.damage import CheckedText, DroppedLetters
 from workbench.data.loaders._io import json_kind, read_json
 from workbench.text.normalize import gita_to_iast, nfc
 from workbench.types import Document, Text
@@ -214,6 +215,30 @@ def _add_stems(corpus: GitaCorpus) -> None:
     stems = stem_map(w for ws in words.values() for w in ws)
     for d in corpus.documents:
         d.metadata["stems"] = {w: list(stems[w]) for w in dict.fromkeys(words[d.doc_id]) if w in stems}
+
+
+#: The damage known in this source (issue #28): four translators' texts in ``archive/translation_old.json``
+#: lost the letters "qu" ("eal" for "equal", "alities" for "qualities"); :mod:`workbench.data.damage` finds
+#: the words at build and the build writes them to ``damage.json``. The texts stay as published.
+DAMAGE_RULES = (DroppedLetters("qu"),)
+
+
+def damage_texts(corpus: GitaCorpus) -> list[CheckedText]:
+    """The English texts the damage check reads (:func:`workbench.data.damage.check`): every translator's
+    translation (source: the translator) and the English side of each word-meanings gloss (source
+    ``word_meanings``; the Sanskrit words left of the dashes are left out: they are not English). Held-out
+    translators are included: their words are evidence too."""
+    out = []
+    for d in corpus.documents:
+        for t in d.texts:
+            if t.language != "en" or t.script != "Latn":
+                continue
+            if t.field == "translation":
+                out.append(CheckedText(d.doc_id, "translation", t.source, t.text))
+            elif t.field == "word_meanings":
+                gloss = "; ".join(m for _w, m in word_meanings_pairs(t.text))
+                out.append(CheckedText(d.doc_id, "word_meanings", "word_meanings", gloss))
+    return out
 
 
 def shared_translation_groups(corpus: GitaCorpus) -> dict[str, str]:

@@ -21,12 +21,15 @@ Step = Callable[[str], None]
 
 @dataclass
 class Built:
-    """What one dataset build produced (before writing)."""
+    """What one dataset build produced (before writing). ``damage``: the known damage the source's
+    texts show (:meth:`workbench.data.damage.DamageReport.to_json`; written to ``damage.json``), or None
+    for a source without a damage check."""
 
     documents: list[Document]
     queries: list[Query]
     qrels: list[Qrel]
     notes: dict[str, Any]
+    damage: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,15 @@ def _check(path: Path, where: str, d: dict[str, Any], datasets: dict[str, Any]) 
 
 
 def _build(defn: dict[str, Any], defs: Definitions, data: Path, step: Step) -> Built:
-    from workbench.data.loaders.gita import load_gita
+    from workbench.data.damage import check as check_damage
+    from workbench.data.loaders.gita import DAMAGE_RULES, damage_texts, load_gita
     from workbench.data.querysets import builders as b
 
     step("loading gita")
     corpus = load_gita(data)
     held = list(defn.get("held_out_translators", []))
+    step("checking gita texts for known damage")
+    damage = check_damage(damage_texts(corpus), DAMAGE_RULES, held_out=held).to_json()
     types = SOURCE.query_types_of(defn)
     cands = []
     step("building gita queries")
@@ -32,7 +35,7 @@ def _build(defn: dict[str, Any], defs: Definitions, data: Path, step: Step) -> B
         cands += b.gita_references(corpus, defs.seed)
     qs = b.finalize(cands, "gita", defs.seed, defs.max_queries_per_type, defs.splits)
     docs = strip_held_out(corpus.documents, translators=set(held))
-    return Built(docs, qs.queries, qs.qrels, {"held_out_translators": held})
+    return Built(docs, qs.queries, qs.qrels, {"held_out_translators": held, "damage": damage["summary"]}, damage)
 
 
 SOURCE = Source(

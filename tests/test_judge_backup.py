@@ -1,0 +1,162 @@
+"""A whole backup of the judgment store and its restore into an empty store (real PostgreSQL): every table
+round-trips row by row but the raters' tokens; a cut-off file, a non-empty store and a foreign file are refused."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import psycopg
+import pytest
+
+from workbench.judging import backup as bk
+from workbench.judging.store import JudgeError, JudgmentStore, PoolPair
+
+
+@pytest.fixture
+def store(judge_store):
+    return judge_store
+
+
+def _everything(st: JudgmentStore) -> dict[str, str]:
+    """A store with what the CSV export drops: notes, cannot judge, an undo, an adjudication and its retraction,
+    a revoked rater, a setting, two pools; returns the tokens."""
+    st.create_pool("gita", [PoolPair("q1", f"d{i}", tier=i % 2, priority=0.5 + i) for i in range(3)],
+                   raters_per_pair=2, params={"depth": 10, "rule": "test"})
+    st.create_pool("gita", [PoolPair("q2", "d9", reason="audit")], raters_per_pair=1, params={"audit": 1})
+    ann, ann_token = st.add_rater("ann")
+    bob, _ = st.add_rater("bob")
+    ada, _ = st.add_rater("ada", "adjudicator")
+    a = st.next_assignment(ann, "gita")
+    st.judge(ann, a.assignment_id, 0, note="wrong verse — ठीक नहीं", doc_hash="h0")
+    st.undo_last(ann, "gita")
+    st.judge(ann, a.assignment_id, 2, note="on second thought", doc_hash="h0")
+    b = st.next_assignment(ann, "gita")
+    st.judge(ann, b.assignment_id, None, cannot_judge=True, note="I do not read Sanskrit")
+    while (x := st.next_assignment(bob, "gita")) is not None:
+        st.judge(bob, x.assignment_id, 1, doc_hash="hb")
+    st.adjudicate(ada, "gita", a.query_id, a.doc_id, 1, note="partly")
+    st.retract_adjudication(ada, "gita", a.query_id, a.doc_id)
+    st.adjudicate(ada, "gita", a.query_id, a.doc_id, 2, note="the verse itself")
+    st.set_adjudicate_at("gita", 2)
+    st.import_judgments("other", [("q7", "d7", 1, "imported-cy")], source="csv")
+    st.revoke_rater("bob")
+    return {"ann": ann_token}
+
+
+def _dump(st: JudgmentStore) -> dict[str, list[dict]]:
+    return {t: bk.table_rows(st, t) for t, _k, _s in bk.TABLES}
+
+
+def _empty(pg_dsn) -> JudgmentStore:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA wb_judge CASCADE")
+    return JudgmentStore(pg_dsn)
+
+
+@pytest.mark.parametrize("name", ["judge.jsonl.gz", "judge.jsonl"])
+def test_a_backup_restores_every_table_row_by_row_but_the_tokens(store, pg_dsn, tmp_path, name):
+    tokens = _everything(store)
+    before = _dump(store)
+    hashes = [r[0] for r in store.conn().execute("SELECT token_sha256 FROM wb_judge.raters ORDER BY rater_id")]
+    # assignments: 3 pairs x 2 + 1 x 1 + the slot ann's "cannot judge" added; judgments: ann's 4 (an undo among
+    # them), bob's 4, one imported; queue: the 2 entries ann has not reached
+    assert {t: len(r) for t, r in before.items()} == {
+        "raters": 4, "pools": 2, "pairs": 4, "assignments": 8, "judgments": 9, "adjudications": 3,
+        "queue_pools": 4, "queue": 2, "settings": 1}
+    path = tmp_path / name
+    counts = bk.backup(store, path)
+    assert counts == {t: len(r) for t, r in before.items()}
+    raw = path.read_bytes()
+    assert (raw[:2] == b"\x1f\x8b") == name.endswith(".gz")
+    lines = (gzip.decompress(raw) if name.endswith(".gz") else raw).decode("utf-8").splitlines()
+    header = json.loads(lines[0])
+    assert header["format"] == "workbench-judge-backup" and header["version"] == 1 and header["schema_version"] == 3
+    assert "not included" in header["tokens"]
+    assert not any(h in line for h in hashes for line in lines) and "token_sha256" not in "".join(lines)
+    assert json.loads(lines[-1]) == {"end": True, "counts": counts}
+    judgments = [json.loads(line)["row"] for line in lines if '"table": "judgments"' in line]
+    assert [(j["action"], j["grade"], j["cannot_judge"], j["note"]) for j in judgments[:4]] == [
+        ("judge", 0, False, "wrong verse — ठीक नहीं"), ("retract", None, False, None),
+        ("judge", 2, False, "on second thought"), ("judge", None, True, "I do not read Sanskrit")]
+
+    current, adjudications = store.current("gita"), store.adjudications("gita")
+    fresh = _empty(pg_dsn)
+    assert bk.restore(fresh, path) == counts
+    after = _dump(fresh)
+    for table in before:
+        assert after[table] == before[table], table
+    assert fresh.current("gita") == current and fresh.adjudications("gita") == adjudications
+    assert [(a["grade"], a["note"]) for a in fresh.adjudications("gita")] == [(2, "the verse itself")]
+    assert fresh.adjudicate_at("gita") == 2
+    # no token survives: ann signs in only after a new one; new rows continue the ids
+    assert fresh.rater_by_token(tokens["ann"]) is None
+    ann, token = fresh.new_token("ann")
+    assert fresh.rater_by_token(token) == ann
+    cy, _ = fresh.add_rater("cy")
+    assert cy.rater_id == 5
+    fresh.close()
+
+
+def test_restore_refuses_a_store_that_is_not_empty_and_writes_nothing(store, tmp_path):
+    _everything(store)
+    path = tmp_path / "b.jsonl.gz"
+    bk.backup(store, path)
+    before = _dump(store)
+    with pytest.raises(JudgeError, match=r"is not empty \(raters, pools, pairs, assignments, judgments, "
+                                         r"adjudications, queue_pools, queue, settings hold rows\)"):
+        bk.restore(store, path)
+    assert _dump(store) == before
+
+
+def test_a_cut_off_or_foreign_file_is_refused_before_anything_is_written(store, pg_dsn, tmp_path):
+    _everything(store)
+    path = tmp_path / "b.jsonl"
+    bk.backup(store, path)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(lines[:-3]), encoding="utf-8")
+    fresh = _empty(pg_dsn)
+    with pytest.raises(JudgeError, match="cut off or damaged: its end line is missing"):
+        bk.restore(fresh, cut)
+    foreign = tmp_path / "qrels.csv"
+    foreign.write_text("query_id,doc_id,relevance,rater\n", encoding="utf-8")
+    with pytest.raises(JudgeError, match="not JSON"):
+        bk.restore(fresh, foreign)
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"hello": 1}\n', encoding="utf-8")
+    with pytest.raises(JudgeError, match="is not a judgment store backup"):
+        bk.restore(fresh, other)
+    newer = tmp_path / "newer.jsonl"
+    newer.write_text(lines[0].replace('"schema_version": 3', '"schema_version": 99') + "".join(lines[1:]),
+                     encoding="utf-8")
+    with pytest.raises(JudgeError, match="schema version 99, newer than this workbench's 3"):
+        bk.restore(fresh, newer)
+    assert {t: len(r) for t, r in _dump(fresh).items()} == {t: 0 for t, _k, _s in bk.TABLES}
+    fresh.close()
+
+
+def test_the_backup_and_restore_commands(store, pg_dsn, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from workbench.cli import app
+
+    monkeypatch.setenv("WORKBENCH_PG_DSN", pg_dsn)
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "home"))
+    _everything(store)
+    before = _dump(store)
+    path = tmp_path / "judge.jsonl.gz"
+    res = CliRunner().invoke(app, ["judge", "backup", str(path)])
+    assert res.exit_code == 0, res.output
+    assert f"wrote {path}: 4 raters, 2 pools, 4 pairs, 8 assignments, 9 judgments, 3 adjudications" in res.stdout
+    assert "tokens are not in the backup" in res.stderr
+    res = CliRunner().invoke(app, ["judge", "restore", str(path)])
+    assert res.exit_code == 2 and "is not empty" in res.stderr
+    _empty(pg_dsn).close()
+    res = CliRunner().invoke(app, ["judge", "restore", str(path)])
+    assert res.exit_code == 0, res.output
+    assert "4 rater(s) restored without tokens" in res.stderr and "ada, ann, bob, imported-cy" in res.stderr
+    assert _dump(JudgmentStore(pg_dsn)) == before
+    res = CliRunner().invoke(app, ["judge", "export", "--help"])
+    text = " ".join(res.stdout.replace("│", " ").split())
+    assert "Not a backup: it holds current grades only" in text and "`workbench judge backup FILE` writes the whole" in text
