@@ -71,14 +71,20 @@ def write_outputs(result: StudyResult, home: Path, storage: str | None = None) -
 
 
 def summary(result: StudyResult) -> str:
-    """A plain-text summary: train objective, dev/test measures with CIs and p-values (raw and
-    Holm–Bonferroni adjusted), sensitivity."""
+    """A plain-text summary of the whole study (every process's trials, as its storage holds them): the
+    number of complete trials (and of any failed, waiting or running), the train objective, dev/test
+    measures with CIs and p-values (raw and Holm–Bonferroni adjusted), sensitivity."""
     from workbench.eval.stats import P_ADJUST, P_ADJUST_NAME
 
     st = result.study
     q = result.evaluation.qrels or QrelsSummary(getattr(st, "qrels", "built"))
-    lines = [f"study {st.name}: {len(result.optuna_study.trials)} trials on {st.dataset} ({st.split}), "
-             f"objective {st.measure}" + (" weighted by query type" if st.type_weights else ""),
+    states: dict[str, int] = {}
+    for t in result.optuna_study.get_trials(deepcopy=False):  # the whole study, as its storage holds it
+        states[t.state.name.lower()] = states.get(t.state.name.lower(), 0) + 1
+    others = ", ".join(f"{n} {s}" for s, n in sorted(states.items()) if s != "complete")
+    lines = [f"study {st.name}: {states.get('complete', 0)} trials on {st.dataset} ({st.split})"
+             + (f" (and {others})" if others else "") + f", objective {st.measure}"
+             + (" weighted by query type" if st.type_weights else ""),
              f"  qrels: {q.layer}" + (f" (sha256 {q.sha256[:12]}, {q.human_pairs} human grades"
                                       + (f", {q.stale} stale judgments left out" if q.stale else "")
                                       + (f", {q.queries_left_out} queries without a human grade left out"

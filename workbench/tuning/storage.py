@@ -4,7 +4,9 @@
 or PostgreSQL with heartbeats); :func:`open_journal` repairs a journal's cut last record under an
 ``flock`` and appends whole records or nothing; :func:`storage_failure` turns a file-system error
 met while a study runs into a :class:`~workbench.errors.StorageError` naming the path and the space
-needed. :func:`study_dir` and :func:`outputs_dir` are the study's folders.
+needed; :func:`trial_lock` is the lock under which every process of a study counts its trials and
+creates the next (so ``--trials N`` is N trials in all). :func:`study_dir` and :func:`outputs_dir` are
+the study's folders.
 """
 
 from __future__ import annotations
@@ -218,7 +220,93 @@ def _journal_lock_type():
             if self._fd is not None:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
 
+        def close(self) -> None:
+            """Close the lock file (which lets go of the lock, if held)."""
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
     return FlockJournalLock
+
+
+def trial_lock(study: Study, home: Path, storage: str | None, store: Any) -> Any:
+    """The lock every process of a study takes to count its trials and create the next one, so that
+    ``--trials N`` is N trials however many processes share the study
+    (:func:`workbench.tuning.study.run_trials`). It has ``acquire()``, ``release()`` and ``close()``.
+
+    * journal: an ``flock`` of ``<journal>.trials.flock`` (0600; the kernel drops it with its holder,
+      so a killed process never leaves it held), apart from the journal's own lock;
+    * PostgreSQL: a session advisory lock keyed by the study's name (the first 8 bytes of the sha256
+      of ``workbench study trials <name>``), on a connection of its own: processes on any machine;
+    * memory: one process, so a plain thread lock.
+
+    Args:
+        store: what :func:`storage_for` returned for ``storage``.
+
+    Raises:
+        StorageError: the journal's lock file cannot be created (names the folder and the fix).
+    """
+    import threading
+
+    journal = journal_path(study, home, storage)
+    if journal is not None:
+        return _TrialFlock(_journal_lock_type()(Path(f"{journal}.trials")), journal)
+    if hasattr(store, "engine"):  # RDBStorage
+        return _AdvisoryLock(store.engine, study.name)
+    lock = threading.Lock()
+    return _TrialFlock(lock, None)
+
+
+class _TrialFlock:
+    """An ``flock`` (or a thread lock) with ``close()``; a lock file that cannot be made is a StorageError."""
+
+    def __init__(self, lock: Any, journal: Path | None) -> None:
+        self._lock, self._journal = lock, journal
+
+    def acquire(self) -> bool:
+        try:
+            return self._lock.acquire()
+        except OSError as exc:  # only a journal's lock file can fail to open
+            folder = self._journal.parent if self._journal is not None else Path(".")
+            raise StorageError(f"{storage_error(exc, folder, action='write in')}; {_ELSEWHERE}") from None
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def close(self) -> None:
+        close = getattr(self._lock, "close", None)
+        if close is not None:
+            close()
+
+
+class _AdvisoryLock:
+    """A PostgreSQL session advisory lock on a connection of its own (autocommit)."""
+
+    def __init__(self, engine: Any, name: str) -> None:
+        import hashlib
+
+        self._engine = engine
+        self._key = int.from_bytes(hashlib.sha256(f"workbench study trials {name}".encode()).digest()[:8], "big",
+                                   signed=True)
+        self._conn: Any = None
+
+    def acquire(self) -> bool:
+        from sqlalchemy import text
+
+        if self._conn is None:
+            self._conn = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        self._conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": self._key})
+        return True
+
+    def release(self) -> None:
+        from sqlalchemy import text
+
+        self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self._key})
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()  # the server drops the session's advisory locks with it
+            self._conn = None
 
 
 def _release(lock) -> None:

@@ -27,7 +27,11 @@
    a cut last record is dropped when it is opened,
    :func:`workbench.tuning.storage.open_journal`), memory, or a PostgreSQL URL (``--workers N``
    processes share it). On resume, trials left running by a dead process are failed and a
-   baseline that never completed is enqueued again (:mod:`workbench.tuning.recovery`);
+   baseline that never completed is enqueued again (:mod:`workbench.tuning.recovery`).
+   ``trials`` is the number of trials **in the study**, however many processes share it: each
+   process counts the study's complete and running trials and creates the next one under one lock
+   (:func:`run_trials`, :func:`workbench.tuning.storage.trial_lock`), and reports the whole study as
+   its storage holds it once the trials it saw running have ended;
 5. the chosen trial (the flattest among those within ``tolerance`` of the best, by the
    sensitivity report) is re-evaluated with ir_measures on the dev and test splits,
    with bootstrap confidence intervals and a paired randomisation test against the
@@ -53,7 +57,15 @@ from workbench.tuning.recovery import ensure_baseline, fail_dead_trials
 from workbench.tuning.select import choose_and_report
 from workbench.tuning.report import StudyResult
 from workbench.tuning.space import Study, baseline_params, study_rerankers
-from workbench.tuning.storage import storage_failure, storage_for
+from workbench.tuning.storage import storage_failure, storage_for, trial_lock
+
+#: The trial states that take a place of ``--trials N``: complete ones, and running ones (on their way to
+#: complete). A trial that fails gives its place back, so N is the number of complete trials in the end.
+COUNTED_STATES = ("COMPLETE", "RUNNING")
+
+#: Seconds a process that has finished its share waits at most for trials it saw running elsewhere (on
+#: another machine, where it cannot tell whether their process lives) before it reports without them.
+AWAIT_OTHERS_S = 600.0
 
 
 def trial_seed(seed: int, number: int) -> int:
@@ -185,11 +197,17 @@ def make_study(study: Study, storage) -> Any:
 def run_study(study: Study, *, home: Path, storage: str | None = None, trials: int | None = None,
               workers: int = 1, log: Callable[[str], None] = lambda _m: None, progress: bool = False,
               candidates: Candidates | None = None) -> StudyResult:
-    """Run (or resume) a study until it has ``trials`` complete trials, then choose and report.
+    """Run (or resume) a study until it has ``trials`` complete trials in all, then choose and report.
 
+    ``trials`` counts the study's trials, not this process's: several processes (``--workers``, or
+    ``workbench tune`` run twice on one storage) together run exactly that many (:func:`run_trials`).
     On resume, trials left running by a process that is gone are marked failed
     (:func:`workbench.tuning.recovery.fail_dead_trials`) and the baseline is enqueued again when no
-    trial of it completed (:func:`workbench.tuning.recovery.ensure_baseline`).
+    trial of it completed (:func:`workbench.tuning.recovery.ensure_baseline`). When this process is
+    done it waits for the trials it saw running in other processes (:func:`await_running`), and the
+    result reports the whole study as its storage then holds it (every complete trial and the best
+    among them); ``trials_run`` is the number of trials this process ran (with ``workers``: the complete
+    trials the study gained while they ran).
 
     Raises:
         ConfigError, DataError, StaleError, PgError, OpenSearchError: with messages naming the fix.
@@ -209,13 +227,19 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
     n_target = trials or study.trials
     store = storage_for(study, home, storage, log=log)
     ost = None
+    lock = None
     try:
         ost = make_study(study, store)
+        lock = trial_lock(study, home, storage, store)
         cands = candidates or Candidates(study, home, log, progress)
         check_split(study, cands)
         notes_qrels = _qrels_changed(ost, cands, log)
-        fail_dead_trials(ost, log)
-        notes = ensure_baseline(study, ost, log)
+        lock.acquire()  # two processes starting on a new study enqueue one baseline between them
+        try:
+            fail_dead_trials(ost, log)
+            notes = ensure_baseline(study, ost, log)
+        finally:
+            lock.release()
         done = [t for t in ost.trials if t.state == optuna.trial.TrialState.COMPLETE]
         if done:
             log(f"resuming study {study.name}: {len(done)} complete trial(s) in storage")
@@ -230,22 +254,19 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
         for name in study_rerankers(study):
             cands.reranker(base_key, name)
         remaining = max(n_target - len(done), 0)
+        ran = 0
         if workers > 1 and remaining:
-            _run_workers(study, home, storage, remaining, workers, log)
+            _run_workers(study, home, storage, n_target, workers, log)
+            ost = make_study(study, storage_for(study, home, storage))
+            ran = max(_count(ost, ("COMPLETE",)) - len(done), 0)
         elif remaining:
             objective = make_objective(study, cands)
-            callbacks = [optuna.study.MaxTrialsCallback(n_target, states=(optuna.trial.TrialState.COMPLETE,))]
-            # Optuna's own bar on a terminal; in a log, whole lines with the rate and the ETA every 30 s
-            from workbench.progress import bar as progress_bar, is_terminal
+            # whole lines with the rate and the ETA every 30 s in a log; tqdm's bar on a terminal
+            from workbench.progress import bar as progress_bar
 
-            tty = progress and is_terminal()
-            lines = progress_bar(remaining, f"study {study.name}", "trial", enabled=progress and not tty)
-
-            def advance(_st: Any, _trial: Any) -> None:
-                lines.update(1)
-
-            with lines:
-                ost.optimize(objective, n_trials=remaining, callbacks=[*callbacks, advance], show_progress_bar=tty)
+            with progress_bar(remaining, f"study {study.name}", "trial", enabled=progress) as lines:
+                ran = run_trials(ost, objective, n_target, lock, on_trial=lambda: lines.update(1))
+        await_running(ost, log)
     except WorkbenchError:
         raise
     except Exception as exc:
@@ -253,12 +274,98 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
         if err is None:
             raise
         raise err from None
-    ost = make_study(study, storage_for(study, home, storage)) if workers > 1 else ost
+    finally:
+        if lock is not None:
+            lock.close()
     result = choose_and_report(study, ost, cands, log)
     result.elapsed_s = time.perf_counter() - t0
-    result.trials_run = remaining
+    result.trials_run = ran
     result.notes = notes_qrels + notes + result.notes
     return result
+
+
+def _count(ost, states: tuple[str, ...] = COUNTED_STATES) -> int:
+    """The number of the study's trials in ``states`` (names of ``optuna.trial.TrialState``), read from storage."""
+    from optuna.trial import TrialState
+
+    return len(ost.get_trials(deepcopy=False, states=tuple(TrialState[s] for s in states)))
+
+
+def run_trials(ost, objective: Callable[[Any], Any], n_target: int, lock, *,
+               on_trial: Callable[[], None] = lambda: None) -> int:
+    """Run trials of ``ost`` until the study holds ``n_target`` trials that count (complete or running,
+    :data:`COUNTED_STATES`), whatever other processes on its storage do; returns how many this process ran.
+
+    Check-before-ask: under ``lock`` (:func:`workbench.tuning.storage.trial_lock`, one for every process
+    of the study) the trials that count are counted and, while they are fewer than ``n_target``, the
+    next one is created (Optuna's ``ask`` inside ``study.optimize(n_trials=1)``, so heartbeats and
+    failure handling are Optuna's own). The lock is let go as soon as the trial exists, so trials of
+    several processes run side by side, but no two processes can take the last place. (Optuna's
+    ``MaxTrialsCallback`` counts after a trial ends, apart from the next ``ask``: two processes on 39
+    of 40 both start one, and the study ends with 41.) A trial that fails gives its place back.
+
+    Args:
+        objective: the Optuna objective (:func:`workbench.tuning.objective.make_objective`).
+        n_target: trials wanted in the study in all (>= 1).
+        lock: an object with ``acquire()`` and ``release()``.
+        on_trial: called after each trial this process ran (a progress bar's update).
+
+    Raises:
+        whatever the objective or the storage raises (the trial is then failed, as Optuna does; the lock
+        is let go).
+    """
+    ran = 0
+    while True:
+        lock.acquire()
+        held = True
+        try:
+            if _count(ost) >= n_target:
+                return ran
+
+            def first_let_go(trial: Any) -> Any:
+                nonlocal held
+                lock.release()  # the trial exists (running) in storage: others count it from now on
+                held = False
+                return objective(trial)
+
+            ost.optimize(first_let_go, n_trials=1)
+        finally:
+            if held:
+                lock.release()
+        ran += 1
+        on_trial()
+
+
+def await_running(ost, log: Callable[[str], None] = lambda _m: None, *, limit_s: float = AWAIT_OTHERS_S) -> list[int]:
+    """Wait until the trials running now (in other processes: this one runs none here) have ended, so a
+    summary read afterwards covers the whole study; returns the numbers of those still running after
+    ``limit_s`` seconds (a trial on another machine whose process may be gone).
+
+    Trials whose process is gone from this machine are failed on the way
+    (:func:`workbench.tuning.recovery.fail_dead_trials`); trials started after this call are not waited for.
+    """
+    from optuna.trial import TrialState
+
+    def running() -> list[Any]:
+        return [t for t in ost.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if t.number in waiting]
+
+    waiting = {t.number for t in ost.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+    if not waiting:
+        return []
+    log(f"study {ost.study_name}: waiting for trial(s) {', '.join(map(str, sorted(waiting)))} of another process "
+        "to end, so that the summary covers the whole study")
+    deadline = time.monotonic() + limit_s
+    while True:
+        fail_dead_trials(ost, log)
+        left = running()
+        if not left:
+            return []
+        if time.monotonic() > deadline:
+            nums = [t.number for t in left]
+            log(f"study {ost.study_name}: trial(s) {', '.join(map(str, nums))} still running after {limit_s:.0f} s; "
+                "the summary leaves them out")
+            return nums
+        time.sleep(0.2)
 
 
 def _qrels_changed(ost, cands: Candidates, log: Callable[[str], None]) -> list[str]:
@@ -300,7 +407,7 @@ def check_split(study: Study, cands: Candidates) -> None:
                           f"{study.split} queries in {study.dataset} (it has: {', '.join(types)}); drop them")
 
 
-def _worker(path: str, home: str, storage: str, n: int) -> None:  # pragma: no cover - subprocess
+def _worker(path: str, home: str, storage: str, n_target: int) -> None:  # pragma: no cover - subprocess
     import optuna
 
     from workbench.tuning.space import load_study
@@ -308,22 +415,27 @@ def _worker(path: str, home: str, storage: str, n: int) -> None:  # pragma: no c
     st = load_study(Path(path))
     cands = Candidates(st, Path(home))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    ost = make_study(st, storage_for(st, Path(home), storage))
-    ost.optimize(make_objective(st, cands), n_trials=n)
+    store = storage_for(st, Path(home), storage)
+    ost = make_study(st, store)
+    lock = trial_lock(st, Path(home), storage, store)
+    try:
+        run_trials(ost, make_objective(st, cands), n_target, lock)
+    finally:
+        lock.close()
 
 
-def _run_workers(study: Study, home: Path, storage: str | None, remaining: int, workers: int,
+def _run_workers(study: Study, home: Path, storage: str | None, n_target: int, workers: int,
                  log: Callable[[str], None]) -> None:
     import multiprocessing as mp
 
     if not storage or not storage.startswith("postgres"):
         raise ConfigError("--workers > 1 needs a storage several processes can share: --storage postgresql "
                           "(the workbench's server) or a postgresql:// URL")
-    share = [remaining // workers + (1 if i < remaining % workers else 0) for i in range(workers)]
-    log(f"{workers} worker processes share {remaining} trials ({share})")
+    log(f"{workers} worker processes run study {study.name} to {n_target} trials")
     ctx = mp.get_context("spawn")
-    # each worker draws from its own random stream: trial numbers are unique (see seeded_sampler)
-    procs = [ctx.Process(target=_worker, args=(str(study.path), str(home), storage, n)) for n in share if n]
+    # each worker draws from its own random stream: trial numbers are unique (see seeded_sampler); each takes
+    # the next trial while the study has fewer than n_target (run_trials), so they share the work between them
+    procs = [ctx.Process(target=_worker, args=(str(study.path), str(home), storage, n_target)) for _ in range(workers)]
     for p in procs:
         p.start()
     for p in procs:
