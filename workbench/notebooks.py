@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -86,6 +87,9 @@ def execute(path: Path, out_dir: Path | None = None, *, timeout: int = 1200,
 
     Raises:
         ConfigError: jupytext, nbclient or ipykernel is not installed (names the extra to install).
+        StorageError: ``out_dir`` cannot take the notebook (read-only, not a folder: said before any cell
+            runs; a full disk: said after the run, naming the file, the free space and the fix); no half
+            ``.ipynb`` is left, an earlier one stays as it was.
     """
     for module in ("jupytext", "nbclient", "ipykernel"):
         _require(module)
@@ -94,25 +98,28 @@ def execute(path: Path, out_dir: Path | None = None, *, timeout: int = 1200,
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
+    from workbench.durable import atomic_path
+
     nb = jupytext.read(path)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     t0 = time.perf_counter()
     error = ""
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
-    try:
-        client.execute(env={**os.environ, **(env or {})})  # the kernel's environment; ours is left alone
-    except CellExecutionError as exc:
-        cell = next((i for i, c in enumerate(nb.cells, 1) if c.get("cell_type") == "code"
-                     and any(o.get("output_type") == "error" for o in c.get("outputs", []))), "?")
-        plain = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # the kernel colours its traceback
-        last = [ln for ln in plain.splitlines() if ln.strip()]
-        error = f"cell {cell}: {last[-1] if last else type(exc).__name__}"
-    out = None
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        out = out_dir / f"{path.stem}.ipynb"
-        nbformat.write(nb, out)
+    out = None if out_dir is None else Path(out_dir) / f"{path.stem}.ipynb"
+    with ExitStack() as stack:
+        # the output's temporary file is made first: a folder that cannot take it is refused before any cell runs
+        tmp = stack.enter_context(atomic_path(out)) if out is not None else None
+        try:
+            client.execute(env={**os.environ, **(env or {})})  # the kernel's environment; ours is left alone
+        except CellExecutionError as exc:
+            cell = next((i for i, c in enumerate(nb.cells, 1) if c.get("cell_type") == "code"
+                         and any(o.get("output_type") == "error" for o in c.get("outputs", []))), "?")
+            plain = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # the kernel colours its traceback
+            last = [ln for ln in plain.splitlines() if ln.strip()]
+            error = f"cell {cell}: {last[-1] if last else type(exc).__name__}"
+        if tmp is not None:  # a full disk now: a StorageError naming ``out``, and no half file
+            nbformat.write(nb, str(tmp))
     return Executed(path.stem, out, time.perf_counter() - t0, error)
 
 

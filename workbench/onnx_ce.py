@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from workbench.errors import ConfigError
+from workbench.errors import ConfigError, StorageError
 from workbench.threads import default_threads
 
 #: The least Spearman correlation of int8 with torch pair scores at which int8 is used.
@@ -58,19 +58,76 @@ def check_installed() -> None:
                           "pip install onnxruntime onnx, or set backend = \"torch\" in [rerankers.NAME]") from None
 
 
+def export_size_estimate(folder: Path) -> int:
+    """Bytes :func:`export` of the cross-encoder in ``folder`` needs free at its peak: twice its weights (``model.onnx``
+    is their size, and the quantizer writes a shape-inferred copy of it beside it before ``model-int8.onnx``),
+    plus 5% and 1 MB."""
+    files = [p for p in Path(folder).iterdir() if p.is_file()]
+    weights = sum(p.stat().st_size for p in files if p.suffix == ".safetensors") or \
+        sum(p.stat().st_size for p in files if p.suffix == ".bin")
+    return 2 * weights + weights // 20 + (1 << 20)
+
+
+def _storage_fault(exc: BaseException | None, folder: Path, dest: Path, needed: int,
+                   free: int | None, action: str = "write") -> StorageError | None:
+    """The :class:`StorageError` of an export that failed for want of room or permission; None for another failure.
+
+    A full disk is recognised by the file system's error, or, where the exporter hides it (onnx's shape
+    inference writes a truncated file, read back as a protobuf ``DecodeError``), by the disk having had
+    less than :data:`FULL_DISK_MARGIN` free when the export failed.
+    """
+    import errno
+
+    from workbench.durable import storage_error, storage_error_in
+
+    err = storage_error_in(exc, dest, action) if exc is not None else None
+    full = err is not None and str(err).startswith("disk full")
+    if err is None and (exc is None or (free is not None and free < FULL_DISK_MARGIN)):
+        full = True
+    if full:
+        err = storage_error(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), dest, needed=needed)
+    if err is None:
+        return None
+    text = str(err)
+    fix = "or set backend = \"torch\" in [rerankers.NAME]"
+    if full:  # "disk full: cannot write DEST (...); fix...; nothing half-written was kept"
+        head, tail = text.split("; ", 1)
+        head = head.replace(f"cannot write {dest}", f"cannot write the int8 ONNX export of {folder} to {dest}", 1)
+        tail = tail.replace("; nothing half-written was kept", f", {fix}; nothing half-written was kept")
+        return StorageError(f"{head}; {tail}")
+    return StorageError(f"{text} (the int8 ONNX export of {folder}), {fix}")
+
+
+#: Free bytes under which a failed export is taken for a full disk (its exporter does not always say so).
+FULL_DISK_MARGIN = 16 << 20
+
+
 def export(folder: Path, dest: Path) -> Path:
     """Export the cross-encoder in ``folder`` to ``dest/model.onnx`` and ``dest/model-int8.onnx``; returns ``dest``.
 
     Already there: returned as it is. Written into a temporary folder beside ``dest`` and renamed, so a crash
-    leaves no half export.
+    leaves no half export. A disk with less room than :func:`export_size_estimate` is refused before the export.
 
     Raises:
         ConfigError: onnxruntime / torch missing, or the model does not export (the message names the folder).
+        StorageError: the home cannot hold the export (a full disk, a read-only or foreign folder: names
+            ``dest``, the free and the needed space, and the fix); nothing is left behind.
     """
+    from workbench.durable import free_bytes, storage_error
+
     dest = Path(dest)
     if (dest / "model-int8.onnx").is_file():
         return dest
     check_installed()
+    needed = export_size_estimate(folder)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a read-only home, a file where a folder should be
+        raise _storage_fault(exc, folder, dest, needed, None, "create") or storage_error(
+            exc, dest.parent, action="create") from None
+    free = free_bytes(dest.parent)
+    if free is not None and free < needed:  # before tens of seconds of export, not after
+        raise _storage_fault(None, folder, dest, needed, free)
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     import logging
@@ -83,8 +140,11 @@ def export(folder: Path, dest: Path) -> Path:
 
     logging.getLogger("root").setLevel(logging.ERROR)  # quantize_dynamic's "consider pre-processing" warning
     quiet_load_bars()  # transformers' "Loading weights" bar is carriage returns in a log
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    except OSError as exc:
+        raise _storage_fault(exc, folder, dest, needed, free_bytes(dest.parent), "create") or storage_error(
+            exc, dest, action="create") from None
     try:
         model = AutoModelForSequenceClassification.from_pretrained(str(folder), local_files_only=True).eval()
         tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
@@ -104,7 +164,10 @@ def export(folder: Path, dest: Path) -> Path:
         os.replace(tmp, dest)
     except ConfigError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any exporter failure is this model's
+    except Exception as exc:  # noqa: BLE001 - any exporter failure is this model's, but for want of room
+        fault = _storage_fault(exc, folder, dest, needed, free_bytes(dest.parent))  # measured before tmp goes
+        if fault is not None:
+            raise fault from None
         raise ConfigError(f"the cross-encoder in {folder} does not export to ONNX ({type(exc).__name__}: "
                           f"{str(exc).splitlines()[0][:200] if str(exc) else ''}); set backend = \"torch\" in "
                           "[rerankers.NAME]") from None

@@ -27,7 +27,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from workbench.errors import ConfigError
+from workbench.errors import ConfigError, StorageError
 from workbench.sqlite_cache import Damaged, SqliteCache
 from workbench.threads import default_threads
 
@@ -270,10 +270,13 @@ class CrossEncoderScorer:
             log(f"checking the int8 ONNX path of {self.folder.name} (L{self.max_length}) against torch, once")
             try:
                 verdict = onnx_ce.agreement(_TorchPath(self), self._int8(), probe(self.text_order))
-            except ConfigError as exc:  # no ONNX Runtime, a model that does not export: torch, as before
-                log(f"{self.folder.name}: scored with torch ({exc})")
+            except (ConfigError, StorageError) as exc:  # no ONNX Runtime, a model that does not export, a home
+                log(f"{self.folder.name}: scored with torch ({exc})")  # without room for it (#28): torch, as before
                 return "torch"
-            onnx_ce.write_verdict(self._onnx_dir, self.max_length, verdict)
+            try:
+                onnx_ce.write_verdict(self._onnx_dir, self.max_length, verdict)
+            except StorageError as exc:  # the verdict is a cache: checked again next time
+                log(f"{self.folder.name}: the int8 check is not kept ({exc})")
             rate = (f", {verdict['candidate_pairs_per_s']} against {verdict['reference_pairs_per_s']} pairs/s"
                     if verdict.get("reference_pairs_per_s") else "")
             log(f"{self.folder.name}: int8 Spearman {verdict['spearman']:.4f} with torch over {verdict['pairs']} pairs"

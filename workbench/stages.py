@@ -11,11 +11,14 @@ the command's own status.
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from workbench.errors import WorkbenchError
 
 FILE = "main-stages.tsv"
 
@@ -28,7 +31,11 @@ def stages_file() -> Path:
 
 
 def run(name: str, argv: list[str]) -> int:
-    """Run ``argv`` (stdin, stdout and stderr inherited), append its time to :func:`stages_file`; its exit status."""
+    """Run ``argv`` (stdin, stdout and stderr inherited), append its time to :func:`stages_file`; its exit status.
+
+    A time that cannot be appended (the stage filled the disk, a read-only home) is a one-line warning: the
+    stage's own exit status is returned all the same, so a finished stage never fails ``make main``.
+    """
     t = time.perf_counter()
     try:
         rc = subprocess.call(argv)
@@ -37,12 +44,42 @@ def run(name: str, argv: list[str]) -> int:
         rc = 127
     seconds = time.perf_counter() - t
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    path = stages_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(f"{name}\t{seconds:.1f}\t{rc}\t{load:.2f}\t{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
     print(f"[stage] {name}: {fmt(seconds)}" + (f" (exit {rc})" if rc else ""), file=sys.stderr, flush=True)
+    line = f"{name}\t{seconds:.1f}\t{rc}\t{load:.2f}\t{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
+    try:
+        _append(stages_file(), line)
+    except WorkbenchError as exc:  # a full disk or a read-only home costs the table, never the stage's status
+        print(f"warning: the time of stage {name!r} is not kept: {exc}", file=sys.stderr, flush=True)
     return rc
+
+
+def _append(path: Path, line: str) -> None:
+    """Append ``line`` to ``path`` whole or not at all: a write cut short (a full disk) is truncated back.
+
+    Raises:
+        StorageError: the file cannot be created or written (names it, the free space and the fix).
+    """
+    from workbench.durable import mkdirs, storage_error
+
+    data = line.encode("utf-8")
+    mkdirs(path.parent)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise storage_error(exc, path) from None
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, start)  # no half line for the next append to glue onto
+            except OSError:
+                pass
+            raise storage_error(exc, path, needed=len(data)) from None
+    finally:
+        os.close(fd)
 
 
 def fmt(seconds: float) -> str:
@@ -81,12 +118,17 @@ def report() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``start`` | ``run NAME -- CMD...`` | ``report``; exit 2 on a usage error."""
+    """``start`` | ``run NAME -- CMD...`` | ``report``; exit 2 on a usage error, or when ``start`` cannot
+    write the table (a read-only or full home: one ``error:`` line naming the file, before any stage ran)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["start"]:
-        path = stages_file()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("", encoding="utf-8")
+        from workbench.durable import atomic_write_text
+
+        try:  # before any stage: a home that cannot take the table cannot take the job's results either
+            atomic_write_text(stages_file(), "")
+        except WorkbenchError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         return 0
     if args[:1] == ["report"]:
         print(report())
