@@ -17,8 +17,20 @@ server: :func:`workbench.dashboard.ui.session_rater`). After signing in a rater 
 Judge, an adjudicator on Adjudicate (opening Judge would claim a pair for them). Rater
 tokens also let the app serve beyond this machine, where then only raters get in until an
 access token exists.
+
+Blind however it is opened (#28): signing in marks the browser as a rater's with a cookie that
+carries the judging session's id (:func:`workbench.dashboard.ui.judging_cookie`), so every other
+tab of that browser — ``/``, an engineer page's address, a bookmark without ``?s=`` — opens the
+same judging session, and once that session has ended, the rater sign-in alone: never an engineer
+page, even on 127.0.0.1 without tokens. Signing out (or "Leave judging on this browser") removes
+the mark. A browser that never signed in as a rater is not marked: on this machine without tokens
+it sees the engineer pages, as before. A cookie is the browser's for one host name, so for scholars
+who may open it under any name, serve them ``workbench dashboard --judging-only`` (environment
+``WORKBENCH_DASHBOARD_JUDGING_ONLY=1``): it registers no engineer page at all, whatever the
+address, host or token; the engineers keep their own ``workbench dashboard``.
 """
 
+import os
 from pathlib import Path
 
 import streamlit as st
@@ -59,7 +71,14 @@ if state != "refused":
         rater, rater_message = ui.session_rater()  # a judging session: its token re-checked on every run
     except WorkbenchError as exc:
         state, message = "refused", str(exc)
-if rater is not None:  # judging pages only, whatever else this session may see (the rater stays blind)
+judging_only = os.environ.get("WORKBENCH_DASHBOARD_JUDGING_ONLY") == "1"  # `workbench dashboard --judging-only`
+if rater is None and state != "refused" and (judging_only or ui.rater_browser()):
+    # A rater's browser whose judging session ended (or another of its tabs signed out), or a judging-only
+    # dashboard: the rater sign-in alone, whatever the address — never an engineer page (the judging pages
+    # registered but hidden, so that a link to one survives the sign-in).
+    st.navigation(_judging_pages(True, False), position="hidden")
+    ui.rater_browser_sign_in(message or rater_message, leave=not judging_only)
+elif rater is not None:  # judging pages only, whatever else this session may see (the rater stays blind)
     judging = _judging_pages(rater.is_adjudicator, False)
     first = judging[1] if rater.is_adjudicator else judging[0]  # an adjudicator's: Adjudicate (Judge claims a pair)
 
@@ -79,6 +98,7 @@ if rater is not None:  # judging pages only, whatever else this session may see 
     page.run()
 elif state in ("open", "granted"):
     page = st.navigation(_engineer_pages() + _judging_pages(False, True), position="sidebar")
+    ui.judging_cookie(None)  # a rater who just signed out: the browser is no longer marked as a rater's
     if state == "granted":
         ui.sign_out_button()
     for note in (message, rater_message):
@@ -87,6 +107,7 @@ elif state in ("open", "granted"):
     page.run()
 else:  # every page registered but hidden, so that a link to one survives the sign-in
     st.navigation(_engineer_pages() + _judging_pages(True, True), position="hidden")
+    ui.judging_cookie(None)
     if state == "login":
         ui.sign_in_form(message or rater_message)
     else:

@@ -38,12 +38,13 @@ def free_port() -> int:
 class Dashboard:
     """``workbench dashboard`` in a subprocess, serving the given environment's home."""
 
-    def __init__(self, env: dict[str, str], log: Path):
+    def __init__(self, env: dict[str, str], log: Path, *args: str):
+        """Start it on a free port of 127.0.0.1; ``args`` go to ``workbench dashboard`` (``--judging-only``)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         exe = Path(sys.executable).with_name("workbench")
-        self.proc = subprocess.Popen([str(exe), "dashboard", "--no-open", "--port", str(self.port)], env=env,
+        self.proc = subprocess.Popen([str(exe), "dashboard", "--no-open", "--port", str(self.port), *args], env=env,
                                      stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait(self, timeout: float = 90) -> None:

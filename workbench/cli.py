@@ -707,6 +707,8 @@ def dashboard_cmd(
     allow_host: Optional[list[str]] = typer.Option(None, "--allow-host", help="One more name browsers may use in "
                                                    "Host / Origin, e.g. the name a reverse proxy serves it as "
                                                    "(repeatable; WORKBENCH_ALLOWED_HOSTS adds more)."),
+    judging_only: bool = typer.Option(False, "--judging-only", help="Serve the judging pages only (the scholars' "
+                                      "dashboard): no engineer page, whatever the address, host or token."),
 ) -> None:
     """Start the Streamlit dashboard on the results in MLflow, the studies and the gate reports.
 
@@ -745,7 +747,7 @@ def dashboard_cmd(
                                      "free port, or --host with an address of this machine") from None
     except WorkbenchError as exc:
         _fail(exc)
-    access = auth.describe_tokens(kinds)
+    access = auth.describe_tokens(kinds) + ("; --judging-only: no engineer page" if judging_only else "")
     typer.echo(f"[workbench] dashboard on {serving.describe(host, port)} ({access}) — home {home}, "
                f"MLflow {tracking_uri(home)} (Ctrl-C stops it)", err=True)
     sys.stdout.flush()
@@ -755,9 +757,11 @@ def dashboard_cmd(
             "--browser.gatherUsageStats", "false", "--server.showEmailPrompt", "false", "--server.fileWatcherType", "none",
             "--global.developmentMode", "false", "--client.toolbarMode", "viewer",
             "--server.enableCORS", "true", "--server.enableXsrfProtection", "true", "--server.enableAgentApi", "false",
-            "--server.maxUploadSize", "1"]
+            "--server.maxUploadSize", "1",
+            "--server.enableStaticServing", "true"]  # dashboards/static/ at /app/static/ (the Devanagari font)
     os.environ["WORKBENCH_HOME"] = str(home)  # the server resolves the same home, whatever its cwd
     os.environ[policy.ALLOWED_HOSTS_ENV] = ",".join(dict.fromkeys(explicit))  # read by serving.DashboardGuard
+    os.environ["WORKBENCH_DASHBOARD_JUDGING_ONLY"] = "1" if judging_only else ""  # read by dashboards/app.py
     os.execv(sys.executable, args)
 
 

@@ -37,6 +37,8 @@ if not rater.is_adjudicator:
 #: Session keys: the queued action, the message for the next run, (pair tag, when the run that drew it
 #: ended) of the pair on screen, and the (dataset, query_id, doc_id) of a decision being changed.
 ACTION, FLASH, SHOWN, REDECIDE = "_adj_action", "_adj_flash", "_adj_shown", "_adj_redecide"
+#: Session key: the tag (:func:`~workbench.dashboard.judging.pair_tag`) of the pair the "Pair" box chose.
+PICK = "_adj_pick"
 #: How many of the adjudicator's latest decisions are listed.
 RECENT = 10
 st.html(judging.page_css())
@@ -135,11 +137,11 @@ try:
                 redecide = None
             queue, mine = _read()
             back = ("the pair is back in the queue." if _waits(qid, did) else
-                    f"its grades differ by less than {at} now, so it does not wait for adjudication.")
+                    "it does not wait for adjudication now (only " + agreement.adjudication_rule(at) + " do).")
             st.session_state[FLASH] = ("success", f"Undone: your final grade of {action['pair']} is withdrawn; {back}")
 except WorkbenchError as exc:
     st.session_state[FLASH] = ("error", str(exc))
-flash = st.session_state.pop(FLASH, None)
+flash = st.session_state.get(FLASH)  # kept until the next action: a re-draw (a note's Tab) must not move the page
 if flash:
     getattr(st, flash[0])(flash[1])
 
@@ -160,6 +162,20 @@ def _changing_item(qid: str, did: str) -> dict:
                           for r in rows]}
 
 
+def _judgments_html(entry: dict) -> str:
+    """The pair's judgments, one line each (rater, grade or "cannot judge", note, when), and the queue's
+    reason the pair waits (e.g. "cannot judge, no other rater"), as escaped HTML."""
+    rows = []
+    for j in entry["judgments"]:
+        note = (f' — <span class="wb-adj-note">“{html.escape(j["note"])}”</span>' if j.get("note") else "")
+        grade = html.escape(judging.grade_text(j["grade"], j["cannot_judge"]))
+        rows.append(f'<li><b>{html.escape(j["rater"])}</b>: {grade}{note}'
+                    f' <span style="opacity: 0.7">· {html.escape(judging.when(j["judged_at"]))}</span></li>')
+    reason = entry.get("reason")
+    why = (f'<div style="opacity: 0.75">Waits because: {html.escape(reason)}</div>' if reason else "")
+    return f'<div class="wb-adj-judgments"><ul style="margin: 0.2rem 0 0.4rem 0">{"".join(rows)}</ul>{why}</div>'
+
+
 item = None
 if redecide is not None:
     decided = _decision(redecide[1], redecide[2])
@@ -168,9 +184,9 @@ if redecide is not None:
     st.button("Cancel the change", key="adj_cancel", on_click=_redecide, args=(None,))
     item = _changing_item(redecide[1], redecide[2])
 elif not queue:
-    st.success(f"Nothing waits for adjudication on {dataset} (pairs whose grades differ by {at} or more come here).")
+    st.success(f"Nothing waits for adjudication on {dataset} ({agreement.adjudication_rule(at)} come here).")
 else:
-    st.caption(f"{len(queue)} pair(s) of {dataset} wait: grades {at} or more apart "
+    st.caption(f"{len(queue)} pair(s) of {dataset} wait: {agreement.adjudication_rule(at)} "
                f"(`workbench judge settings -d {dataset} --adjudicate-at 1|2`). Largest disagreement first.")
     described = [judging.describe_pair(dataset, q["query_id"], q["doc_id"], ds.queries, ds.documents) for q in queue]
     table = pd.DataFrame([{"document": address, "query": text, "difference": q["difference"],
@@ -180,19 +196,31 @@ else:
         st.dataframe(table, hide_index=True)
     labels = [f"{address} — “{judging.shorten(text, 70)}” ({_grades(q['judgments'])})"
               for q, (address, text) in zip(queue, described)]
-    chosen = st.selectbox("Pair", range(len(queue)), format_func=lambda i: labels[i], key=f"adj_item:{dataset}")
-    item = queue[chosen if chosen is not None and chosen < len(queue) else 0]
+    # The box is keyed on the queue itself: when a decision (here or another adjudicator's) changes the queue,
+    # a new box is drawn choosing the pair chosen before if it still waits, else the first, which is the pair
+    # shown below. (A box keyed on the dataset alone kept the decided pair's name while the page showed the next.)
+    tags = [judging.pair_tag(dataset, q["query_id"], q["doc_id"]) for q in queue]
+    picked = st.session_state.get(PICK)
+    chosen = st.selectbox("Pair", range(len(queue)), index=tags.index(picked) if picked in tags else 0,
+                          format_func=lambda i: labels[i],
+                          key=f"adj_item:{dataset}:{judging.pair_tag(dataset, '|'.join(tags), str(len(tags)))}")
+    chosen = chosen if chosen is not None and chosen < len(queue) else 0
+    st.session_state[PICK] = tags[chosen]
+    item = queue[chosen]
 
 if item is not None:
     qid, did = item["query_id"], item["doc_id"]
     tag = judging.pair_tag(dataset, qid, did)
     view = judging.pair_view(dataset, qid, did, ds.queries, ds.documents)
+    ui.scroll_to_top(tag)  # each pair opens at the top: its query and the last decision's line in view
     st.caption(view.caption(with_dataset=False))
     st.html(judging.query_html(view, size="1.35rem"))
     st.markdown(f"**Document** `{view.address}`")
-    st.dataframe(pd.DataFrame([{"rater": j["rater"], "grade": judging.grade_text(j["grade"], j["cannot_judge"]),
-                                "note": j["note"] or "", "judged": judging.when(j["judged_at"])}
-                               for j in item["judgments"]]), hide_index=True)
+    # Every rater's judgment as text (not a data grid, which is drawn on a canvas): read, found and copied
+    # like the rest of the page; then why the pair waits.
+    st.html(_judgments_html(item))
+    if guide := ui.guideline_html(dataset, view.query_type):  # what 0 / 1 / 2 / cannot judge mean for this type
+        st.html(guide)
     prev = item.get("previous_adjudication")
     if prev:
         st.info(f"Adjudicated before by {prev['adjudicator']}: {judging.grade_text(prev['grade'])}"
@@ -211,6 +239,8 @@ if item is not None:
     st.caption("Keys: **0**, **1**, **2** record the final grade of the pair shown (anywhere but in the note).")
     if view.missing:
         st.warning(f"{view.doc_id} is not in the current build of {dataset}; rebuild the dataset before adjudicating.")
+    if damaged := judging.damage_html(dataset, did, ui.home()):  # e.g. a translation that lost "qu"
+        st.html(damaged)
     for heading, entries in view.sections:
         st.markdown(f"**{heading}**")
         st.html(judging.section_html(entries))

@@ -9,6 +9,16 @@ with the keys 0, 1, 2, X (either case, wherever the focus is but a text field:
 :func:`workbench.dashboard.ui.keyboard_shortcuts`), and U to undo; an optional note; a
 progress bar.
 
+Layout (#28, "the scholar's path"): the line saying what was saved and the progress bar on top;
+then the pair on the left (query, address, texts) and, beside it and in view while the texts
+scroll, the grade buttons, the keys, the note *below* the buttons, and the guideline of the
+query's type (:func:`workbench.dashboard.ui.guideline_html`: what 2 / 1 / 0 / cannot judge mean).
+Each new pair opens scrolled to the top (:func:`workbench.dashboard.ui.scroll_to_top`); the
+saved line stays until the next action, so the run a note sends draws nothing new above the pair;
+Tab or Esc out of the note moves nothing; and a mouse click on a grade counts only when the
+pointer was moved onto it (:func:`workbench.dashboard.ui.keyboard_shortcuts`): a click that the
+page moved a button under never grades.
+
 A grade button's widget key and the action it queues carry the assignment of the pair on
 screen (:func:`workbench.dashboard.judging.grade_key`), and the page writes only when that is
 the assignment the rater holds now and it has been on screen for
@@ -36,6 +46,14 @@ if rater is None:
 #: Session keys: the queued action, the message for the next run, and (assignment id, when the run that
 #: drew it ended) of the pair on screen.
 ACTION, FLASH, SHOWN = "_judge_action", "_judge_flash", "_judge_shown"
+#: The keys, on the page beside the grade buttons.
+KEYS_HELP = ("Keys: **0** not relevant · **1** relevant · **2** highly relevant · **X** cannot judge · **U** undo "
+             "(either case; anywhere but in the note: Tab or Esc leaves it). With the mouse: move onto a grade, then "
+             "click.")
+#: The column beside the pair stays in view while the texts scroll (wide windows; narrow ones stack the columns),
+#: and scrolls by itself when it is taller than the window, so the guideline at its foot can always be read.
+SIDE_CSS = ("<style>[data-testid=\"stColumn\"]:has(.st-key-judge_side) { position: sticky; top: 3.75rem; "
+            "align-self: flex-start; max-height: calc(100vh - 4.5rem); overflow-y: auto; }</style>")
 st.html(judging.page_css())
 
 
@@ -105,7 +123,10 @@ try:
 except WorkbenchError as exc:  # a slot that is not open or not this rater's (the store refuses it): nothing written
     st.session_state[FLASH] = ("error", str(exc))
 
-flash = st.session_state.pop(FLASH, None)
+# The last action's line stays until the next action: a note sent, a toggle, a reload draw the page again
+# with it, so nothing above the pair appears or vanishes under the reader's pointer (#28: it was taken away
+# on the run that a Tab out of the note causes, and the page jumped 72 px).
+flash = st.session_state.get(FLASH)
 if flash:
     getattr(st, flash[0])(flash[1])
 
@@ -164,30 +185,43 @@ view = judging.pair_view(assignment.dataset, assignment.query_id, assignment.doc
                          derive_cyrillic=derive)
 words = judging.pair_words(assignment.dataset, assignment.query_id, assignment.doc_id, ds.queries, ds.documents)
 
-st.caption(view.caption())
-st.html(judging.query_html(view))
-st.markdown(f"**Document** `{view.address}`")
-if view.missing:
-    st.warning(f"{view.doc_id} is not in the current build of {view.dataset}; only “cannot judge” is possible.")
-
 aid = assignment.assignment_id
+ui.scroll_to_top(aid)  # a new pair opens at the top: its query and the "Saved" line above it in view
 note_key = f"judge_note_{aid}"
-st.text_area("Note (optional)", key=note_key, max_chars=2000, height=68,  # before the buttons: Tab goes to them
-             placeholder="Why this grade, a parallel passage, a doubt… then Tab (or click outside) and press a key")
-cols = st.columns(len(judging.GRADE_BUTTONS) + 1)
-for col, (grade, text, key_, stem) in zip(cols, judging.GRADE_BUTTONS):
-    col.button(text, key=judging.grade_key(stem, aid), shortcut=key_, on_click=_queue, width="stretch",
-               type="primary" if grade is not None else "secondary", disabled=view.missing and grade is not None,
-               args=({"kind": "judge", "assignment_id": aid, "grade": grade, "doc_hash": view.doc_hash,
-                      "note_key": note_key, "address": view.address, "pair": words},))
-_undo_button(cols[-1])
+st.html(SIDE_CSS)
+left, right = st.columns([3, 2], gap="large")
+with left:  # the pair: the query, the document's address, its texts
+    st.caption(view.caption())
+    st.html(judging.query_html(view))
+    st.markdown(f"**Document** `{view.address}`")
+    if view.missing:
+        st.warning(f"{view.doc_id} is not in the current build of {view.dataset}; only “cannot judge” is possible.")
+    if damaged := judging.damage_html(view.dataset, view.doc_id, ui.home()):  # e.g. a translation that lost "qu"
+        st.html(damaged)
+    for heading, entries in view.sections:
+        st.markdown(f"**{heading}**")
+        st.html(judging.section_html(entries))
+    st.caption(f"{view.marks} word(s) of the query marked in the texts.")
+with right, st.container(key="judge_side"):  # beside it, in view while the texts scroll: grades, note, guideline
+    with st.container(key="judge_grades"):  # Tab out of the note comes here, without moving the page
+        last = None  # 0, 1, 2 one under another (the labels in full); then cannot judge and undo side by side
+        for grade, text, key_, stem in judging.GRADE_BUTTONS:
+            if grade is None:
+                last = st.columns(2)
+            (st if last is None else last[0]).button(
+                text, key=judging.grade_key(stem, aid), shortcut=key_, on_click=_queue, width="stretch",
+                type="primary" if grade is not None else "secondary", disabled=view.missing and grade is not None,
+                args=({"kind": "judge", "assignment_id": aid, "grade": grade, "doc_hash": view.doc_hash,
+                       "note_key": note_key, "address": view.address, "pair": words},))
+        _undo_button(last[1])
+    st.caption(KEYS_HELP)
+    # below the grades: leaving it (Tab, Esc) moves nothing, and nothing that grades lies under it
+    st.text_area("Note (optional)", key=note_key, max_chars=2000, height=68,
+                 placeholder="Why this grade, a parallel passage, a doubt… then Tab (or Esc) and press a key")
+    guide = ui.guideline_html(assignment.dataset, view.query_type)
+    if guide:
+        st.html(guide)
 ui.keyboard_shortcuts()
-st.caption("Keys: **0** not relevant · **1** relevant · **2** highly relevant · **X** cannot judge · **U** undo "
-           "(either case; anywhere but in the note). "
-           f"{view.marks} word(s) of the query marked in the texts.")
-for heading, entries in view.sections:
-    st.markdown(f"**{heading}**")
-    st.html(judging.section_html(entries))
 _my_judgments()
 held = st.session_state.get(SHOWN)
 if held is None or held[0] != aid:  # the pair is on screen from now: a grade for it is taken from MIN_SEEN_S on

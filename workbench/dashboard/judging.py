@@ -526,22 +526,40 @@ def is_pali(documents: Mapping[str, Any], sample: int = 20) -> bool:
 
 #: The font stack of the judging pages' texts: Streamlit's own font first (Latin script), then fonts
 #: that have Devanagari, common on Windows (Nirmala UI, Mangal), macOS and iOS (Kohinoor Devanagari,
-#: Devanagari Sangam MN), Android and Linux (Noto, Lohit, Gargi). The dashboard serves no font file:
-#: the reader's machine needs one of these (or another Devanagari font) for the originals.
+#: Devanagari Sangam MN), Android and Linux (Noto, Lohit, Gargi). The dashboard serves Noto Sans
+#: Devanagari itself (:data:`DEVANAGARI_FONT_FACE`), so a machine with none of these still draws them.
 DEVANAGARI_FONTS = ('"Source Sans", "Source Sans Pro", "Noto Sans Devanagari", "Noto Serif Devanagari", '
                     '"Nirmala UI", "Mangal", "Kohinoor Devanagari", "Devanagari Sangam MN", "Lohit Devanagari", '
                     '"Gargi", "Annapurna SIL", sans-serif')
 
 
+#: The Devanagari subset of Noto Sans Devanagari (variable weight, SIL Open Font License 1.1, from
+#: ``@fontsource-variable/noto-sans-devanagari`` 5.3.0; the licence is beside it), shipped in
+#: ``dashboards/static/fonts/`` and served by the dashboard itself at ``/app/static/`` (Streamlit's
+#: ``server.enableStaticServing``, which ``workbench dashboard`` turns on): no CDN, and the reader's
+#: machine needs no Devanagari font. The address is relative to the page's, so it also holds under a
+#: ``server.baseUrlPath``; ``unicode-range`` keeps Latin text in Streamlit's font.
+DEVANAGARI_FONT_FILE = "fonts/NotoSansDevanagari-devanagari-wght.woff2"
+DEVANAGARI_FONT_FACE = (
+    '@font-face { font-family: "Noto Sans Devanagari"; font-style: normal; font-weight: 100 900; '
+    f'font-display: swap; src: url("app/static/{DEVANAGARI_FONT_FILE}") format("woff2-variations"), '
+    f'url("app/static/{DEVANAGARI_FONT_FILE}") format("woff2"); '
+    "unicode-range: U+0900-097F, U+1CD0-1CF9, U+200C-200D, U+20A8, U+20B9, U+20F0, U+25CC, U+A830-A839, "
+    "U+A8E0-A8FF, U+11B00-11B09; }")
+
+
 def page_css() -> str:
-    """The judging pages' style: the Devanagari-capable font stack for texts and the query, and each
+    """The judging pages' style: the served Devanagari font (:data:`DEVANAGARI_FONT_FACE`), the
+    Devanagari-capable font stack for texts and the query, and each
     grade button's colour (:data:`GRADE_COLOURS`) on the Judge and Adjudicate pages' buttons, found
     by their widget keys' CSS classes (``st-key-judge_g1_…``, ``st-key-adj_g1_…``)."""
-    rules = [f".wb-judge-text, .wb-judge-query {{ font-family: {DEVANAGARI_FONTS}; }}"]
+    rules = [DEVANAGARI_FONT_FACE, f".wb-judge-text, .wb-judge-query {{ font-family: {DEVANAGARI_FONTS}; }}"]
     for grade, (bg, fg) in GRADE_COLOURS.items():
         sel = f'[class*="st-key-judge_g{grade}_"] button, [class*="st-key-adj_g{grade}_"] button'
         rules.append(f"{sel} {{ background-color: {bg}; border-color: {bg}; color: {fg}; }}")
-        rules.append(f'{sel.replace(" button", " button:hover")} {{ filter: brightness(1.12); color: {fg}; }}')
+        rules.append(f'{sel.replace(" button", " button:hover")}, {sel.replace(" button", " button:focus")}, '
+                     f'{sel.replace(" button", " button:active")} {{ background-color: {bg}; border-color: {bg}; '
+                     f'filter: brightness(1.12); color: {fg}; }}')  # never Streamlit's red hover: a grade has one colour
     return "<style>\n" + "\n".join(rules) + "\n</style>"
 
 
@@ -634,3 +652,15 @@ def send_to_pool(store, dataset: str, query_id: str, doc_ids: Sequence[str], *, 
     pool_id = store.create_pool(dataset, pairs, raters_per_pair=raters_per_pair,
                                 params={"sent_from": "dashboard query drill-down", **(params or {})})
     return pool_id, len(fresh)
+
+
+def damage_html(dataset: str, doc_id: str, home=None) -> str:
+    """The known damage in the source texts of one document (:func:`workbench.data.damage.known_damage`,
+    e.g. a translation that lost the letters "qu"), as a short note for the judging pages, so a scholar
+    does not grade a document down for the source's fault; ``""`` when none is known (or the dataset
+    has no damage report). Never raises for a missing or unreadable report."""
+    from workbench.data import damage
+
+    note = damage.damage_note(damage.known_damage(dataset, doc_id, home=home))
+    return (f'<div class="wb-damage-note" style="font-size: 0.9rem; opacity: 0.8; margin: 0.2rem 0 0.4rem 0">'
+            f'{html.escape(note)}</div>') if note else ""

@@ -45,6 +45,9 @@ _SIGNED_IN_KEY = "_wb_rater_signed_in"
 SESSION_PARAM = "s"
 #: Session key of this session's judgment store (one connection per browser session).
 _STORE_KEY = "_wb_judge_store"
+#: Session key of a judging cookie this Streamlit session must no longer use (the rater signed out with it:
+#: the browser sent it when the tab connected, and ``st.context.cookies`` keeps it for the tab's life).
+_COOKIE_GONE_KEY = "_wb_judging_cookie_gone"
 
 
 def access() -> tuple[str, str]:
@@ -256,10 +259,13 @@ def session_rater():
             return None, "That is not a valid rater token (or it was revoked)."
         _forget_session()  # a new sign-in replaces whatever session this browser tab had
         st.session_state[_SID_KEY] = sessions.start(auth.digest(token.strip()))
+        st.session_state.pop(_CLEAR_COOKIE_KEY, None)  # the new session's id goes into the cookie (judging_cookie)
         st.session_state[_SIGNED_IN_KEY] = True
     sid = st.session_state.get(_SID_KEY)
     if not sid and SESSION_PARAM in st.query_params:
         sid = str(st.query_params[SESSION_PARAM])
+    if not sid:
+        sid = _cookie_sid()  # another tab of a rater's browser, opened without ?s= (a bookmark, "/", a new tab)
     if not sid:
         return None, ""
     token_digest, why = sessions.lookup(sid)
@@ -338,7 +344,100 @@ def rater_sidebar(rater) -> None:
     st.sidebar.caption("You stay signed in on reload for 12 hours after your last click; keep this address "
                        "(its `?s=`) to yourself, like your token.")
     if st.sidebar.button("Sign out", key="wb_rater_sign_out"):
-        _forget_session()
+        leave_judging()
+        st.rerun()
+    judging_cookie(st.session_state.get(_SID_KEY))
+
+
+#: Session key set when this session signed out of judging: its runs then delete the browser's judging cookie.
+_CLEAR_COOKIE_KEY = "_wb_judging_cookie_clear"
+#: How long a browser stays marked as a rater's (seconds; Chrome's cap, 400 days): until the rater signs out.
+COOKIE_MAX_AGE = 400 * 24 * 3600
+
+
+def cookie_name() -> str:
+    """The judging cookie's name: ``wb_judging_<port>`` (a cookie is not bound to a port, so two dashboards on
+    one machine each have their own)."""
+    return f"wb_judging_{st.get_option('server.port')}"
+
+
+def _browser_cookie() -> str | None:
+    """The judging cookie the browser sent when this tab connected (None without one, or outside a browser)."""
+    try:
+        value = st.context.cookies.get(cookie_name())
+    except Exception:  # noqa: BLE001 - no browser connection (AppTest, a bare script run)
+        return None
+    return value if isinstance(value, str) and value else None  # (AppTest's stand-in gives a mock object)
+
+
+def _cookie_sid() -> str | None:
+    """The judging-session id the browser's cookie carries, unless this session signed out with it."""
+    value = _browser_cookie()
+    return None if not value or value == st.session_state.get(_COOKIE_GONE_KEY) else value
+
+
+def rater_browser() -> bool:
+    """Whether this browser is a rater's: it carries a judging cookie (:func:`judging_cookie`) that this session
+    did not sign out with, whatever its judging session's state (one that ended still marks the browser). The
+    app then shows nothing but the judging pages, or the rater sign-in, in every tab of it: a rater stays
+    blind however the dashboard is opened — a second tab, ``/``, an engineer page's address, no ``?s=``."""
+    return _cookie_sid() is not None
+
+
+_COOKIE_SCRIPT = """<script>
+(() => {
+  // workbench.dashboard.ui.judging_cookie: mark (or unmark) this browser as a rater's, for every tab of it.
+  document.cookie = %s;
+})();
+</script>"""
+
+
+def judging_cookie(sid: str | None) -> None:
+    """Keep the browser's judging cookie (:func:`cookie_name`) in step with this session: set to ``sid`` (a
+    judging session: every tab of the browser opened later finds the rater by it, :func:`session_rater`), or
+    deleted after the rater signed out (:func:`leave_judging`). ``SameSite=Strict``, the whole site's path; it
+    carries the same session id as ``?s=``, never the token. Draws an invisible script; nothing when there is
+    nothing to change."""
+    import json
+
+    name = cookie_name()
+    if sid:
+        value = f"{name}={sid}; path=/; max-age={COOKIE_MAX_AGE}; samesite=strict"
+        where = st.sidebar
+    elif st.session_state.get(_CLEAR_COOKIE_KEY):
+        value = f"{name}=; path=/; max-age=0; samesite=strict"
+        where = st
+    else:
+        return
+    where.html(_COOKIE_SCRIPT % json.dumps(value), unsafe_allow_javascript=True)
+
+
+def leave_judging() -> None:
+    """Sign this browser out of judging: the judging session ends on the server, ``?s=`` leaves the address,
+    and the browser's judging cookie is deleted (on this session's next run) and no longer read by it."""
+    _forget_session()
+    gone = _browser_cookie()
+    if gone:
+        st.session_state[_COOKIE_GONE_KEY] = gone
+    st.session_state[_CLEAR_COOKIE_KEY] = True
+
+
+def rater_browser_sign_in(message: str = "", *, leave: bool = True) -> None:
+    """What a rater's browser (:func:`rater_browser`) shows when its judging session has ended, and what a
+    judging-only dashboard shows before a rater signs in: the rater sign-in alone (no engineer page, however
+    the dashboard was opened); with ``leave``, a button that deliberately gives this browser back to the
+    engineer pages."""
+    st.title("Judge")
+    if not leave:
+        rater_sign_in_form(message)
+        st.caption("This dashboard serves the judging pages only.")
+        return
+    rater_sign_in_form(message or "Your judging session has ended; sign in again with your rater token.")
+    st.divider()
+    st.caption("This browser was used for judging, so it shows only the judging pages. Not a rater? Leave judging "
+               "on this browser to see the other pages.")
+    if st.button("Leave judging on this browser", key="wb_leave_judging"):
+        leave_judging()
         st.rerun()
 
 
@@ -382,8 +481,128 @@ _SHORTCUT_SCRIPT = """<script>
     e.stopImmediatePropagation();  // Streamlit's handler would press it a second time
     if (!e.repeat && !button.disabled) button.click();
   }, true);
+
+  // Leaving the note (Tab, Shift+Tab, Esc) moves the focus to the grading panel without scrolling: the
+  // browser would scroll the next button into view, and the page would move under a resting pointer.
+  const NOTE = '[class*="st-key-judge_note_"], [class*="st-key-adj_note"]';
+  const PANEL = '[class*="st-key-judge_grades"], [class*="st-key-adj_grades"]';
+  window.addEventListener("keydown", (e) => {
+    if ((e.key !== "Tab" && e.key !== "Escape") || e.ctrlKey || e.metaKey || e.altKey || e.isComposing) return;
+    const area = e.target;
+    if (!area || area.tagName !== "TEXTAREA" || !area.closest(NOTE)) return;
+    e.preventDefault();
+    e.stopImmediatePropagation();
+    const panel = document.querySelector(PANEL);
+    if (panel) {
+      panel.tabIndex = -1;
+      panel.focus({preventScroll: true});
+    } else {
+      area.blur();
+    }
+  }, true);
+
+  // A grade button takes a mouse click only when the reader moved the pointer onto it: a click that lands
+  // on one because the page moved under a resting pointer (a scroll, a message above, the next pair drawn)
+  // grades nothing and says so. Keys, Enter or Space on a focused button, a touch or a pen are not affected.
+  const GRADE = '[class*="st-key-judge_g"], [class*="st-key-judge_x_"], [class*="st-key-adj_g"]';
+  const gradeButton = (el) => {
+    const holder = el && el.closest ? el.closest(GRADE) : null;
+    return holder ? holder.querySelector("button") : null;
+  };
+  let aimed = null;
+  window.addEventListener("pointermove", (e) => {
+    if (e.pointerType !== "mouse" || (e.movementX === 0 && e.movementY === 0)) return;  // moved by the hand
+    aimed = gradeButton(e.target);
+  }, true);
+  window.addEventListener("scroll", () => { aimed = null; }, true);
+  const hint = () => {
+    let el = document.getElementById("wb-click-hint");
+    if (!el) {
+      el = document.createElement("div");
+      el.id = "wb-click-hint";
+      el.setAttribute("role", "status");
+      el.style.cssText = "position: fixed; left: 50%%; bottom: 1.5rem; transform: translateX(-50%%); z-index: 1000; " +
+        "background: #6b4a00; color: #fff; padding: 0.6rem 1rem; border-radius: 0.4rem; font-size: 0.95rem; " +
+        "max-width: 42rem; box-shadow: 0 2px 8px rgba(0, 0, 0, 0.3)";
+      document.body.appendChild(el);
+    }
+    el.textContent = "Not graded: the page moved under the pointer. Move the pointer onto the grade you mean and " +
+      "click it, or press its key.";
+    el.hidden = false;
+    clearTimeout(window.__wbHintTimer);
+    window.__wbHintTimer = setTimeout(() => { el.hidden = true; }, 6000);
+  };
+  window.addEventListener("click", (e) => {
+    const button = gradeButton(e.target);
+    if (!button || !e.isTrusted || e.detail === 0) return;  // our keys click untrusted; Enter/Space: detail 0
+    if (e.pointerType && e.pointerType !== "mouse") return;  // a tap is aimed
+    if (aimed === button) return;
+    e.preventDefault();
+    e.stopImmediatePropagation();
+    hint();
+  }, true);
 })();
 </script>"""
+
+
+_TOP_SCRIPT = """<script>
+(() => {
+  // workbench.dashboard.ui.scroll_to_top: a new pair opens at the top of the page.
+  const pair = %s;
+  if (window.__wbPairOnTop === pair) return;
+  window.__wbPairOnTop = pair;
+  const top = () => {
+    for (const el of [document.querySelector('[data-testid="stMain"]'), document.querySelector("section.main"),
+                      document.querySelector('[data-testid="stAppViewContainer"]'), document.scrollingElement,
+                      ...document.querySelectorAll('[data-testid="stColumn"]')]) {  // a column that scrolls itself
+      if (el && el.scrollTop) el.scrollTop = 0;
+    }
+  };
+  top();
+  requestAnimationFrame(top);
+  setTimeout(top, 150);
+  setTimeout(top, 500);
+})();
+</script>"""
+
+
+def scroll_to_top(pair: str) -> None:
+    """Scroll the page to its top once per pair shown (``pair``: anything naming it, e.g. the assignment id):
+    the next pair opens with its query and the "Saved" line above it in view, whatever depth the reader had
+    scrolled the last one to. A small script (``st.html`` with JavaScript); the same pair drawn again (a note
+    saved, a toggle) leaves the page where the reader put it."""
+    import json
+
+    st.html(_TOP_SCRIPT % json.dumps(str(pair)), unsafe_allow_javascript=True)
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _guidelines(dataset: str, path: str, signature: tuple | None) -> dict:
+    from workbench.dashboard import guidelines
+
+    return guidelines.load(dataset, Path(path))
+
+
+def guideline_html(dataset: str, query_type: str) -> str:
+    """The guideline for ``query_type`` on ``dataset`` as HTML (:func:`workbench.dashboard.guidelines.guideline_html`):
+    the dataset's ``guidelines/<dataset>.toml`` over the built-in texts, read again when the file changes;
+    ``""`` for a query type the workbench does not know. A file that does not pass its checks is named in a
+    warning on the page, and the built-in guidelines are shown meanwhile."""
+    from workbench.dashboard import guidelines, judging
+
+    path = guidelines.guidelines_path(dataset)
+    try:
+        stat = path.stat()
+        signature = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    except OSError:
+        signature = None
+    try:
+        guides = _guidelines(dataset, str(path), signature)
+    except WorkbenchError as exc:
+        st.warning(f"{exc}. The built-in guidelines are shown meanwhile.", icon=":material/warning:")
+        guides = guidelines.DEFAULTS
+    guide = guides.get(query_type)
+    return "" if guide is None else guidelines.guideline_html(guide, judging.QUERY_TYPES.get(query_type, query_type))
 
 
 def keyboard_shortcuts() -> None:
@@ -391,7 +610,15 @@ def keyboard_shortcuts() -> None:
     field (the note, a select box's search), in either case (``x`` or Shift+``X``); a held key presses
     once. A small script in the page (``st.html`` with JavaScript, not sandboxed: it must reach the
     page's buttons): it finds the button by its widget key's CSS class (``st-key-…``) and clicks it, so
-    what it does goes through the button's own callback like a mouse click."""
+    what it does goes through the button's own callback like a mouse click.
+
+    The same script keeps a stray click from grading (#28: after a note, Tab scrolled the page 72 px and
+    the resting pointer was then on "2 · highly relevant"): Tab, Shift+Tab or Esc in the note
+    (``judge_note_…``, ``adj_note…``) moves the focus to the grading panel (the container keyed
+    ``judge_grades`` / ``adj_grades``) without scrolling; and a grade button (``judge_g…``, ``judge_x_…``,
+    ``adj_g…``) takes a mouse click only when the pointer was moved onto it by hand since the page last
+    moved — otherwise nothing is graded and a line at the foot of the window says to move the pointer
+    or press the key."""
     import json
 
     st.html(_SHORTCUT_SCRIPT % json.dumps(SHORTCUT_KEYS, sort_keys=True), unsafe_allow_javascript=True)
