@@ -1383,7 +1383,10 @@ def reranker_train(
 
             # something else in its place is an error, not a model to keep
             check_cross_encoder_folder(dest, complete=False)
-            missing = missing_model_parts(dest, card=True)
+            # usable (config, weights, tokenizer) is kept: a cross-encoder from elsewhere has no model card, and
+            # training writes its folder whole (a temporary folder renamed into place), so a card-less folder
+            # is never one it left half-written
+            missing = missing_model_parts(dest, card=False)
             if not missing:
                 typer.echo(f"{dest} already holds a cross-encoder: kept (--force retrains it)")
                 return
