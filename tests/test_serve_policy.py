@@ -317,21 +317,22 @@ def test_the_rerank_service_bounds_bodies_and_never_echoes_them(ce_folder, tmp_p
 
 
 def test_the_rerank_service_bounds_the_time_a_request_takes_to_arrive(ce_folder, tmp_path):
-    """A body sent a byte at a time, or a head never finished, held a connection as long as the client liked."""
+    """A body sent a byte at a time, or a head never finished, held a connection as long as the client liked.
+    The upper bounds are loose on purpose: the point is that the server ends it, not how fast on a busy CI."""
     with reranker(ce_folder, tmp_path / "rr.log", "--read-timeout-s", "2") as (port, _proc):
         host = f"127.0.0.1:{port}"
         t0 = time.monotonic()
-        with socket.create_connection(("127.0.0.1", port), timeout=15) as s:
+        with socket.create_connection(("127.0.0.1", port), timeout=120) as s:
             s.sendall(f"POST /rerank HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
                       "Content-Length: 1000\r\n\r\n{\"query\"".encode())
             answer = s.recv(65536)
         assert answer.startswith(b"HTTP/1.1 408") and b"no complete request body within 2 s" in answer
-        assert 1.5 < time.monotonic() - t0 < 6
+        assert 1.5 < time.monotonic() - t0 < 60  # bounded (2 s + a loaded machine's delay), not held
         t0 = time.monotonic()
-        with socket.create_connection(("127.0.0.1", port), timeout=15) as s:
+        with socket.create_connection(("127.0.0.1", port), timeout=120) as s:
             s.sendall(b"POST /rerank HTTP/1.1\r\nHo")  # and nothing more
             assert s.recv(65536) == b""  # closed by the server
-        assert 1.5 < time.monotonic() - t0 < 6
+        assert 1.5 < time.monotonic() - t0 < 60  # bounded (2 s + a loaded machine's delay), not held
 
 
 def test_the_rerank_service_checks_host_and_origin(ce_folder, tmp_path):
