@@ -193,3 +193,49 @@ def dashboard(port: int, env: dict, log: Path, *args: str, wait_s: float = 90):
             proc.wait(15)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+#: No model hub: every model comes from a folder here.
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+@contextmanager
+def rerank_service(ce_folder: Path, log: Path, *args: str, env: dict | None = None, host: str = "127.0.0.1",
+                   max_length: int = 64):
+    """``python -m workbench.services.reranker`` on a free port with ``args``; yields ``(port, process)``
+    once /health answers (with the token of ``env`` when it holds one)."""
+    port = free_port()
+    import time
+
+    import requests
+
+    from workbench.services import policy
+
+    env = {**os.environ, **OFFLINE, **(env or {})}
+    token = env.get(policy.RERANK_TOKEN_ENV)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with open(log, "w") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "workbench.services.reranker", "--model", str(ce_folder),
+                                 "--host", host, "--port", str(port), "--max-length", str(max_length), *args],
+                                stdout=fh, stderr=subprocess.STDOUT, cwd=REPO, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the reranker exited with {proc.returncode}: {log.read_text()[-2000:]}")
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/health", headers=headers, timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"the reranker did not answer in 120 s: {log.read_text()[-2000:]}")
+            time.sleep(0.2)
+        yield port, proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

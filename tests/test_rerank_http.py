@@ -48,34 +48,11 @@ def _minilm() -> Path:
 @pytest.fixture(scope="session")
 def server(ce_folder: Path, tmp_path_factory: pytest.TempPathFactory):
     """``python -m workbench.services.reranker`` on a free port; yields its base URL once /health answers."""
-    port = free_port()
+    from faults import rerank_service
+
     log = tmp_path_factory.mktemp("reranker") / "server.log"
-    with open(log, "w") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "workbench.services.reranker", "--model", str(ce_folder),
-                                 "--port", str(port), "--max-length", "128"], stdout=fh, stderr=subprocess.STDOUT,
-                                cwd=REPO, env={**os.environ, **OFFLINE})
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the reranker server exited with {proc.returncode}: {log.read_text()[-2000:]}")
-            try:
-                if requests.get(f"{base}/health", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"the reranker server did not answer /health in 120 s: {log.read_text()[-2000:]}")
-            time.sleep(0.2)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with rerank_service(ce_folder, log, max_length=128) as (port, _proc):
+        yield f"http://127.0.0.1:{port}"
 
 
 def _requests_served(base: str) -> int:

@@ -18,12 +18,10 @@ import base64
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 import tracemalloc
 from contextlib import contextmanager
-from pathlib import Path
 
 import psutil
 import pytest
@@ -31,6 +29,7 @@ import requests
 
 import faults
 from faults import REPO, free_port, run
+from faults import rerank_service as reranker
 from workbench.errors import ConfigError, RerankError
 from workbench.http_scorer import HttpScorer
 from workbench.services import policy
@@ -234,41 +233,6 @@ def test_host_and_origin_rules():
 
 
 # ------------------------------------------------------------------------------------------------ the rerank service
-
-@contextmanager
-def reranker(ce_folder: Path, log: Path, *args: str, env: dict | None = None, host: str = "127.0.0.1"):
-    """``python -m workbench.services.reranker`` on a free port with ``args``; yields ``(port, process)``
-    once /health answers (with the token of ``env`` when it holds one)."""
-    port = free_port()
-    env = {**os.environ, **OFFLINE, **(env or {})}
-    token = env.get(policy.RERANK_TOKEN_ENV)
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with open(log, "w") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "workbench.services.reranker", "--model", str(ce_folder),
-                                 "--host", host, "--port", str(port), "--max-length", "64", *args],
-                                stdout=fh, stderr=subprocess.STDOUT, cwd=REPO, env=env)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the reranker exited with {proc.returncode}: {log.read_text()[-2000:]}")
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/health", headers=headers, timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"the reranker did not answer in 120 s: {log.read_text()[-2000:]}")
-            time.sleep(0.2)
-        yield port, proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
 
 def _rss_mb(proc: subprocess.Popen) -> float:
     return psutil.Process(proc.pid).memory_info().rss / 2**20
