@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import socket
 import subprocess
 import threading
 import time
 import tracemalloc
 from contextlib import contextmanager
+from pathlib import Path
 
 import psutil
 import pytest
@@ -145,6 +147,41 @@ def test_the_dashboard_refuses_a_foreign_host_and_serves_loopback_and_allowed_na
         assert status.startswith("HTTP/1.1 413") and took < 30 and b"1048576 bytes at most" in body
 
 
+def test_the_dashboard_closes_connections_whose_request_does_not_arrive(tmp_path):
+    """Streamlit built its own uvicorn server, so the head deadline never reached the dashboard: a head sent a
+    byte at a time, or a body left unread after a quick 405, held a connection past 75 s (found attacking #28).
+    Now both are closed at the read deadline (30 s), while an open WebSocket (a browser tab) stays open."""
+    port = faults.free_port()
+    env = {**os.environ, "WORKBENCH_HOME": str(tmp_path / "home")}
+    env.pop(policy.ALLOWED_HOSTS_ENV, None)
+    log = tmp_path / "dashboard.log"
+    host = f"127.0.0.1:{port}"
+    with faults.dashboard(port, env, log):
+        key = base64.b64encode(os.urandom(16)).decode()
+        tab = socket.create_connection(("127.0.0.1", port), timeout=5)
+        tab.sendall(f"GET /_stcore/stream HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: streamlit\r\n"
+                    f"Origin: http://{host}\r\n\r\n".encode())
+        assert tab.recv(4096).startswith(b"HTTP/1.1 101")
+        head = socket.create_connection(("127.0.0.1", port), timeout=90)
+        head.sendall(b"GET / HTTP/1.1\r\nHo")  # and nothing more
+        body = socket.create_connection(("127.0.0.1", port), timeout=90)
+        body.sendall(f"POST /_stcore/health HTTP/1.1\r\nHost: {host}\r\nContent-Length: 1000\r\n\r\nx".encode())
+        t0 = time.monotonic()
+        answered = _read_to_close(body)  # the quick 405, then the close (the other 999 bytes never come)
+        assert head.recv(65536) == b""  # closed by the server
+        took = time.monotonic() - t0
+        assert answered.startswith(b"HTTP/1.1 405") and 25 < took < 75, (answered[:40], took)
+        tab.settimeout(1)
+        try:
+            still = tab.recv(4096) != b""  # a ping frame: open
+        except TimeoutError:
+            still = True  # nothing to read, not closed: open
+        assert still, "the WebSocket of an open tab was closed by the head deadline"
+        for s in (tab, head, body):
+            s.close()
+
+
 def test_the_dashboard_refuses_an_allowed_name_that_is_not_one(tmp_path):
     res = faults.run(["dashboard", "--allow-host", "http://proxy.example.org:443", "--no-open",
                       "--port", str(faults.free_port())], env={**os.environ, "WORKBENCH_HOME": str(tmp_path)},
@@ -168,32 +205,65 @@ def test_jupyterlab_answers_loopback_and_allowed_names_only(tmp_path, monkeypatc
     assert ("--allow-root" in args) == (os.geteuid() == 0) and "--ServerApp.ip=127.0.0.1" in args
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTER_DATA_DIR": str(tmp_path / "data"),
            "JUPYTER_TOKEN": token, "WORKBENCH_HOME": str(tmp_path / "home")}
-    log = tmp_path / "lab.log"
-    proc = subprocess.Popen([*faults.WORKBENCH, "notebooks", "--no-open", "--port", str(port)], env=env, cwd=REPO,
-                            stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/api/contents"
     auth = {"Authorization": f"token {token}"}
+    with _lab(["--port", str(port)], env, tmp_path / "lab.log", url, auth):
+        assert requests.get(url, headers={**auth, "Host": f"evil.example:{port}"}, timeout=10).status_code == 403
+        assert requests.get(url, headers={**auth, "Host": "proxy.example.org"}, timeout=10).status_code == 200
+        assert requests.get(url, headers={**auth, "Host": f"localhost:{port}"}, timeout=10).status_code == 200
+        assert requests.get(url, timeout=10).status_code == 403  # no token
+
+
+@contextmanager
+def _lab(args: list[str], env: dict, log: Path, url: str, headers: dict | None = None):
+    """``workbench notebooks --no-open ARGS`` in its own process group until ``url`` answers (any status when no
+    ``headers``, else 200 with them); yields the process, stops it after."""
+    proc = subprocess.Popen([*faults.WORKBENCH, "notebooks", "--no-open", *args], env=env, cwd=REPO,
+                            stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         while True:
             assert proc.poll() is None, log.read_text()[-2000:]
             try:
-                if requests.get(url, headers=auth, timeout=2).status_code == 200:
+                status = requests.get(url, headers=headers, timeout=2).status_code
+                if headers is None or status == 200:
                     break
             except requests.RequestException:
                 pass
             assert time.monotonic() < deadline, log.read_text()[-2000:]
             time.sleep(0.5)
-        assert requests.get(url, headers={**auth, "Host": f"evil.example:{port}"}, timeout=10).status_code == 403
-        assert requests.get(url, headers={**auth, "Host": "proxy.example.org"}, timeout=10).status_code == 200
-        assert requests.get(url, headers={**auth, "Host": f"localhost:{port}"}, timeout=10).status_code == 200
-        assert requests.get(url, timeout=10).status_code == 403  # no token
+        yield proc
     finally:
         os.killpg(proc.pid, 15)
         try:
             proc.wait(15)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
+
+
+def test_jupyterlab_off_loopback_keeps_a_token_a_config_file_cannot_turn_off(tmp_path):
+    """A Jupyter config with ``c.IdentityProvider.token = ''`` and ``--host 0.0.0.0`` served a root terminal to
+    the network with no token (found attacking #28). The workbench's own 0600 config file now wins over it."""
+    pytest.importorskip("jupyterlab")
+    cfg = tmp_path / "jcfg"
+    cfg.mkdir()
+    (cfg / "jupyter_server_config.py").write_text("c.IdentityProvider.token = ''\n")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "JUPYTER_TOKEN"}
+    env.update({"JUPYTER_CONFIG_DIR": str(cfg), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+                "JUPYTER_DATA_DIR": str(tmp_path / "data"), "WORKBENCH_HOME": str(tmp_path / "home")})
+    log = tmp_path / "lab.log"
+    url = f"http://127.0.0.1:{port}/api/contents"
+    with _lab(["--host", "0.0.0.0", "--port", str(port)], env, log, url) as proc:
+        assert requests.get(url, timeout=10).status_code == 403  # no token: refused, whatever the user's config says
+        said = re.search(r"always asks for a token: (\S+) ", log.read_text())
+        assert said, log.read_text()[-2000:]
+        token = said.group(1)
+        assert len(token) >= 40
+        assert requests.get(url, headers={"Authorization": f"token {token}"}, timeout=10).status_code == 200
+        forced = tmp_path / "home" / "run" / "jupyter_token_config.py"
+        assert forced.stat().st_mode & 0o777 == 0o600 and token in forced.read_text()
+        assert token not in " ".join(open(f"/proc/{proc.pid}/cmdline").read().split("\0"))
 
 
 # ------------------------------------------------------------------------------------------------ the policy
@@ -352,6 +422,13 @@ def test_the_rerank_service_needs_a_token_beyond_loopback(ce_folder, tmp_path, m
         assert requests.get(f"http://127.0.0.1:{port}/health", timeout=30).status_code == 401
         monkeypatch.setenv("WB_TEST_TOKEN", token)
         assert HttpScorer(url, api_key_env="WB_TEST_TOKEN").score("q", ["a", "b"]).shape == (2,)
+        # the URL it prints is one the client can use (0.0.0.0 was printed, and its own Host check refused it)
+        printed = re.search(r'url = "(http://[^"]+)"', log.read_text()).group(1)
+        assert "0.0.0.0" not in printed and HttpScorer(printed, api_key_env="WB_TEST_TOKEN").score("q", ["a"]).shape == (1,)
+        # a 400 names a wrong model in 80 characters, not whole (a 15 MiB model field came back whole)
+        big = requests.post(url, json={**body, "model": "M" * 100_000}, timeout=60,
+                            headers={"Authorization": f"Bearer {token}"})
+        assert big.status_code == 400 and len(big.content) < 1000, len(big.content)
         monkeypatch.setenv("WB_TEST_TOKEN", "wrong")
         with pytest.raises(RerankError, match=r"HTTP 401.*check the token in \$WB_TEST_TOKEN"):
             HttpScorer(url, api_key_env="WB_TEST_TOKEN", retries=0).score("q", ["a"])
@@ -469,6 +546,39 @@ def test_the_client_stops_reading_at_the_response_cap(answer):
     assert "failed after" not in msg  # not retried: the same request gets the same answer
     assert peak < 8 * 2**20, peak
     assert took < 30, took
+
+
+def _answer_with(body: bytes, status: str = "200 OK", ctype: str = "application/json"):
+    def answer(conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                     "Connection: close\r\n\r\n".encode() + body)
+    return answer
+
+
+@pytest.mark.parametrize("body, ctype, needle", [
+    (b'{"results": [{"index": 0, "relevance_score": 1' + b"0" * 400 + b'}]}', "application/json",
+     "the score of index 0 is 1000"),
+    (b"[" * 200_000 + b"]" * 200_000, "application/json", "malformed answer, not JSON"),
+    (b'{"results": []}', "application/json; charset=x-nonexistent", "malformed answer, 0 results for 1 documents"),
+], ids=["huge-int", "deep-nesting", "unknown-charset"])
+def test_hostile_answers_end_in_a_rerank_error_not_a_traceback(body, ctype, needle):
+    """An integer of 400 digits (OverflowError), 200,000 nested lists (RecursionError) and an unknown charset
+    (LookupError) escaped as raw Python errors, so the batches scored before were lost (found attacking #28)."""
+    with raw_server(_answer_with(body, ctype=ctype)) as url:
+        with pytest.raises(RerankError) as err:
+            HttpScorer(url, retries=0).score("q", ["a"])
+    assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_an_echoed_token_and_escape_sequences_never_reach_the_message(monkeypatch):
+    monkeypatch.setenv("WB_TEST_RERANK_KEY", "CLIENTSECRET123")
+    body = b"bad token: Bearer CLIENTSECRET123 \x1b]0;pwned\x07\x1b[2J"
+    with raw_server(_answer_with(body, "401 Unauthorized", "text/plain")) as url:
+        with pytest.raises(RerankError) as err:
+            HttpScorer(url, retries=0, api_key_env="WB_TEST_RERANK_KEY").score("q", ["a"])
+    msg = str(err.value)
+    assert "CLIENTSECRET123" not in msg and "\x1b" not in msg and "\x07" not in msg
+    assert "HTTP 401: bad token: Bearer *** ?]0;pwned??[2J" in msg, msg
 
 
 def test_the_client_settings_are_checked():

@@ -64,10 +64,17 @@ def notebooks_cmd(
         from workbench.services import policy
 
         # the served-port policy: the names WORKBENCH_ALLOWED_HOSTS allows pass Jupyter's Host check too
-        args = notebooks.lab_command(port, host, open_browser) + policy.jupyter_args(host)
         home = home_dir()
+        # off loopback a token of the workbench's own, which no Jupyter config file can turn off
+        forced, token = policy.jupyter_token_config(host, home / "run")
+        args = notebooks.lab_command(port, host, open_browser) + policy.jupyter_args(host) + forced
     except WorkbenchError as exc:
         _fail(exc)
+    if token:
+        shown = "$" + policy.JUPYTER_TOKEN_ENV if os.environ.get(policy.JUPYTER_TOKEN_ENV, "").strip() else token
+        typer.echo(f"[workbench] off loopback JupyterLab always asks for a token: {shown} (open "
+                   f"http://{host}:{port}/lab?token=...; a Jupyter config without a token cannot turn it off)",
+                   err=True)
     typer.echo(f"[workbench] JupyterLab on http://{host}:{port} over {notebooks.NOTEBOOKS_DIR} — home {home} "
                "(Ctrl-C stops it)", err=True)
     sys.stdout.flush()
@@ -752,7 +759,8 @@ def dashboard_cmd(
                f"MLflow {tracking_uri(home)} (Ctrl-C stops it)", err=True)
     sys.stdout.flush()
     # serve.py: app.py behind the served-port policy's Host / Origin check and request bounds
-    args = [sys.executable, "-m", "streamlit", "run", str(app_path.with_name("serve.py")), "--server.port", str(port),
+    # launch: Streamlit with the policy's connection bounds (head deadline, head size, connection cap)
+    args = [sys.executable, "-m", "workbench.dashboard.launch", "run", str(app_path.with_name("serve.py")), "--server.port", str(port),
             "--server.address", host, "--server.headless", "false" if open_browser else "true",
             "--browser.gatherUsageStats", "false", "--server.showEmailPrompt", "false", "--server.fileWatcherType", "none",
             "--global.developmentMode", "false", "--client.toolbarMode", "viewer",

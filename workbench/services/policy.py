@@ -30,6 +30,7 @@ import os
 import re
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Mapping
 from urllib.parse import urlsplit
 
@@ -81,8 +82,9 @@ class Bounds:
 
 #: The rerank service's bounds: 1,000 documents of 16 KB fit in the body.
 RERANK_BOUNDS = Bounds(max_body_bytes=16 * 1024 * 1024, read_timeout_s=30.0, max_connections=64)
-#: The dashboard's HTTP bounds (its pages take no upload; the WebSocket has Streamlit's own message limit).
-DASHBOARD_BOUNDS = Bounds(max_body_bytes=1024 * 1024, read_timeout_s=30.0, max_connections=None)
+#: The dashboard's HTTP bounds (its pages take no upload; the WebSocket has Streamlit's own message limit; each
+#: open browser tab holds one connection).
+DASHBOARD_BOUNDS = Bounds(max_body_bytes=1024 * 1024, read_timeout_s=30.0, max_connections=256)
 
 
 # ------------------------------------------------------------------------------------------------ addresses
@@ -460,9 +462,15 @@ def uvicorn_config(app: Any, bounds: Bounds, **kwargs: Any):
     idle keep-alive connections closed after 5 s; ``kwargs`` go to ``uvicorn.Config`` as they are."""
     import uvicorn
 
-    return uvicorn.Config(app, http=_h11_with_head_deadline(bounds.read_timeout_s),
-                          h11_max_incomplete_event_size=bounds.max_head_bytes,
-                          limit_concurrency=bounds.max_connections, timeout_keep_alive=5, **kwargs)
+    return uvicorn.Config(app, **bounded_uvicorn_kwargs(bounds), **kwargs)
+
+
+def bounded_uvicorn_kwargs(bounds: Bounds) -> dict[str, Any]:
+    """The ``uvicorn.Config`` options that hold a server to ``bounds``' connection rules: the head deadline
+    (:func:`_h11_with_head_deadline`), the head size, the connection cap, a 5 s keep-alive."""
+    return {"http": _h11_with_head_deadline(bounds.read_timeout_s),
+            "h11_max_incomplete_event_size": bounds.max_head_bytes,
+            "limit_concurrency": bounds.max_connections, "timeout_keep_alive": 5}
 
 
 # ------------------------------------------------------------------------------------------------ JupyterLab
@@ -482,6 +490,47 @@ def jupyter_args(host: str, extra: Iterable[str] = ()) -> list[str]:
     names = ["localhost", *(normal_name(n) for n in extra), *env_names()]
     words = [n for n in dict.fromkeys(names) if not _is_ip(n)]  # Jupyter judges IP addresses by themselves
     return [f"--ServerApp.local_hostnames={n}" for n in words]
+
+
+#: Where ``workbench notebooks`` reads the token it serves with off loopback (Jupyter's own variable).
+JUPYTER_TOKEN_ENV = "JUPYTER_TOKEN"
+
+
+def jupyter_token_config(host: str, folder: Path, env: Mapping[str, str] | None = None) -> tuple[list[str], str]:
+    """Off loopback, a token Jupyter cannot be configured out of: ``(options, token)``; on loopback ``([], "")``.
+
+    A Jupyter config file that sets an empty token (``c.IdentityProvider.token = ''``) turns every check off,
+    and a bind beyond loopback then serves a root terminal to the network. So off loopback the workbench writes
+    a config file of its own (mode 0600, in ``folder``) holding the token, :data:`JUPYTER_TOKEN_ENV`'s value when
+    it is set and not blank, else a new random one, and passes it with ``--config``: Jupyter loads that file
+    after the user's config folders, so it wins over them. The token never goes on the command line (other
+    users can read a process's arguments).
+
+    Returns:
+        the options to add to JupyterLab's command line, and the token to tell the user (``""`` on loopback).
+
+    Raises:
+        StorageError: the file cannot be written.
+    """
+    if is_loopback(host):
+        return [], ""
+    import secrets
+
+    from workbench.errors import StorageError
+
+    env = os.environ if env is None else env
+    token = (env.get(JUPYTER_TOKEN_ENV) or "").strip() or secrets.token_urlsafe(32)
+    path = Path(folder) / "jupyter_token_config.py"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # never readable by others, not even briefly
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), 0o600)
+            fh.write(f"c.IdentityProvider.token = {token!r}\n")
+    except OSError as exc:
+        raise StorageError(f"cannot write {path} (the token of JupyterLab off loopback): {exc.strerror}; "
+                           "free space or fix the folder's permissions") from None
+    return [f"--config={path}"], token
 
 
 def _is_ip(name: str) -> bool:

@@ -116,7 +116,8 @@ def create_app(scorer: PairScorer, *, names: Sequence[str] = (), max_documents: 
 
     def rerank(req: RerankRequest) -> dict:
         if req.model and req.model not in served:
-            raise HTTPException(400, f"this server serves {scorer.model_id}, not {req.model!r}; leave model empty "
+            asked = req.model if len(req.model) <= 80 else req.model[:80] + "…"  # never echo a whole field back
+            raise HTTPException(400, f"this server serves {scorer.model_id}, not {asked!r}; leave model empty "
                                      f"or name {scorer.model_id}")
         if len(req.documents) > max_documents:
             raise HTTPException(413, f"{len(req.documents)} documents in one request; at most {max_documents}: "
@@ -223,7 +224,9 @@ def serve(model_folder: str | Path, host: str = "127.0.0.1", port: int = DEFAULT
                     token_env=RERANK_TOKEN_ENV, body_fix="send fewer or shorter documents per request, or raise "
                                                         "--max-body-mb")
         sock.listen(128)  # from here connections wait in the backlog until uvicorn takes them
-        where = f"[{host}]" if ":" in host else host
+        # a wildcard bind is not a name a client can use (and the Host check refuses it): show one that is
+        shown = (socket.gethostname() or "localhost") if host in ("0.0.0.0", "::", "") else host
+        where = f"[{shown}]" if ":" in shown else shown
         url = f"http://{where}:{sock.getsockname()[1]}/rerank"
         access = (f"bearer token of ${RERANK_TOKEN_ENV} required" if token else "this machine only, no token")
         if not is_loopback(host):
