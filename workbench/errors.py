@@ -52,6 +52,20 @@ class RegistryError(WorkbenchError):
     does not load or is not a kind declaration, an unknown kind (names the kind, the distribution and the fix)."""
 
 
+class RemoteError(WorkbenchError):
+    """A remote service the workbench reads (an embeddings API, a live search endpoint) failed for good:
+    unreachable, too slow, an HTTP error, or an answer that is not the expected shape (names the config key,
+    the URL, what came back and the fix; never a key or token).
+
+    Attributes:
+        error_class: ``connect``, ``timeout``, ``http_401`` … (:mod:`workbench.io.http`), ``malformed``.
+    """
+
+    def __init__(self, message: str, error_class: str = "malformed") -> None:
+        super().__init__(message)
+        self.error_class = error_class
+
+
 class RerankError(WorkbenchError):
     """A remote reranker (:class:`workbench.http_scorer.HttpScorer`) failed: unreachable, too slow, an HTTP
     error, or a body that is not the rerank JSON shape (names the URL, the batch, what came back and the fix).
