@@ -30,7 +30,6 @@ who may open it under any name, serve them ``workbench dashboard --judging-only`
 address, host or token; the engineers keep their own ``workbench dashboard``.
 """
 
-import os
 from pathlib import Path
 
 import streamlit as st
@@ -64,6 +63,10 @@ def _judging_pages(adjudicator: bool, engineer: bool) -> list:
     return pages
 
 
+def _signed_out() -> None:
+    """The default page of a signed-out judging browser: nothing (the sign-in form is drawn around it)."""
+
+
 state, message = ui.access()  # decided before anything is drawn
 rater, rater_message = None, ""
 if state != "refused":
@@ -71,12 +74,15 @@ if state != "refused":
         rater, rater_message = ui.session_rater()  # a judging session: its token re-checked on every run
     except WorkbenchError as exc:
         state, message = "refused", str(exc)
-judging_only = os.environ.get("WORKBENCH_DASHBOARD_JUDGING_ONLY") == "1"  # `workbench dashboard --judging-only`
+judging_only = ui.judging_only()  # `workbench dashboard --judging-only`
 if rater is None and state != "refused" and (judging_only or ui.rater_browser()):
     # A rater's browser whose judging session ended (or another of its tabs signed out), or a judging-only
     # dashboard: the rater sign-in alone, whatever the address — never an engineer page (the judging pages
-    # registered but hidden, so that a link to one survives the sign-in).
-    st.navigation(_judging_pages(True, False), position="hidden")
+    # registered but hidden, so that a link to one survives the sign-in). The default page is served at "/"
+    # only, so none of them may be it: /judge (a bad ?token= link, a revoked rater's reload) would be "Page not
+    # found" over the sign-in form; a page that draws nothing is the default instead.
+    st.navigation([st.Page(_signed_out, title="Sign in", url_path="sign-in", default=True),
+                   *_judging_pages(True, False)], position="hidden")
     ui.rater_browser_sign_in(message or rater_message, leave=not judging_only)
 elif rater is not None:  # judging pages only, whatever else this session may see (the rater stays blind)
     judging = _judging_pages(rater.is_adjudicator, False)

@@ -517,6 +517,11 @@ def test_the_judge_page_labels_texts_tags_their_language_and_colours_the_grades(
     assert "[word_meanings" not in _everything(at) and "Word meanings" in [m.value.strip("*") for m in at.markdown]
     style = judging.page_css()
     assert "Noto Sans Devanagari" in style and style in bodies
+    # Streamlit's own fonts get the served Devanagari too (guideline, tables, select boxes, lists), same descriptors
+    faces = re.findall(r'@font-face \{ font-family: "([^"]+)"; font-style: (\w+); font-weight: 100 900;[^}]*'
+                       + re.escape(judging.DEVANAGARI_FONT_FILE) + r'[^}]*unicode-range: U\+0900-097F', style)
+    assert sorted(faces) == sorted([("Noto Sans Devanagari", "normal")] + [(f, s) for f in
+                                   ("Source Sans", "Source Serif", "Source Code Pro") for s in ("normal", "italic")])
     colours = {g: re.search(rf'st-key-judge_g{g}_"\] button, [^{{]*{{ background-color: (#[0-9a-f]{{6}})', style).group(1)
                for g in (0, 1, 2)}
     assert len(set(colours.values())) == 3, colours
@@ -943,6 +948,10 @@ def test_a_judging_only_dashboard_shows_no_engineer_page_whatever_the_address_or
         assert [t.value for t in at.title] == ["Judge"] and "Sign in to judge" in _everything(at)
         assert not at.get("progress") and "Overview" not in _everything(at)
         assert "Leave judging" not in _everything(at)
+    at = _app(APP, link="not-a-token")  # a wrong link: the sign-in says so, and names no pages that are not there
+    assert [e.value for e in at.error] == ["The token in the link is not valid (or was revoked); sign in below with "
+                                           "your rater token, or ask for a new one."]
+    assert "pages below" not in _everything(at) and "Overview" not in _everything(at)
     access = auth.FileTokens(jhome).add("eng")
     at = _app(APP, link=access)  # an engineer's access token opens nothing more here
     assert [t.value for t in at.title] == ["Judge"] and "Sign in to judge" in _everything(at)

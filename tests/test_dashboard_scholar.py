@@ -517,3 +517,76 @@ def test_a_cannot_judge_pair_goes_to_the_adjudicator_and_the_pair_box_names_the_
     _wait(drv, "Nothing waits for adjudication on gita")
     final = {a["doc_id"]: a["grade"] for a in store.adjudications("gita")}
     assert final == {pairs[0][1]: 2, pairs[1][1]: 1, pairs[2][1]: 1}
+
+
+# ------------------------------------------------------------------ Devanagari beyond the texts; no "Page not found"
+
+#: Measures, once the served faces are loaded, whether the Devanagari in Streamlit's own font (what every element
+#: but the texts draws in) has the served glyphs: its width against Noto Sans Devanagari's and against boxes.
+_DEVANAGARI_WIDTHS = """
+const done = arguments[arguments.length - 1];
+const text = arguments[0];
+Promise.all([document.fonts.load('16px "Source Sans"', text), document.fonts.load('16px "Noto Sans Devanagari"', text)])
+  .then(() => {
+    const width = (family) => {
+      const s = document.createElement('span');
+      s.style.cssText = 'position:absolute; white-space:nowrap; font-size:20px; font-family:' + family;
+      s.textContent = text; document.body.appendChild(s);
+      const w = s.getBoundingClientRect().width; s.remove(); return w;
+    };
+    const guide = document.querySelector('.wb-guidelines');
+    done({check: document.fonts.check('16px "Source Sans"', text),
+          guide: guide ? width(getComputedStyle(guide).fontFamily) : null,
+          body: width(getComputedStyle(document.body).fontFamily),
+          noto: width('"Noto Sans Devanagari"'), tofu: width('"wb-no-such-font"')});
+  }, (e) => done({error: String(e)}));
+"""
+
+
+def test_devanagari_draws_beyond_the_texts_and_a_revoked_raters_reload_shows_the_sign_in_alone(store, dash, gita,
+                                                                                                drivers):
+    """Beyond the pair texts (the guideline's "(अभ्यास)", the "Show my judgments" table, lists, select boxes)
+    Devanagari draws in the served font: it is joined to Streamlit's own font. A revoked rater who reloads
+    ``/judge`` (a browser marked as a rater's), and a wrong ``?token=`` there, get the sign-in with no "Page not
+    found" over it; a new token signs them in from that form."""
+    from selenium.webdriver.common.by import By
+
+    _pool(store, _pairs(gita, "term", 3, skip=1))
+    ann, token = store.add_rater("rater-ann")
+    a = store.next_assignment(ann, "gita")
+    store.judge(ann, a.assignment_id, 1, note="ठीक है — अभ्यास")
+    drv = drivers()
+    drv.get(f"{dash.url}/judge?token={token}")
+    _wait(drv, "1 of 3 judged")
+    drv.find_element(By.XPATH, "//label[.//*[normalize-space(text())='Show my judgments']]").click()
+    _wait(drv, lambda t: "Show my judgments" in t and "not judged anything" not in t)
+    time.sleep(1.5)  # the grid draws again once the face is in
+    widths = drv.execute_async_script(_DEVANAGARI_WIDTHS, "अभ्यासठीकहै")  # no space: each font has its own
+    print("Devanagari in Streamlit's font:", widths)
+    OUT.mkdir(parents=True, exist_ok=True)
+    drv.save_screenshot(str(OUT / "judge-devanagari-table.png"))
+    assert widths.get("check") is True, widths
+    for where in ("guide", "body"):
+        assert widths[where] == pytest.approx(widths["noto"], abs=0.5), (where, widths)
+    assert abs(widths["noto"] - widths["tofu"]) > 5, widths
+    assert "अभ्यास" in drv.find_element(By.CSS_SELECTOR, ".wb-guidelines").text
+
+    # revoked: the reload of /judge shows the sign-in alone, no "Page not found" dialog over it
+    store.revoke_rater("rater-ann")
+    for url in (f"{dash.url}/judge", f"{dash.url}/judge?token=WRONG"):
+        drv.get(url)
+        text = _wait(drv, "Sign in to judge")
+        time.sleep(1)
+        text = _body(drv)
+        dialogs = [d.text for d in drv.find_elements(By.CSS_SELECTOR, '[role="dialog"]') if d.is_displayed()]
+        print(url, "dialogs:", dialogs, "page:", text[:300])
+        assert not dialogs and "Page not found" not in text, (url, dialogs, text[:800])
+        assert "the pages below" not in text, text[:800]
+    assert "The token in the link is not valid (or was revoked); sign in below with your rater token" in text
+    drv.save_screenshot(str(OUT / "judge-revoked-sign-in.png"))
+    _ann, token = store.new_token("rater-ann")
+    field = drv.find_element(By.CSS_SELECTOR, 'input[type="password"]')
+    field.send_keys(token)
+    drv.find_element(By.XPATH, "//button[.//*[normalize-space(text())='Sign in to judge']]").click()
+    text = _wait(drv, "1 of 3 judged")
+    assert "Judging as rater-ann (rater)" in text

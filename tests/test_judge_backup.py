@@ -160,3 +160,107 @@ def test_the_backup_and_restore_commands(store, pg_dsn, tmp_path, monkeypatch):
     res = CliRunner().invoke(app, ["judge", "export", "--help"])
     text = " ".join(res.stdout.replace("│", " ").split())
     assert "Not a backup: it holds current grades only" in text and "`workbench judge backup FILE` writes the whole" in text
+
+
+def _cli(pg_dsn, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from workbench.cli import app
+
+    monkeypatch.setenv("WORKBENCH_PG_DSN", pg_dsn)
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "home"))
+    return lambda *args: CliRunner().invoke(app, list(args))
+
+
+def test_restore_refuses_an_out_of_range_grade_by_line_before_anything_is_written(store, pg_dsn, tmp_path,
+                                                                                   monkeypatch):
+    _everything(store)
+    path = tmp_path / "b.jsonl"
+    bk.backup(store, path)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    n = next(i for i, line in enumerate(lines) if '"table": "judgments"' in line and '"grade": 2' in line)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(lines[:n] + [lines[n].replace('"grade": 2', '"grade": 7')] + lines[n + 1:]),
+                   encoding="utf-8")
+    role = tmp_path / "role.jsonl"
+    r = next(i for i, line in enumerate(lines) if '"table": "raters"' in line)
+    role.write_text("".join(lines[:r] + [lines[r].replace('"role": "rater"', '"role": "boss"')] + lines[r + 1:]),
+                    encoding="utf-8")
+    _empty(pg_dsn).close()
+    fresh = JudgmentStore(pg_dsn)
+    with pytest.raises(JudgeError, match=rf"bad.jsonl:{n + 1}: a judgments row the store refuses: grade 7 is not "
+                                         r"one of empty, 0, 1, 2; nothing was restored"):
+        bk.restore(fresh, bad)
+    with pytest.raises(JudgeError, match=rf"role.jsonl:{r + 1}: a raters row the store refuses: role \"boss\" is "
+                                         r"not one of \"rater\", \"adjudicator\""):
+        bk.restore(fresh, role)
+    assert {t: len(rows) for t, rows in _dump(fresh).items()} == {t: 0 for t, _k, _s in bk.TABLES}
+    fresh.close()
+    cli = _cli(pg_dsn, tmp_path, monkeypatch)
+    res = cli("judge", "restore", str(bad))
+    assert res.exit_code == 2, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert f"bad.jsonl:{n + 1}: a judgments row the store refuses: grade 7" in res.stderr
+    assert "Traceback" not in res.output and "CheckViolation" not in res.output
+    assert {t: len(rows) for t, rows in _dump(JudgmentStore(pg_dsn)).items()} == {t: 0 for t, _k, _s in bk.TABLES}
+
+
+def test_a_dangling_id_the_file_check_misses_is_one_line_and_nothing_is_written(store, pg_dsn, tmp_path):
+    _everything(store)
+    path = tmp_path / "b.jsonl"
+    bk.backup(store, path)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    n = next(i for i, line in enumerate(lines) if '"table": "queue_pools"' in line)
+    row = json.loads(lines[n])
+    row["row"]["pool_id"] = 999
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(lines[:n] + [json.dumps(row) + "\n"] + lines[n + 1:]), encoding="utf-8")
+    fresh = _empty(pg_dsn)
+    with pytest.raises(JudgeError, match=r"the store refuses the queue_pools rows \(.*foreign key.*\); nothing "
+                                         r"was restored"):
+        bk.restore(fresh, bad)
+    assert {t: len(rows) for t, rows in _dump(fresh).items()} == {t: 0 for t, _k, _s in bk.TABLES}
+    fresh.close()
+
+
+def test_backup_refuses_an_existing_file_without_force_and_warns_on_a_store_without_judgments(
+        store, pg_dsn, tmp_path, monkeypatch):
+    cli = _cli(pg_dsn, tmp_path, monkeypatch)
+    store.add_rater("cai")
+    path = tmp_path / "judge.jsonl"
+    path.write_text("my precious backup\n", encoding="utf-8")
+    res = cli("judge", "backup", str(path))
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip() == (f"error: {path} exists and would be overwritten; give a new file name, or pass "
+                                  "--force to replace it")
+    assert path.read_text(encoding="utf-8") == "my precious backup\n"
+    new = tmp_path / "new.jsonl"
+    res = cli("judge", "backup", str(new))
+    assert res.exit_code == 0, res.output
+    assert "warning: the store backed up holds no judgment (0 judgments)" in res.stderr
+    assert json.loads(new.read_text(encoding="utf-8").splitlines()[-1])["counts"]["raters"] == 1
+    res = cli("judge", "backup", "--force", str(path))
+    assert res.exit_code == 0, res.output
+    assert "warning: the store backed up holds no judgment" in res.stderr
+    assert json.loads(path.read_text(encoding="utf-8").splitlines()[0])["format"] == bk.FORMAT
+    _everything(store)
+    res = cli("judge", "backup", "--force", str(path))
+    assert res.exit_code == 0 and "warning" not in res.stderr, res.output
+    assert json.loads(path.read_text(encoding="utf-8").splitlines()[-1])["counts"] == {
+        "raters": 5, "pools": 2, "pairs": 4, "assignments": 8, "judgments": 9, "adjudications": 3, "queue_pools": 4,
+        "queue": 2, "settings": 1}
+
+
+def test_a_new_token_for_a_revoked_rater_says_it_makes_them_active_again(store, pg_dsn, tmp_path, monkeypatch):
+    cli = _cli(pg_dsn, tmp_path, monkeypatch)
+    store.add_rater("ann")
+    store.add_rater("bob")
+    store.revoke_rater("bob")
+    res = cli("judge", "rater", "token", "bob")
+    assert res.exit_code == 0, res.output
+    assert "bob was revoked; this new token makes bob active again" in res.stderr
+    assert [r.name for r in store.raters()] == ["ann", "bob"]
+    assert store.rater_by_token(res.stdout.strip()).name == "bob"
+    res = cli("judge", "rater", "token", "ann")
+    assert res.exit_code == 0, res.output
+    assert "was revoked" not in res.stderr and "'ann' has a new token" in res.stderr

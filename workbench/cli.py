@@ -853,12 +853,17 @@ def judge_rater_token(name: str = typer.Argument(..., help="The rater's name (ac
     """Give a rater a new token and print it once (the old one stops signing in); a revoked rater becomes
     active again with all their grades under the same name."""
     try:
-        rater, token = _judge_store().new_token(name)
+        store = _judge_store()
+        was_active = any(r.name == name for r in store.raters())
+        rater, token = store.new_token(name)
     except WorkbenchError as exc:
         _fail(exc)
     typer.echo(token)
     _log(f"{rater.role} {rater.name!r} has a new token (above, shown only this once); their old token no longer "
          "signs in")
+    if not was_active:
+        _log(f"{rater.name} was revoked; this new token makes {rater.name} active again (all their grades stay "
+             f"under that name); `workbench judge rater revoke {rater.name}` undoes it")
 
 
 @rater_app.command("list")
@@ -1062,16 +1067,21 @@ def judge_export(
 @judge_app.command("backup")
 def judge_backup(
     file: Path = typer.Argument(..., help="The backup to write: JSON Lines, gzip-compressed when FILE ends in .gz "
-                                          "(e.g. judge-2026-12-04.jsonl.gz)."),
+                                          "(e.g. judge-2026-12-04.jsonl.gz). An existing FILE is refused unless --force."),
+    force: bool = typer.Option(False, "--force", help="Replace FILE when it exists (its old backup is lost)."),
 ) -> None:
     """Back up the whole judgment store: raters (without their tokens), pools, pairs, slots, queues, every
     judgment with its grade, "cannot judge", note, time and undo history, every adjudication, and the settings.
-    `workbench judge restore FILE` puts it into an empty store."""
+    `workbench judge restore FILE` puts it into an empty store. An existing FILE is kept unless --force; a
+    store that holds no judgment is backed up all the same, with a warning."""
     from workbench.judging import backup as bk
 
     try:
         if file.is_dir():
             raise WorkbenchError(f"{file} is a folder; give a file path, e.g. {file / 'judge.jsonl.gz'}")
+        if file.exists() and not force:
+            raise WorkbenchError(f"{file} exists and would be overwritten; give a new file name, or pass --force "
+                                 "to replace it")
         with _judge_store() as store:
             counts = bk.backup(store, file)
     except WorkbenchError as exc:
@@ -1079,6 +1089,9 @@ def judge_backup(
     except OSError as exc:
         _fail(WorkbenchError(f"cannot write the backup {file}: {exc.strerror or exc}; choose a writable path"))
     typer.echo(f"wrote {file}: " + ", ".join(f"{n:,d} {t}" for t, n in counts.items()))
+    if not counts.get("judgments"):
+        _log("warning: the store backed up holds no judgment (0 judgments); if you expected grades, check "
+             "WORKBENCH_PG_DSN / WORKBENCH_HOME point at the store the raters use, and keep your older backups")
     _log("tokens are not in the backup: after a restore, `workbench judge rater token NAME` gives each rater a new one")
 
 

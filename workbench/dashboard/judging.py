@@ -548,12 +548,29 @@ DEVANAGARI_FONT_FACE = (
     "U+A8E0-A8FF, U+11B00-11B09; }")
 
 
+#: Streamlit's own font families (its bundled variable faces, weight 100–900, upright and italic): every
+#: element of its pages draws in one of them — labels, inputs, select boxes and their option lists, lists,
+#: captions, ``st.html`` blocks, and the data grids it draws on a canvas.
+STREAMLIT_FONTS = ("Source Sans", "Source Serif", "Source Code Pro")
+
+
+def _devanagari_in(family: str, style: str) -> str:
+    """An ``@font-face`` that adds the served Devanagari (:data:`DEVANAGARI_FONT_FACE`'s file and range) to
+    ``family`` (one of :data:`STREAMLIT_FONTS`): the same weight and style as Streamlit's own face, so the
+    browser joins them into one font whose Devanagari characters come from Noto Sans Devanagari."""
+    return DEVANAGARI_FONT_FACE.replace('"Noto Sans Devanagari"', f'"{family}"').replace(
+        "font-style: normal", f"font-style: {style}")
+
+
 def page_css() -> str:
-    """The judging pages' style: the served Devanagari font (:data:`DEVANAGARI_FONT_FACE`), the
-    Devanagari-capable font stack for texts and the query, and each
-    grade button's colour (:data:`GRADE_COLOURS`) on the Judge and Adjudicate pages' buttons, found
-    by their widget keys' CSS classes (``st-key-judge_g1_…``, ``st-key-adj_g1_…``)."""
-    rules = [DEVANAGARI_FONT_FACE, f".wb-judge-text, .wb-judge-query {{ font-family: {DEVANAGARI_FONTS}; }}"]
+    """The judging pages' style: the served Devanagari font (:data:`DEVANAGARI_FONT_FACE`), also joined to
+    Streamlit's own font families for the Devanagari range (:data:`STREAMLIT_FONTS`), so that every element
+    of the page — the guideline box, tables (the canvas-drawn grids too), the "Pair" box and its options,
+    lists — draws Devanagari on a machine that has no Devanagari font; the Devanagari-capable font stack
+    for texts and the query; and each grade button's colour (:data:`GRADE_COLOURS`) on the Judge and
+    Adjudicate pages' buttons, found by their widget keys' CSS classes (``st-key-judge_g1_…``, ``st-key-adj_g1_…``)."""
+    rules = [DEVANAGARI_FONT_FACE, *(_devanagari_in(f, style) for f in STREAMLIT_FONTS for style in ("normal", "italic")),
+             f".wb-judge-text, .wb-judge-query {{ font-family: {DEVANAGARI_FONTS}; }}"]
     for grade, (bg, fg) in GRADE_COLOURS.items():
         sel = f'[class*="st-key-judge_g{grade}_"] button, [class*="st-key-adj_g{grade}_"] button'
         rules.append(f"{sel} {{ background-color: {bg}; border-color: {bg}; color: {fg}; }}")

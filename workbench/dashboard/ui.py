@@ -50,6 +50,17 @@ _STORE_KEY = "_wb_judge_store"
 _COOKIE_GONE_KEY = "_wb_judging_cookie_gone"
 
 
+#: The environment variable ``workbench dashboard --judging-only`` sets to ``1`` (read by ``dashboards/app.py``).
+JUDGING_ONLY_ENV = "WORKBENCH_DASHBOARD_JUDGING_ONLY"
+
+
+def judging_only() -> bool:
+    """Whether this dashboard serves the judging pages only (``workbench dashboard --judging-only``)."""
+    import os
+
+    return os.environ.get(JUDGING_ONLY_ENV) == "1"
+
+
 def access() -> tuple[str, str]:
     """Whether this viewer may see the pages: ``(state, message)``, drawing nothing.
 
@@ -87,8 +98,13 @@ def access() -> tuple[str, str]:
     if not on:
         bind = st.get_option("server.address")
         if auth.is_loopback(bind):  # open to this machine; a link's token that is nobody's still gets a word
-            return "open", ("" if linked is None else "The token in the link is not valid (or was revoked); the "
-                            "pages below are open on this machine without one. Raters sign in on the Judge page.")
+            if linked is None:
+                return "open", ""
+            if judging_only() or rater_browser():  # the app shows the rater sign-in alone: no pages below
+                return "open", ("The token in the link is not valid (or was revoked); sign in below with your "
+                                "rater token, or ask for a new one.")
+            return "open", ("The token in the link is not valid (or was revoked); the pages below are open on this "
+                            "machine without one. Raters sign in on the Judge page.")
         try:
             raters = _rater_tokens_exist(str(home_dir()))
         except WorkbenchError as exc:

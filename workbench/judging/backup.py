@@ -59,6 +59,60 @@ TABLES: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
 LEFT_OUT = {"raters": ("token_sha256",)}
 
 
+#: The columns of each table a row must hold (NOT NULL without a default), checked before a restore writes.
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "raters": ("rater_id", "name", "role", "seed"),
+    "pools": ("pool_id", "dataset", "raters_per_pair", "params"),
+    "pairs": ("pair_id", "pool_id", "dataset", "query_id", "doc_id", "tier", "priority", "reason"),
+    "assignments": ("assignment_id", "pair_id", "slot"),
+    "judgments": ("judgment_id", "dataset", "query_id", "doc_id", "rater_id", "action"),
+    "adjudications": ("adjudication_id", "dataset", "query_id", "doc_id", "adjudicator_id"),
+    "queue_pools": ("rater_id", "pool_id"),
+    "queue": ("rater_id", "pair_id", "ord"),
+    "settings": ("dataset",),
+}
+
+#: The values a column may take (the store's CHECK constraints), by table.
+ALLOWED: dict[str, dict[str, tuple]] = {
+    "raters": {"role": ("rater", "adjudicator")},
+    "pairs": {"reason": ("pool", "audit", "sent", "import")},
+    "judgments": {"action": ("judge", "retract"), "grade": (None, 0, 1, 2), "cannot_judge": (None, True, False)},
+    "adjudications": {"action": (None, "decide", "retract"), "grade": (None, 0, 1, 2)},
+    "settings": {"adjudicate_at": (None, 1, 2)},
+}
+
+#: The longest note the store keeps (its CHECK on ``note``).
+NOTE_LIMIT = 2000
+
+
+def row_problem(table: str, row: dict) -> str | None:
+    """What in one backup row the store's constraints would refuse (a grade out of 0–2, an unknown role or
+    action, a missing column, a note over :data:`NOTE_LIMIT` characters…), as a phrase; None when it is fine.
+    :func:`read_backup` calls it on every row, so a restore refuses such a file before writing anything."""
+    missing = [c for c in REQUIRED.get(table, ()) if row.get(c) is None]
+    if missing:
+        return f"no {', '.join(missing)}"
+    for col, allowed in ALLOWED.get(table, {}).items():
+        v = row.get(col)
+        if not any(type(v) is type(a) and v == a for a in allowed):  # exact types: True is no grade, nor 1.0
+            shown = ", ".join("empty" if a is None else json.dumps(a) for a in allowed)
+            return f"{col} {json.dumps(v, ensure_ascii=False)} is not one of {shown}"
+    if table == "pools" and (isinstance(row["raters_per_pair"], bool) or not isinstance(row["raters_per_pair"], int)
+                             or not 1 <= row["raters_per_pair"] <= 10):
+        return f"raters_per_pair {json.dumps(row['raters_per_pair'])} is not a whole number from 1 to 10"
+    note = row.get("note")
+    if note is not None and (not isinstance(note, str) or len(note) > NOTE_LIMIT):
+        return f"the note is not text of at most {NOTE_LIMIT} characters"
+    if table == "judgments":
+        if row.get("cannot_judge") and row.get("grade") is not None:
+            return f"grade {row['grade']} with cannot_judge true (a judgment has one or the other)"
+        if row["action"] == "judge" and not row.get("cannot_judge") and row.get("grade") is None:
+            return "a judge row with neither a grade nor cannot_judge"
+    if table == "adjudications" and row.get("action", "decide") == "decide" and row.get("grade") is None:
+        return "a decide row without a grade"
+    return None
+
+
 def _open_write(path: Path, gz: bool) -> IO[str]:
     if gz:
         return gzip.open(path, "wt", encoding="utf-8", newline="\n")
@@ -125,7 +179,8 @@ def read_backup(path: Path) -> tuple[dict, dict[str, list[dict]]]:
 
     Raises:
         JudgeError: not a backup, a newer format or schema, a bad line (named by number), an unknown
-            table, or a file cut off (no end line, or counts that differ).
+            table, a row the store's constraints refuse (:func:`row_problem`, named by line), or a file cut
+            off (no end line, or counts that differ).
     """
     path = Path(path)
     if not path.is_file():
@@ -161,6 +216,10 @@ def read_backup(path: Path) -> tuple[dict, dict[str, list[dict]]]:
                         or not isinstance(item.get("row"), dict)):
                     raise JudgeError(f"{path}:{n}: not a row of a known table ({', '.join(rows)}); the file is "
                                      "damaged — restore from another backup")
+                problem = row_problem(item["table"], item["row"])
+                if problem is not None:
+                    raise JudgeError(f"{path}:{n}: a {item['table']} row the store refuses: {problem}; nothing was "
+                                     "restored — correct that line or restore from another backup")
                 rows[item["table"]].append(item["row"])
     except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
         raise JudgeError(f"{path} cannot be read whole ({exc}); the file is damaged or cut off — restore from "
@@ -182,9 +241,12 @@ def restore(store: JudgmentStore, path: Path, *, log: Callable[[str], None] | No
     ``workbench judge rater token NAME``. Returns rows per table.
 
     Raises:
-        JudgeError: the file is not a whole backup (:func:`read_backup`), or the store is not empty (names
-            the tables that hold rows and the fix); nothing written.
+        JudgeError: the file is not a whole backup or holds a row the store refuses (:func:`read_backup`),
+            the store is not empty (names the tables that hold rows and the fix), or the store refuses a
+            table's rows all the same (a dangling id); nothing written.
     """
+    import psycopg
+
     header, rows = read_backup(path)
     store.migrate()
     conn = store.conn()
@@ -210,14 +272,19 @@ def restore(store: JudgmentStore, path: Path, *, log: Callable[[str], None] | No
             if unknown:
                 raise JudgeError(f"{path}: table {table} has column(s) {', '.join(unknown)} this workbench does not "
                                  "know; upgrade the workbench first")
-            with conn.cursor() as cur:
-                with cur.copy(f"COPY wb_judge.{table} ({', '.join(cols)}) FROM STDIN") as copy:
-                    for r in batch:
-                        copy.write_row([json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v
-                                        for v in (r.get(c) for c in cols)])
-            if serial is not None:
-                conn.execute(f"SELECT setval(pg_get_serial_sequence('wb_judge.{table}', '{serial}'), "
-                             f"(SELECT max({serial}) FROM wb_judge.{table}))")
+            try:
+                with conn.cursor() as cur:
+                    with cur.copy(f"COPY wb_judge.{table} ({', '.join(cols)}) FROM STDIN") as copy:
+                        for r in batch:
+                            copy.write_row([json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v
+                                            for v in (r.get(c) for c in cols)])
+                if serial is not None:
+                    conn.execute(f"SELECT setval(pg_get_serial_sequence('wb_judge.{table}', '{serial}'), "
+                                 f"(SELECT max({serial}) FROM wb_judge.{table}))")
+            except psycopg.Error as exc:  # a constraint the file check does not cover (a dangling id, a repeat)
+                detail = " ".join(str(exc).split())
+                raise JudgeError(f"{path}: the store refuses the {table} rows ({detail}); nothing was restored — "
+                                 "restore from another backup") from None
     if log is not None and rows["raters"]:
         log(f"{len(rows['raters'])} rater(s) restored without tokens: `workbench judge rater token NAME` gives each a "
             f"new one ({', '.join(sorted(r['name'] for r in rows['raters']))})")
