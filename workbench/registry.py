@@ -248,10 +248,11 @@ def _declaration_problem(cls: type) -> str:
             import typing
 
             declared = typing.Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
+            default = f.get_default(call_default_factory=True)  # a default_factory's value too
             try:
-                TypeAdapter(declared).validate_python(f.default, strict=True)
+                TypeAdapter(declared).validate_python(default, strict=True)
             except ValidationError as exc:
-                return (f"the default of {m.__name__}.{name} ({f.default!r}) breaks its own declaration: "
+                return (f"the default of {m.__name__}.{name} ({default!r}) breaks its own declaration: "
                         f"{exc.errors(include_url=False)[0]['msg']}")
     return ""
 
@@ -315,7 +316,7 @@ def describe_kind(kind: Declaration) -> list[dict[str, Any]]:
             if name == tag:
                 continue
             rows.append({"variant": variant, "param": name, "type": _type_name(f.annotation),
-                         "default": "(required)" if f.is_required() else repr(f.default),
+                         "default": "(required)" if f.is_required() else repr(f.get_default(call_default_factory=True)),
                          "constraint": _constraint(f), "description": f.description or ""})
     return rows
 

@@ -3,7 +3,7 @@ document's texts, judged marks, and the lanes that found each document (rank and
 
 import streamlit as st
 
-from workbench.dashboard import judging, ui, views
+from workbench.dashboard import judging, store, ui, views
 from workbench.errors import WorkbenchError
 
 st.title("Query drill-down")
@@ -106,6 +106,16 @@ for col, (lab, row) in zip(cols, rows.items()):
         st.subheader(lab)
         st.caption(f"lanes: {', '.join(cfg_lanes) or '?'}" + ("" if hits is not None else
                    " — lane ranks were not logged by this eval (re-run `workbench eval` to log them)"))
+        for lane in cfg_lanes:  # a live lane: what the system answered (or why it did not), for debugging
+            live = store.live_answers(ui.parent_uri(row), dataset, lane)
+            if live is None:
+                continue
+            failed = live.get("failures", {}).get(query_id)
+            with st.expander(f"{lane}: the live system's raw answer" + (f" — failed ({failed[0]})" if failed else "")):
+                if failed:
+                    st.error(failed[1])
+                raw = live.get("raw", {}).get(query_id)
+                st.code(raw if raw else "(no answer kept for this query)", language="json")
         if table.empty:
             st.info(f"{lab} returned nothing for this query.")
         st.dataframe(table[["rank", "address", "judged", "lanes", "score", "doc_id"]], hide_index=True, column_config={

@@ -11,6 +11,8 @@ Everything returns plain pandas / dataclasses; the pages cache them
 
 from __future__ import annotations
 
+import json
+
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,6 +228,22 @@ def lane_hits(parent_artifact_uri: str, dataset: str) -> pd.DataFrame | None:
     for c in ("lane", "query_id", "doc_id"):
         df[c] = df[c].astype(str)
     return df
+
+
+def live_answers(parent_artifact_uri: str, dataset: str, lane: str) -> dict | None:
+    """A live lane's raw answers and failures as one eval logged them (``live/<dataset>/<lane>.json``:
+    ``{"raw": {query_id: JSON text}, "failures": {query_id: [class, message]}}``), or ``None`` when it read its
+    candidates from the cache (or is not a live lane)."""
+    if not parent_artifact_uri:
+        return None
+    path = _artifact_path(parent_artifact_uri, f"live/{dataset}/{lane}.json")
+    if not path.is_file():
+        return None
+    try:
+        got = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cannot read {path} ({exc}); run `workbench eval` again") from None
+    return got if isinstance(got, dict) else None
 
 
 @dataclass

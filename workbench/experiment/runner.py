@@ -36,11 +36,24 @@ BATCH = 256
 
 @dataclass
 class LaneResult:
-    """A lane's candidates for every query of a dataset, with per-query latency (ms)."""
+    """A lane's candidates for every query of a dataset, with per-query latency (ms).
+
+    ``failures``: query_id → ``(error class, message)`` of the queries a live lane could not answer (they have
+    an empty ranking and score 0); ``unmapped``: ids a live system returned that named no document."""
 
     run: Run
     latencies_ms: dict[str, float]
     cached: bool
+    failures: dict[str, tuple[str, str]] = field(default_factory=dict)
+    unmapped: int = 0
+    #: query_id → the live system's raw answer (JSON text, clipped), when a live lane ran (not from the cache).
+    raw: dict[str, str] = field(default_factory=dict)
+
+    def failure_classes(self) -> dict[str, int]:
+        """Error class → number of failed queries, most first."""
+        from collections import Counter
+
+        return dict(Counter(cls for cls, _ in self.failures.values()).most_common())
 
 
 @dataclass
@@ -253,7 +266,11 @@ class Engine:
         return kind.open(name, parsed, ds, self, {ln: runs[ln] for ln in kind.lanes(parsed)})
 
 
-def _run_lane(lane, queries, depth: int, progress: bool, label: str) -> tuple[Run, dict[str, float]]:
+def _run_lane(lane, queries, depth: int, progress: bool, label: str,
+              failures: dict | None = None) -> tuple[Run, dict[str, float]]:
+    """Run ``lane`` over ``queries`` in batches; a live lane's failed queries (``last_failures``), unmapped ids
+    (``last_unmapped``) and raw answers (``last_raw``) are added to ``failures`` (under ``"_unmapped"`` a count,
+    under ``"_raw"`` query_id → answer)."""
     from workbench.progress import bar as progress_bar
 
     rows: dict = {}
@@ -267,6 +284,10 @@ def _run_lane(lane, queries, depth: int, progress: bool, label: str) -> tuple[Ru
             run = lane.search(batch, depth)
             rows.update({q: run[q] for q in run})
             lat.update(getattr(lane, "last_latencies_ms", {}) or {})
+            if failures is not None:
+                failures.update(getattr(lane, "last_failures", {}) or {})
+                failures["_unmapped"] = failures.get("_unmapped", 0) + int(getattr(lane, "last_unmapped", 0) or 0)
+                failures.setdefault("_raw", {}).update(getattr(lane, "last_raw", {}) or {})
             bar.update(len(batch))
     return Run(rows, lane.name), lat
 
@@ -288,9 +309,28 @@ def lane_result(spec: LaneSpec, ds: catalog.Dataset, engine: Engine, cache: Cand
         return LaneResult(got[0], got[1], cached=True)
     log(f"{ds.name}: running lane {spec.name} on {len(ds.queries)} queries")
     lane = engine.lane(ds, spec)
-    run, lat = _run_lane(lane, ds.queries, depth, engine.progress, f"{ds.name}/{spec.name}")
+    failures: dict = {}
+    run, lat = _run_lane(lane, ds.queries, depth, engine.progress, f"{ds.name}/{spec.name}", failures)
+    unmapped = int(failures.pop("_unmapped", 0))
+    raw = failures.pop("_raw", {})
+    result = LaneResult(run, lat, cached=False, failures=failures, unmapped=unmapped, raw=raw)
+    if unmapped:
+        log(f"{ds.name}/{spec.name}: {unmapped} returned id(s) named no document of {ds.name} and were dropped; "
+            "check the lane's id and id_map")
+    if failures:  # nothing half-cached: a later run asks the live system again
+        classes = ", ".join(f"{c} {n}" for c, n in result.failure_classes().items())
+        first = next(iter(failures.values()))[1]
+        if len(failures) >= sum(1 for q in ds.queries if q.text.strip()):  # nothing could run: not a measurement
+            from workbench.errors import RemoteError
+
+            raise RemoteError(f"lanes.{spec.name}: every query of {ds.name} failed ({classes}); first: {first}; "
+                              "check that the endpoint is up and the lane's url, headers and key variable",
+                              next(iter(result.failure_classes())))
+        log(f"{ds.name}/{spec.name}: {len(failures)} of {len(ds.queries)} queries failed ({classes}); they score 0 "
+            f"and stay in every mean; the run is not cached. First: {first}")
+        return result
     cache.put_best_effort(parts, run, lat)
-    return LaneResult(run, lat, cached=False)
+    return result
 
 
 def lane_candidates(exp: Experiment, ds: catalog.Dataset, engine: Engine, cache: CandidateCache,

@@ -17,7 +17,8 @@
   ``recall_at_10/split_test``; latency ``latency_p50_ms`` / ``latency_p95_ms``.
 * Artifacts: per config the TREC run, the per-query table (CSV) and the config (JSON);
   on the parent run the experiment TOML and, per dataset, every lane's candidates
-  (``lanes/<dataset>.parquet``: :func:`lane_frame`), so the dashboard can show which
+  (``lanes/<dataset>.parquet``: :func:`lane_frame`), and a live lane's raw answers and failures
+  (``live/<dataset>/<lane>.json``, when it asked the system rather than the cache), so the dashboard can show which
   lanes found a document, at which rank and score, without querying any service.
 
 Runs under kills (what readers may trust):
@@ -426,6 +427,12 @@ def log_job(result, home: Path) -> str:
                 runs = {lane: lr.run for (d, lane), lr in result.lanes.items() if d == ds}
                 if runs:
                     lane_frame(runs).to_parquet(t / "lanes" / f"{ds}.parquet", index=False)
+            for (ds, lane), lr in result.lanes.items():  # a live system's raw answers, for the drill-down
+                if getattr(lr, "raw", None) or getattr(lr, "failures", None):
+                    (t / "live" / ds).mkdir(parents=True, exist_ok=True)
+                    (t / "live" / ds / f"{lane}.json").write_text(json.dumps(
+                        {"raw": lr.raw, "failures": {q: list(f) for q, f in lr.failures.items()}},
+                        ensure_ascii=False), encoding="utf-8")
             parent_artifacts = _upload(client, pid, t)
         for cr in result.configs:
             tags = {"dataset": cr.dataset, "config": cr.config.name, "workbench.kind": "config",

@@ -26,6 +26,7 @@ import numpy as np
 
 from workbench.errors import ConfigError, RemoteError
 from workbench.io.http import HttpFailure, JsonClient, check_key_env, check_number, check_url
+from workbench.text.normalize import prepare_texts
 
 #: What a query and a passage are told apart by, when the config says nothing: nothing (OpenAI's models embed
 #: both alike).
@@ -126,8 +127,6 @@ class OpenAIEmbedder:
         self._client.close()
 
     def _embed(self, texts: Sequence[str], *, is_query: bool) -> np.ndarray:
-        from workbench.embedders import prepare_texts
-
         prefix = self.prefixes[is_query]
         texts = [prefix + t for t in prepare_texts(texts)]
         out = np.zeros((len(texts), self.dim), np.float32)

@@ -320,6 +320,8 @@ class Guard:
         token_sha256: when given, every request must carry ``Authorization: Bearer TOKEN`` whose sha256 this
             is (HTTP 401 otherwise).
         token_env: the variable the token comes from, named in the 401 message.
+        bearer_check: instead of (or beside) ``token_sha256``, a function judging the presented bearer token
+            (``workbench serve``: the home's access tokens, :func:`workbench.dashboard.auth.check_token`).
         body_fix: what the 413 message advises.
 
     Refusals: 403 (``Host`` or ``Origin``; a WebSocket handshake is refused with 403 before it is accepted),
@@ -329,7 +331,8 @@ class Guard:
 
     def __init__(self, app: Any, *, service: str, allowed: frozenset[str], explicit: frozenset[str] = frozenset(),
                  bounds: Bounds, token_sha256: str | None = None, token_env: str | None = None,
-                 body_fix: str = "send less in one request") -> None:
+                 body_fix: str = "send less in one request",
+                 bearer_check: Callable[[str], bool] | None = None) -> None:
         self.app = app
         self.service = service
         self.allowed = frozenset(allowed)
@@ -338,6 +341,7 @@ class Guard:
         self.token_sha256 = token_sha256
         self.token_env = token_env
         self.body_fix = body_fix
+        self.bearer_check = bearer_check
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope.get("type")
@@ -354,10 +358,11 @@ class Guard:
             return await self._refuse(kind, send, 403, f"{self.service} refused the request: {why}; open it by an "
                                       f"address it serves, or allow the name with {ALLOW_OPTION} or "
                                       f"{ALLOWED_HOSTS_ENV}")
-        if self.token_sha256 and not bearer_ok(headers.get("authorization"), self.token_sha256):
+        if (self.token_sha256 and not bearer_ok(headers.get("authorization"), self.token_sha256)) \
+                or (self.bearer_check is not None and not self._checked(headers.get("authorization"))):
+            where = f"the token in its ${self.token_env}" if self.token_env else "an access token of its home"
             return await self._refuse(kind, send, 401, f"{self.service} needs 'Authorization: Bearer TOKEN' with "
-                                      f"the token in its ${self.token_env}",
-                                      [(b"www-authenticate", b"Bearer")])
+                                      f"{where}", [(b"www-authenticate", b"Bearer")])
         if kind == "websocket":
             return await self.app(scope, receive, send)
         limit = self.bounds.max_body_bytes
@@ -365,6 +370,10 @@ class Guard:
         if length is not None and length.strip().isdigit() and int(length) > limit:
             return await self._refuse(kind, send, 413, self._too_large(int(length)))
         await self._bounded(scope, receive, send)
+
+    def _checked(self, authorization: str | None) -> bool:
+        scheme, _, token = (authorization or "").partition(" ")
+        return scheme.lower() == "bearer" and bool(token.strip()) and bool(self.bearer_check(token.strip()))
 
     def _too_large(self, n: int | None) -> str:
         size = f"{n} bytes" if n is not None else "more"

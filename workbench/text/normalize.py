@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from typing import Sequence
 
 _TOKEN_RE = re.compile(r"[^\W\d_]+", re.UNICODE)
 
@@ -92,3 +93,26 @@ def to_cyrillic_many(words: list[str]) -> list[str]:
     from workbench.text.translit import iast_to_cyrillic_many
 
     return iast_to_cyrillic_many(words)
+
+
+def prepare_texts(texts: Sequence[str]) -> list[str]:
+    """Check ``texts`` and return them in Unicode NFC.
+
+    Lone surrogates (which cannot be encoded as UTF-8) become ``?``.
+
+    Raises:
+        TypeError: ``texts`` is a single string, or an item is not a string.
+    """
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("embedders take a list of texts, not a single string: wrap it as [text]")
+    out = []
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"text {i} is a {type(text).__name__}, not a str")
+        text = unicodedata.normalize("NFC", text)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", "replace").decode("utf-8")
+        out.append(text)
+    return out

@@ -1,0 +1,193 @@
+"""What the live lanes (``http``, ``mcp``) share: request templates, secrets in headers, reading hits out of an
+answer, and mapping a system's ids or addresses to the dataset's ``doc_id``s.
+
+* **Templates.** A URL template is a string with ``{query}`` and ``{k}`` (``{filters}`` optional), each value
+  percent-encoded into it. A body (or an MCP tool's arguments) is a TOML table whose string values may hold
+  placeholders: a value that *is* one placeholder (``"{k}"``) takes the value with its type (``k`` an integer,
+  ``filters`` a table), any other string has the values put into it as text. A placeholder not among these, or
+  a template that never uses ``{query}``, is refused when the experiment loads.
+* **Secrets.** A header value ``"Bearer ${MY_KEY}"`` takes ``$MY_KEY`` from the environment at open; an unset
+  variable is refused naming it. Values are never logged, cached, tracked or shown in a message.
+* **Hits.** JMESPath expressions (https://jmespath.org, the AWS CLI's query language): ``hits`` selects the list
+  of hits in the answer (``result.hits``, ``data[*]``), ``id`` and ``score`` select each hit's id and score
+  within it. A hit without a score gets ``-rank`` (the system's order is the ranking).
+* **Ids** (:class:`retrievers._live.IdMapper`). ``id_map``: ``"doc_id"`` (the system returns the dataset's ids), ``"address"`` (its canonical
+  addresses, ``BG 2.47`` exactly as the dataset writes them, case and spacing aside), ``"metadata:FIELD"`` (a
+  field of the documents' metadata, e.g. ``metadata:verse_id``), or ``"reference"`` (any address the reference
+  grammar reads, in Latin or Cyrillic, ``бг 2.47``: the unit it addresses). An id that maps to no document is
+  dropped from the hits and counted.
+
+Order: hits keep the system's order among equal scores (each hit's ``tiebreak`` is minus its position), so a
+served config read back ranks exactly as it was served.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+from urllib.parse import quote
+
+from workbench.errors import ConfigError
+from workbench.run import Hit
+
+#: The placeholders a template may use.
+PLACEHOLDERS = ("query", "k", "filters")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: How a system's ids map to the dataset's documents.
+ID_MAPS = ("doc_id", "address", "reference", "metadata:FIELD")
+
+
+def placeholders(template: Any) -> set[str]:
+    """Every ``{name}`` used anywhere in ``template`` (a string, or nested tables and lists of them)."""
+    if isinstance(template, str):
+        return set(_PLACEHOLDER.findall(template))
+    if isinstance(template, Mapping):
+        return set().union(*(placeholders(v) for v in template.values())) if template else set()
+    if isinstance(template, (list, tuple)):
+        return set().union(*(placeholders(v) for v in template)) if template else set()
+    return set()
+
+
+def check_template(template: Any, where: str) -> str:
+    """``""`` when ``template`` uses only known placeholders and uses ``{query}``, else what is wrong (naming
+    ``where`` and the fix)."""
+    used = placeholders(template)
+    unknown = sorted(used - set(PLACEHOLDERS))
+    if unknown:
+        return (f"{where} uses {{{unknown[0]}}}, which is not a placeholder; use {{query}}, {{k}} or {{filters}} "
+                "(write a literal brace as {{ or }} in a URL)")
+    if "query" not in used:
+        return f"{where} never uses {{query}}: every request would ask the same thing; put {{query}} where the text goes"
+    return ""
+
+
+def render(template: Any, values: Mapping[str, Any], *, url: bool = False) -> Any:
+    """``template`` with its placeholders filled (see the module docstring); ``url``: percent-encode values put
+    into a string (a URL template)."""
+    if isinstance(template, str):
+        whole = _PLACEHOLDER.fullmatch(template)
+        if whole and not url:
+            return values.get(whole.group(1))
+
+        def put(m: re.Match) -> str:
+            v = values.get(m.group(1))
+            text = "" if v is None else (v if isinstance(v, str) else _compact(v))
+            return quote(text, safe="") if url else text
+
+        return _PLACEHOLDER.sub(put, template)
+    if isinstance(template, Mapping):
+        return {k: render(v, values, url=url) for k, v in template.items()}
+    if isinstance(template, (list, tuple)):
+        return [render(v, values, url=url) for v in template]
+    return template
+
+
+def _compact(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def resolve_headers(headers: Mapping[str, str], where: str) -> dict[str, str]:
+    """Headers with each ``${VAR}`` replaced by the environment's value.
+
+    Raises:
+        ConfigError: a variable is unset or blank (named, with the export to run).
+    """
+    out = {}
+    for name, value in headers.items():
+        def env(m: re.Match) -> str:
+            got = os.environ.get(m.group(1), "").strip()
+            if not got:
+                raise ConfigError(f"{where} header {name} takes ${{{m.group(1)}}}, which is not set; export "
+                                  f"{m.group(1)}=<value> before running")
+            return got
+
+        out[name] = _ENV.sub(env, value)
+    return out
+
+
+def compile_path(expression: str, where: str):
+    """A compiled JMESPath expression.
+
+    Raises:
+        ConfigError: it does not parse (naming ``where`` and the parser's reason).
+    """
+    import jmespath
+    from jmespath.exceptions import JMESPathError
+
+    try:
+        return jmespath.compile(expression)
+    except JMESPathError as exc:
+        reason = " ".join(str(exc).split())
+        raise ConfigError(f"{where} = {expression!r} is not a JMESPath expression ({reason}); e.g. \"result.hits\"") \
+            from None
+
+
+@dataclass
+class Extracted:
+    """The hits read out of one answer: ``hits`` (mapped, in the system's order, duplicates after the first
+    dropped), ``unmapped`` (ids that named no document), ``returned`` (hits the system sent)."""
+
+    hits: list[Hit] = field(default_factory=list)
+    unmapped: list[str] = field(default_factory=list)
+    returned: int = 0
+
+
+class HitReader:
+    """Reads hits out of a JSON answer with JMESPath (see the module docstring).
+
+    Args:
+        hits, id, score: the expressions (``score`` None: ``-rank``).
+        mapper: a function from a system's id to a ``doc_id`` or None (:class:`retrievers._live.IdMapper`).
+        where: the config key named in messages.
+    """
+
+    def __init__(self, hits: str, id: str, score: str | None, mapper: Callable[[Any], str | None],
+                 where: str) -> None:
+        self.where = where
+        self.hits_expr = hits
+        self._hits = compile_path(hits, f"{where}.hits")
+        self._id = compile_path(id, f"{where}.id")
+        self._score = compile_path(score, f"{where}.score") if score else None
+        self.mapper = mapper
+
+    def read(self, answer: Any, k: int) -> Extracted:
+        """The first ``k`` mapped hits of ``answer``.
+
+        Raises:
+            ValueError: ``hits`` selects nothing or not a list, or a hit's score is not a finite number (the
+                message says which and is safe to show).
+        """
+        found = self._hits.search(answer)
+        if found is None:
+            raise ValueError(f"hits = {self.hits_expr!r} selects nothing in the answer")
+        if not isinstance(found, list):
+            raise ValueError(f"hits = {self.hits_expr!r} selects a {type(found).__name__}, not a list")
+        out = Extracted(returned=len(found))
+        seen: set[str] = set()
+        for pos, item in enumerate(found):
+            raw_id = self._id.search(item) if isinstance(item, (dict, list)) else item
+            doc = self.mapper(raw_id)
+            if doc is None:
+                out.unmapped.append(str(raw_id)[:80])
+                continue
+            if doc in seen:
+                continue
+            if self._score is None:
+                score = -float(pos + 1)
+            else:
+                value = self._score.search(item) if isinstance(item, (dict, list)) else None
+                from workbench.io.http import finite_number
+
+                score = finite_number(value)  # type: ignore[assignment]
+                if score is None:
+                    raise ValueError(f"hit {pos + 1}'s score is {str(value)[:40]!r}, not a finite number")
+            seen.add(doc)
+            out.hits.append(Hit(doc, float(score), -float(pos)))
+            if len(out.hits) >= k:
+                break
+        return out

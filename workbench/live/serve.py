@@ -1,0 +1,207 @@
+"""``workbench serve``: one config of an experiment, on one dataset, as an HTTP search API and an MCP server.
+
+A team shadows a tuned config before it ships by pointing its clients (or the workbench's own ``http`` and
+``mcp`` lanes) at it. One port serves both:
+
+* ``GET /search?q=TEXT&k=10`` or ``POST /search`` with ``{"query": TEXT, "k": 10}``;
+* ``POST /mcp``: the MCP streamable-HTTP endpoint (the official ``mcp`` SDK), one tool ``search(query, k,
+  filters)``; ``workbench serve --stdio`` speaks MCP over standard input and output instead (no port);
+* ``GET /health``.
+
+Every answer is AICharya's envelope (``../shared/seeds/000_*``)::
+
+    {"ok": true, "result": {"config": ..., "dataset": ..., "query": ..., "hits": [
+        {"rank": 1, "doc_id": "bg2.47", "address": "BG 2.47", "score": 0.0327, "tiebreak": 0.81}, ...]}}
+    {"ok": false, "error": {"code": "invalid_argument" | "not_found" | "dependency_failed", "message": ...}}
+
+Hits are the config's run for that query exactly as ``eval`` computes it (the same lanes, depth, fusion,
+rerank stage and ``top_k``), scores as JSON numbers that read back to the same floats, best first with ties in
+the run's order; ``k`` cuts the list (at most ``top_k``).
+
+The served-port policy (:mod:`workbench.services.policy`) holds: loopback by default, Host and Origin checked,
+bodies bounded; beyond loopback only with the dashboard's access tokens (``workbench dashboard token add``),
+sent as ``Authorization: Bearer TOKEN``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from workbench.errors import ConfigError, WorkbenchError
+from workbench.services.policy import Bounds
+
+#: Envelope error codes (AICharya's).
+INVALID, NOT_FOUND, DEPENDENCY = "invalid_argument", "not_found", "dependency_failed"
+#: The longest query text served, in characters.
+MAX_QUERY_CHARS = 2000
+#: The request bounds of the search port (a query and its filters are small).
+SERVE_BOUNDS = Bounds(max_body_bytes=256 * 1024, read_timeout_s=30.0, max_connections=64)
+
+
+class BadRequest(Exception):
+    """A request the server refuses (``code`` is an envelope code)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Served:
+    """What ``serve`` serves: the experiment file, the config and dataset names."""
+
+    experiment: Path
+    config: str
+    dataset: str
+
+
+class Searcher:
+    """One config on one dataset, answering one query at a time (lanes open once; calls serialised, as the lane
+    protocol asks: an instance is used by one thread at a time).
+
+    Args:
+        experiment: the experiment TOML.
+        config: a config name of it.
+        dataset: a dataset name (default: the experiment's first).
+        home: the workbench home.
+        log: progress lines.
+
+    Raises:
+        ConfigError: an unknown config or dataset (names what there is), a reranker that cannot load.
+        WorkbenchError: the dataset cannot be built, a service cannot start.
+    """
+
+    def __init__(self, experiment: Path, config: str, dataset: str | None, home: Path,
+                 log: Callable[[str], None] = lambda _m: None) -> None:
+        from workbench.data import catalog
+        from workbench.experiment.config import load_experiment
+        from workbench.experiment.runner import Engine
+
+        exp = load_experiment(experiment)
+        if config not in exp.configs:
+            raise ConfigError(f"unknown config {config!r}; {experiment} defines: {', '.join(exp.configs)}")
+        name = dataset or exp.datasets[0]
+        if name not in exp.datasets:
+            raise ConfigError(f"dataset {name!r} is not one of {experiment}'s datasets ({', '.join(exp.datasets)}); "
+                              "pass -d with one of them")
+        self.exp, self.cfg = exp, exp.configs[config]
+        self.served = Served(Path(experiment), config, name)
+        self.ds = catalog.ensure(name, catalog.load_definitions(), home=home, log=log)
+        self.engine = Engine(exp, home, progress=False, log=log)
+        self.engine.check_rerankers([name], [self.cfg.rerank.reranker] if self.cfg.rerank is not None else [])
+        needed = list(dict.fromkeys((*self.cfg.lanes, *exp.reranker_lanes(self.cfg))))
+        self.lanes = {n: self.engine.lane(self.ds, exp.lanes[n]) for n in needed}
+        self.docs = {d.doc_id: d for d in self.ds.documents}
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+
+    def search(self, text: Any, k: Any = 10, filters: Any = None) -> dict[str, Any]:
+        """The config's top ``k`` for ``text``: the ``result`` of the envelope (module docstring).
+
+        Raises:
+            BadRequest: ``invalid_argument`` for a text that is not a non-empty string of at most
+                :data:`MAX_QUERY_CHARS` characters, a ``k`` that is not a positive integer, or filters (not
+                supported by this server yet); ``dependency_failed`` when a lane's service fails.
+        """
+        from workbench.experiment.runner import config_run
+        from workbench.text.query import clean
+        from workbench.types import Query
+
+        if not isinstance(text, str) or not text.strip():
+            raise BadRequest(INVALID, "query must be a non-empty string")
+        if len(text) > MAX_QUERY_CHARS:
+            raise BadRequest(INVALID, f"query has {len(text)} characters; at most {MAX_QUERY_CHARS}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise BadRequest(INVALID, f"k must be a positive integer, got {str(k)[:20]!r}")
+        if filters not in (None, {}, []):
+            raise BadRequest(INVALID, "this server applies no filters; send none")
+        k = min(k, self.cfg.top_k)
+        q = Query(f"s{next(self._ids)}", clean(text), "paraphrase", "und", "test")
+        try:
+            with self._lock:
+                runs = {n: lane.search([q], self.exp.depth) for n, lane in self.lanes.items()}
+                run = config_run(self.cfg, runs, self.ds, self.engine, [q])
+        except WorkbenchError as exc:
+            raise BadRequest(DEPENDENCY, " ".join(str(exc).split())[:500]) from None
+        hits = []
+        for rank, h in enumerate(run.get_hits(q.query_id)[:k], start=1):
+            d = self.docs.get(h.doc_id)
+            hits.append({"rank": rank, "doc_id": h.doc_id, "address": d.address if d else "", "score": h.score,
+                         # a hit the tie-break lane lacks carries -inf there, which JSON cannot: null
+                         "tiebreak": h.tiebreak if math.isfinite(h.tiebreak) else None})
+        return {"config": self.served.config, "dataset": self.served.dataset, "query": text, "hits": hits}
+
+    def answer(self, text: Any, k: Any = 10, filters: Any = None) -> dict[str, Any]:
+        """:meth:`search` in the envelope: ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": ...}``;
+        never raises for a request."""
+        try:
+            return {"ok": True, "result": self.search(text, k, filters)}
+        except BadRequest as exc:
+            return {"ok": False, "error": {"code": exc.code, "message": str(exc)}}
+        except Exception as exc:  # noqa: BLE001 - a bug or a lane's own failure: one answer, not a dead server
+            return {"ok": False, "error": {"code": DEPENDENCY, "message": f"{type(exc).__name__}: "
+                                                                          f"{' '.join(str(exc).split())[:300]}"}}
+
+
+def mcp_server(searcher: Searcher):
+    """An MCP server (``mcp.server.mcpserver.MCPServer``) with the ``search`` tool over ``searcher``."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer(name="workbench", instructions=f"Search {searcher.served.dataset} with the workbench config "
+                                                         f"{searcher.served.config}.")
+
+    @server.tool(name="search", description="Search the corpus; returns {ok, result: {hits: [{rank, doc_id, "
+                                            "address, score, tiebreak}]}} or {ok: false, error: {code, message}}.")
+    async def search(query: str, k: int = 10, filters: dict[str, Any] | None = None) -> dict[str, Any]:
+        import anyio
+
+        return await anyio.to_thread.run_sync(searcher.answer, query, k, filters)  # lanes block: not on the loop
+
+    return server
+
+
+def http_app(searcher: Searcher, mcp: Any):
+    """The Starlette app: ``/mcp`` (the MCP server's streamable HTTP, stateless, JSON answers), ``/search`` and
+    ``/health``."""
+    import anyio
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+
+    def status_of(envelope: Mapping[str, Any]) -> int:
+        if envelope.get("ok"):
+            return 200
+        return {INVALID: 400, NOT_FOUND: 404}.get(envelope["error"]["code"], 502)
+
+    @mcp.custom_route("/search", methods=["GET", "POST"])
+    async def search(request: Request) -> JSONResponse:
+        if request.method == "GET":
+            text, k_raw = request.query_params.get("q"), request.query_params.get("k", "10")
+            k: Any = int(k_raw) if k_raw.strip().isdigit() else k_raw
+            filters = None
+        else:
+            try:
+                body = await request.json()
+            except ValueError:
+                body = None
+            if not isinstance(body, dict):
+                env = {"ok": False, "error": {"code": INVALID, "message": "the body must be a JSON object "
+                                                                             '{"query": ..., "k": ...}'}}
+                return JSONResponse(env, status_code=400)
+            text, k, filters = body.get("query"), body.get("k", 10), body.get("filters")
+        env = await anyio.to_thread.run_sync(searcher.answer, text, k, filters)
+        return JSONResponse(env, status_code=status_of(env))
+
+    @mcp.custom_route("/health", methods=["GET"])
+    async def health(_request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok", "config": searcher.served.config, "dataset": searcher.served.dataset})
+
+    # the workbench's Guard checks Host and Origin (with the names the user allows); the SDK's own check would
+    # refuse those names
+    return mcp.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
+                                   transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
