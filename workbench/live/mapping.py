@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
 from workbench.errors import ConfigError
+from workbench.io.http import finite_number
 from workbench.run import Hit
 
 #: The placeholders a template may use.
@@ -181,8 +182,6 @@ class HitReader:
                 score = -float(pos + 1)
             else:
                 value = self._score.search(item) if isinstance(item, (dict, list)) else None
-                from workbench.io.http import finite_number
-
                 score = finite_number(value)  # type: ignore[assignment]
                 if score is None:
                     raise ValueError(f"hit {pos + 1}'s score is {str(value)[:40]!r}, not a finite number")
