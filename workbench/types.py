@@ -12,8 +12,9 @@ from typing import Any
 #: Granularities a document can have.
 GRANULARITIES = ("segment", "passage", "paragraph", "verse", "sutta")
 
-#: Query types the builders produce.
-QUERY_TYPES = ("paraphrase", "term", "reference", "page_ref")
+#: Query types the builders produce. ``headword``: a bold headword of the CST aṭṭhakathā, answered by the
+#: commentary paragraphs that hold it in bold (:func:`workbench.data.querysets.builders.cst_bold_headwords`).
+QUERY_TYPES = ("paraphrase", "term", "reference", "page_ref", "headword")
 #: Query types whose built qrels are exact and complete: the reference grammar
 #: (:mod:`workbench.text.refs`) resolves the address to the documents it names. Human pools skip
 #: them and agreement is also reported without them (:mod:`workbench.judging.pooling`).

@@ -112,6 +112,18 @@ DEFAULTS: dict[str, Guideline] = {
         relevant="The document is on that page, after its beginning.",
         not_relevant="Any text not on that page, the pages before and after included.",
         cannot_judge="The page is not in this edition, or the document shows no page numbers. " + _CANNOT),
+    "headword": Guideline(
+        "headword",
+        query="The query is a word or short phrase of the root text (the mūla) that the commentary (aṭṭhakathā) "
+              "prints in bold where it explains it, in IAST or plain Latin letters (pajāpati, pajapati): the reader "
+              "wants the commentary's explanation of it.",
+        highly_relevant="The commentary paragraph that explains the word: a line of it opens with the word in bold "
+                        "and glosses it (*Pajāpatinti ettha …* for pajāpati).",
+        relevant="A commentary paragraph that takes the word up again in bold inside a line (explains it once more, "
+                 "or in another sutta).",
+        not_relevant="A root-text paragraph that only uses the word, and commentary that uses it without explaining "
+                     "it; a word that merely begins or sounds alike is 0.",
+        cannot_judge=_CANNOT),
 }
 
 

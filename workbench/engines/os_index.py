@@ -11,6 +11,14 @@
   query time, the same rules in a ``synonym_graph`` filter, as the seed specifies); for
   ``content`` also ``vector``, a ``knn_vector`` (``lucene`` engine, ``cosinesimil``,
   HNSW ``m`` / ``ef_construction``) filled by the same embedders as the Postgres lanes;
+* ``bold``, ``bold_single``, ``bold_multi`` (the seed's bold fields, which its search boosts:
+  ``bold_single^50, bold_multi^10, title^3``): the document's bold spans (CST ``<hi rend="bold">``,
+  ``metadata["bold"]``; each span once, in order), and of them the one-word and the
+  several-word spans. Each is ``text`` (``wb_text``) with ``exact``, ``words`` and ``lemma``
+  sub-fields analysed like ``content``'s; a document without bold indexes empty lists;
+* ``title``: the headings the document stands under, innermost last (:func:`headings`: a CST
+  paragraph's sutta heading and section heading; a gita verse's chapter name), one value each;
+  ``title.display`` holds them joined by `` · ``;
 * ``page_refs`` (keyword): the pages that *start* in the document, canonical
   (``PTS M 1.56``) and in CST notation (``P1.56``); ``pages`` (keyword): every page the
   document lies on, likewise;
@@ -59,7 +67,8 @@ from workbench.text.doctext import index_text
 from workbench.engines.os_client import OpenSearchError, describe
 
 #: Bump when the mapping or what is indexed changes: every index gets a new name.
-SCHEMA_VERSION = 1
+#: 2: the bold fields (``bold``, ``bold_single``, ``bold_multi``) and ``title`` from every heading.
+SCHEMA_VERSION = 2
 
 #: Documents per bulk request.
 BULK_DOCS = 200
@@ -155,6 +164,12 @@ def index_body(rules: Sequence[str], dim: int | None, *, m: int = 16, ef_constru
                                           "parameters": {"m": int(m), "ef_construction": int(ef_construction)}}}
         return {"properties": props}
 
+    def bold_field() -> dict[str, Any]:
+        return {"type": "text", "analyzer": "wb_text", "fields": {
+            "exact": {"type": "keyword", "normalizer": "wb_exact", "ignore_above": EXACT_MAX_CHARS},
+            "words": {"type": "text", "analyzer": "wb_words"},
+            "lemma": {"type": "text", "analyzer": "wb_lemma_index", "search_analyzer": "wb_lemma_query"}}}
+
     return {
         "settings": {"index": {"number_of_shards": 1, "number_of_replicas": 0, "knn": dim is not None,
                                "refresh_interval": "-1"},
@@ -169,6 +184,9 @@ def index_body(rules: Sequence[str], dim: int | None, *, m: int = 16, ef_constru
                 "address": {"type": "keyword"},
                 "title": text_object(False),
                 "content": text_object(True),
+                "bold": bold_field(),
+                "bold_single": bold_field(),
+                "bold_multi": bold_field(),
                 "page_refs": {"type": "keyword"},
                 "pages": {"type": "keyword"},
                 "related_id": {"type": "keyword"},
@@ -201,12 +219,43 @@ def _text_fields(text: str) -> dict[str, str]:
     return {"display": t, "text": t, "exact": t[:EXACT_MAX_CHARS], "words": t, "lemma": t}
 
 
+def _title_fields(values: Sequence[str]) -> dict[str, Any]:
+    import unicodedata
+
+    vs = [unicodedata.normalize("NFC", v) for v in values]
+    return {"display": " · ".join(vs), "text": vs, "exact": [v[:EXACT_MAX_CHARS] for v in vs], "words": vs,
+            "lemma": vs}
+
+
+def headings(doc: Any) -> list[str]:
+    """The headings a document stands under, outermost first, each once: a CST paragraph's sutta heading and
+    section heading (``metadata["title"]``, ``metadata["section"]``: ``["1. Mūlapariyāyasuttavaṇṇanā",
+    "Pathavīvāravaṇṇanā"]``), else a gita verse's ``chapter_name``; ``[]`` when it has none (bilara segments).
+    The CST chapter (vagga) heading is left out: a vagga is named after its first sutta, so it would tie every
+    paragraph of the vagga to that sutta's name."""
+    md = doc.metadata
+    out = [str(v) for v in (md.get("title"), md.get("section")) if isinstance(v, str) and v.strip()]
+    if not out and isinstance(md.get("chapter_name"), str) and md["chapter_name"].strip():
+        out = [md["chapter_name"]]
+    return list(dict.fromkeys(out))
+
+
+def bold_fields(doc: Any) -> dict[str, list[str]]:
+    """``bold`` (the document's bold spans, ``metadata["bold"]``, NFC, each once, in order), ``bold_single`` (those
+    of one word) and ``bold_multi`` (those of several words); empty lists for a document without bold."""
+    import unicodedata
+
+    spans = [unicodedata.normalize("NFC", str(b)) for b in doc.metadata.get("bold") or () if str(b).strip()]
+    spans = list(dict.fromkeys(spans))
+    return {"bold": spans, "bold_single": [b for b in spans if len(_WORD.findall(b)) == 1],
+            "bold_multi": [b for b in spans if len(_WORD.findall(b)) > 1]}
+
+
 def document_source(dataset: str, doc: Any, vector: Any = None) -> dict[str, Any]:
     """The OpenSearch document for one :class:`~workbench.types.Document` (``vector``: its embedding or None)."""
-    title = str(doc.metadata.get("title") or doc.metadata.get("chapter_name") or "")
     src: dict[str, Any] = {
-        "doc_id": doc.doc_id, "address": doc.address, "title": _text_fields(title),
-        "content": _text_fields(index_text(doc)), "page_refs": page_keys(doc.page_refs),
+        "doc_id": doc.doc_id, "address": doc.address, "title": _title_fields(headings(doc)),
+        "content": _text_fields(index_text(doc)), **bold_fields(doc), "page_refs": page_keys(doc.page_refs),
         "pages": page_keys(doc.pages), "related_id": [doc.work_id, doc.address],
         "language": sorted({t.language for t in doc.texts}), "resource_type": "origin_text",
         "granularity": doc.granularity, "path": f"/{dataset}/{doc.work_id}",

@@ -54,6 +54,18 @@ published. Metadata::
     sutta       "mn1" … "mn152", "dn1" … "dn34" (mūla only; None in the aṭṭhakathā)
     file        "s0201m.mul0.xml", the file the document starts in
     notes       list of the variant-reading notes removed from the text
+    bold        list of the ``<hi rend="bold">`` spans, in order, as the text spells them (markers
+                dropped, whitespace collapsed, NFC) without the punctuation and quotes at their
+                edges (``devā,`` → ``devā``); ``[]`` when none. The aṭṭhakathā bolds the words it
+                explains: ``<hi rend="bold">Pajāpati</hi>nti ettha …`` (the span stops before the
+                sandhi). The mūla has few: one each in s0202m and s0203m, 4 in s0102m, 239 in s0103m
+    bold_lead   the spans of ``bold`` that open a ``<p>`` (nothing but the paragraph number
+                before them): the lemmas a commentary line explains (s0201a:5: ``Suta``,
+                ``Muta``, ``Viññāta``; ``diṭṭha``, after ``Tattha``, is in ``bold`` only)
+
+The headings (``rend`` ``nikaya``, ``book``, ``chapter``, ``subhead``, ``subsubhead``; CST has no
+``<head>``) give ``vagga``, ``title`` and ``section``; no heading holds bold. Keeping the bold spans
+leaves the text unchanged.
 
 Sutta headings are the numbered ``subhead``s in MN (``10. …suttaṃ``; the unnumbered ones are
 sections) and the ``chapter``s in DN. They are counted across the books of a nikāya: MN
@@ -152,6 +164,8 @@ _PARA_N_RE = re.compile(r"^(\d+)(?:-(\d+))?$")
 _NUMBERED_HEADING_RE = re.compile(r"^\d+\.\s")
 _GAP_BEFORE_PUNCT_RE = re.compile(r"\s*\x00[\s\x00]*(?=[,.;:!?’)])")
 _GAP = object()  # where a <note> was removed
+#: Stripped from the edges of a bold span (``bold_text``): spaces, punctuation, quotes, dashes.
+_EDGE_PUNCT = " \t\n,.;:!?‘’'\"“”()[]–—-…"
 
 
 # --------------------------------------------------------------------------- page refs
@@ -224,8 +238,15 @@ def _parse_file(path: Path) -> ET.Element:
     return body
 
 
-def _walk(elem: ET.Element, out: list, notes: list[str], path: Path) -> None:
-    """Flatten a ``<p>`` into text strings and :class:`_Marker`s; notes go to ``notes``."""
+def _walk(elem: ET.Element, out: list, notes: list[str], path: Path,
+          bold: list[tuple[str, bool]] | None = None) -> None:
+    """Flatten a ``<p>`` into text strings and :class:`_Marker`s; notes go to ``notes``.
+
+    Each ``<hi rend="bold">`` span goes to ``bold`` (when given) as ``(text, leads)``: its text
+    (:func:`bold_text`; spans that hold no letter are left out) and whether it opens the line
+    (no word before it in ``out``). The span's text stays in ``out`` as well: the line is the same
+    with or without ``bold``.
+    """
     if elem.text:
         out.append(elem.text)
     for child in elem:
@@ -238,10 +259,27 @@ def _walk(elem: ET.Element, out: list, notes: list[str], path: Path) -> None:
                 notes.append(note)
         elif child.tag == "hi" and child.get("rend") in ("paranum", "dot"):
             pass
+        elif child.tag == "hi" and child.get("rend") == "bold" and bold is not None:
+            leads = not any(isinstance(x, str) and x.strip() for x in out)
+            inner: list = []
+            _walk(child, inner, notes, path)
+            out.extend(inner)
+            text = bold_text(inner)
+            if text:
+                bold.append((text, leads))
         else:
-            _walk(child, out, notes, path)
+            _walk(child, out, notes, path, bold)
         if child.tail:
             out.append(child.tail)
+
+
+def bold_text(pieces: list) -> str:
+    """The text of a bold span as the body text spells it (:func:`_line`: markers dropped, whitespace
+    collapsed, NFC), without the punctuation and quotes at its edges (``devā,`` → ``devā``; ``‘‘Evaṃ``
+    → ``Evaṃ``; inner punctuation stays: ``yopi so, bhikkhave, bhikkhu sekkho``); ``""`` when no
+    letter is left."""
+    text = _line(pieces).strip(_EDGE_PUNCT)
+    return text if any(c.isalpha() for c in text) else ""
 
 
 def _marker(pb: ET.Element, path: Path) -> _Marker:
@@ -291,6 +329,8 @@ class _Open:
     meta: dict
     lines: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    bold: list[str] = field(default_factory=list)
+    bold_lead: list[str] = field(default_factory=list)
     starts: list[_Marker] = field(default_factory=list)
     has_text: bool = False
 
@@ -318,6 +358,8 @@ def _finish(book: str, spec: _Book, doc: _Open) -> Document:
         "collection": coll,
         **doc.meta,
         "notes": doc.notes,
+        "bold": doc.bold,
+        "bold_lead": doc.bold_lead,
     }
     return Document(
         doc_id=f"{book}:{doc.key}",
@@ -374,7 +416,8 @@ def _load_book(cscd: Path, book: str) -> list[Document]:
             rend = p.get("rend", "")
             pieces: list = []
             notes: list[str] = []
-            _walk(p, pieces, notes, path)
+            bold: list[tuple[str, bool]] = []
+            _walk(p, pieces, notes, path, bold)
             if rend in _HEADINGS:
                 close()
                 pending.extend(x for x in pieces if isinstance(x, _Marker))
@@ -439,6 +482,8 @@ def _load_book(cscd: Path, book: str) -> list[Document]:
             if line:
                 cur.lines.append(line)
             cur.notes.extend(notes)
+            cur.bold.extend(t for t, _ in bold)
+            cur.bold_lead.extend(t for t, leads in bold if leads)
     if cur is not None:
         for m in pending:  # markers after the book's last word: keep them on its last document
             add_marker(m)

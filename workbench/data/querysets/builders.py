@@ -1,4 +1,4 @@
-"""Query-set builders over loaded corpora: paraphrase, term, reference and page_ref queries.
+"""Query-set builders over loaded corpora: paraphrase, term, reference, page_ref and headword queries.
 
 Each builder returns :class:`Candidate` queries with their graded judgments; :func:`finalize`
 samples them (seeded, per query type), numbers them and assigns splits by group
@@ -12,6 +12,7 @@ Builders are pure functions of their inputs: no I/O, no randomness but the seed.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -24,7 +25,7 @@ from workbench.text.normalize import ascii_fold, gita_to_iast, match_form, to_cy
 from workbench.text.translit import iast_to_devanagari_many
 from workbench.types import QUERY_TYPES, Document, Qrel, Query
 
-_ABBREV = {"paraphrase": "para", "term": "term", "reference": "ref", "page_ref": "page"}
+_ABBREV = {"paraphrase": "para", "term": "term", "reference": "ref", "page_ref": "page", "headword": "head"}
 _LETTERS = re.compile(r"^[^\W\d_]+$")
 
 
@@ -375,6 +376,106 @@ def page_ref_candidates(documents: Sequence[Document], seed: int, forms: str = "
             rel[d.doc_id] = 2
         for text, _lang in _pick_forms(texts, seed, k, forms_per_page):
             out.append(Candidate(text, "page_ref", "und", group_of(first), rel, (order, text)))
+    return out
+
+
+# ---------------------------------------------------------------- cst4 headwords
+
+#: Headwords held in bold by more commentary documents than this are not issued (see :func:`cst_bold_headwords`).
+HEADWORD_MAX_DF = 30
+#: Longest headword issued, in words.
+HEADWORD_MAX_WORDS = 4
+#: Shortest headword issued, in letters.
+HEADWORD_MIN_LETTERS = 3
+
+_WORDS = re.compile(r"\w+")
+
+
+def _folded_words(text: str) -> str:
+    """``" " + words``: lower case, diacritics removed, one space between words (for the root check)."""
+    return " " + " ".join(_WORDS.findall(ascii_fold(text).lower()))
+
+
+def cst_bold_headwords(documents: Sequence[Document], max_df: int = HEADWORD_MAX_DF,
+                       max_words: int = HEADWORD_MAX_WORDS, min_letters: int = HEADWORD_MIN_LETTERS) -> list[Candidate]:
+    """Bold headwords of the CST aṭṭhakathā as queries for the commentary paragraphs that explain them.
+
+    The commentary explains the root text word by word: a paragraph (a ``<p>`` line) opens with the
+    word or phrase it explains in bold, the lemma (``<hi rend="bold">Pajāpati</hi>nti ettha …``).
+    The loader keeps each document's bold spans (``metadata["bold"]``) and those that open a line
+    (``metadata["bold_lead"]``, :mod:`workbench.data.loaders.cst4`).
+
+    * A headword is a line-opening bold span of an aṭṭhakathā document (collection ``Ps``), in
+      lower case (``pajāpati``), that occurs in the root text of the sutta the document comments
+      on: the words of the mūla sutta, diacritics and case folded, hold the headword's words in a
+      row, its last word as a prefix (the bold stops before the sandhi: ``Pajāpati`` + *nti* for
+      *pajāpatiṃ*). The sutta is the one of the mūla paragraph with the document's number
+      (``s0201a:105`` → ``s0201m:105`` → ``mn10``), for an unnumbered document the number of the
+      numbered one before it in its book. So citations (``Visuddhimagge``) and the commentary's own
+      terms are left out, and a headword needs its mūla book in ``documents``.
+    * Left out as well: headwords of more than ``max_words`` words (quoted sentences), with fewer
+      than ``min_letters`` letters (``na``, ``so``), or holding an elision mark (``…pe…``); and those
+      held in bold by more than ``max_df`` commentary documents (``evaṃ``, the *Evaṃ me sutaṃ*
+      opening every sutta's commentary: 156 documents).
+    * Relevant: every commentary document holding the headword as a bold span (same lower-case
+      text): grade 2 where the span opens a line (the paragraph explaining it), 1 elsewhere.
+    * Forms: the IAST headword, plus its ASCII form (``pajapati``) when no other headword shares
+      it (among all line-opening spans). Group ``headword:<iast>``, so both forms fall in one split.
+    """
+    def key(span: str) -> str:
+        return unicodedata.normalize("NFC", span).lower()
+
+    mula_sutta: dict[tuple[str, int], str] = {}
+    sutta_words: dict[str, list[str]] = defaultdict(list)
+    for d in documents:
+        sutta = d.metadata.get("sutta")
+        if d.metadata.get("collection") == "M" and sutta and d.metadata.get("paranum") is not None:
+            for n in range(d.metadata["paranum"], d.metadata["paranum_end"] + 1):
+                mula_sutta[(d.work_id, n)] = sutta
+            sutta_words[sutta].append(d.text("root"))
+    folded = {s: _folded_words("\n".join(texts)) for s, texts in sutta_words.items()}
+
+    holders: dict[str, dict[str, int]] = defaultdict(dict)
+    first: dict[str, int] = {}
+    suttas: dict[str, set[str]] = defaultdict(set)
+    last_num: dict[str, int] = {}
+    for i, d in enumerate(documents):
+        if d.metadata.get("collection") != "Ps":
+            continue
+        if d.metadata.get("paranum") is not None:
+            last_num[d.work_id] = d.metadata["paranum"]
+        for span in d.metadata.get("bold") or ():
+            holders[key(span)].setdefault(d.doc_id, 1)
+        book = d.work_id[:-1] + "m"
+        sutta = mula_sutta.get((book, last_num[d.work_id])) if d.work_id in last_num else None
+        for span in d.metadata.get("bold_lead") or ():
+            k = key(span)
+            holders[k][d.doc_id] = 2
+            first.setdefault(k, i)
+            if sutta:
+                suttas[k].add(sutta)
+
+    def qualifies(k: str) -> bool:
+        words = _WORDS.findall(k)
+        if "…" in k or not words or len(words) > max_words or sum(c.isalpha() for c in k) < min_letters:
+            return False
+        if len(holders[k]) > max_df:
+            return False
+        probe = _folded_words(k)
+        return any(probe in folded[s] for s in suttas[k])
+
+    chosen = sorted((k for k in first if qualifies(k)), key=lambda k: (first[k], k))
+    ascii_count: dict[str, int] = defaultdict(int)
+    for k in first:
+        ascii_count[ascii_fold(k)] += 1
+    out = []
+    for k in chosen:
+        rel = dict(holders[k])
+        forms = [k]
+        if ascii_fold(k) != k and ascii_count[ascii_fold(k)] == 1:
+            forms.append(ascii_fold(k))
+        for j, text in enumerate(forms):
+            out.append(Candidate(text, "headword", "pi", f"headword:{k}", rel, (first[k], j)))
     return out
 
 

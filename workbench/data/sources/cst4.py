@@ -36,6 +36,8 @@ def _build(defn: dict[str, Any], defs: Definitions, data: Path, step: Step) -> B
         cands += b.page_ref_candidates(docs, defs.seed, forms="cst", forms_per_page=1,
                                        group_of=lambda d: d.metadata.get("sutta") or d.work_id,
                                        issue_for=lambda d: bool(d.metadata.get("sutta")))
+    if "headword" in types:
+        cands += b.cst_bold_headwords(docs)
     step("numbering CST queries")
     qs = b.finalize(cands, "cst4", defs.seed, defs.max_queries_per_type, defs.splits)
     return Built(docs, qs.queries, qs.qrels, {"books": list(defn["books"])})
@@ -45,7 +47,7 @@ SOURCE = Source(
     name="cst4",
     keys=frozenset({"source", "books", "query_types"}),
     required_keys=("books",),
-    query_types=("reference", "page_ref"),
+    query_types=("reference", "page_ref", "headword"),
     corpora=lambda defn, defs: ("cst4-tipitaka-xml",),
     input_files=_input_files,
     build=_build,
