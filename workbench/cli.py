@@ -563,47 +563,74 @@ def tune_cmd(
 
 @app.command("export")
 def export_cmd(
-    study_file: Path = typer.Argument(..., help="Study TOML whose study has run (journal or PostgreSQL storage)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Production config to write (JSON)."),
+    study_file: Optional[Path] = typer.Argument(None, help="Study TOML whose study has run (journal or PostgreSQL "
+                                                "storage); or give -e/-c."),
+    out: Path = typer.Option(..., "--out", "-o", help="Where to write: a .json file for --format json, a folder "
+                             "for postgres / opensearch."),
+    fmt: str = typer.Option("json", "--format", "-f", help="json (the workbench's config), postgres (one SQL "
+                            "statement and a function), opensearch (hybrid query and search pipeline)."),
+    experiment: Optional[Path] = typer.Option(None, "--experiment", "-e", help="Export a config of this experiment "
+                                              "instead of a study."),
+    config: Optional[str] = typer.Option(None, "--config", "-c", help="The experiment's [configs.NAME]."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Dataset to verify on (default: the "
+                                          "study's, or the experiment's first)."),
+    verify: bool = typer.Option(False, "--verify", help="Run the exported artifact on the engine for every dev and "
+                                "test query and compare with the workbench's fused ranking."),
+    splits: str = typer.Option("dev,test", "--splits", help="Splits --verify reads (comma-separated)."),
+    min_parity: Optional[float] = typer.Option(None, "--min-parity", help="With --verify: exit 1 when parity@k is "
+                                               "below this (e.g. 1.0 in CI)."),
     storage: str = typer.Option("journal", "--storage", help="Where the study is stored (as for `tune`)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the files written and the parity report as JSON."),
 ) -> None:
-    """Write the chosen trial as the production config a seed system loads, with provenance."""
-    from workbench.durable import atomic_write_text, mkdirs
+    """Write a tuned config (a study's chosen trial, or an experiment's config) for production: the workbench's
+    JSON, one PostgreSQL statement, or an OpenSearch hybrid query and pipeline; --verify proves it ranks the same."""
+    from workbench.export.job import from_experiment, from_study, write
     from workbench.settings import data_dir, home_dir
-    from workbench.tuning.candidates import Candidates
-    from workbench.tuning.export import export_config, load_stored_study
-    from workbench.tuning.select import choose_and_report
-    from workbench.tuning.space import load_study
-    from workbench.tuning.storage import storage_for
+    from workbench.types import SPLITS
 
     try:
-        st = load_study(study_file)
+        if (study_file is None) == (experiment is None):
+            raise WorkbenchError("give a study file, or --experiment EXPERIMENT.toml --config CONFIG (not both)")
+        if experiment is not None and not config:
+            raise WorkbenchError(f"--experiment needs --config: name one of the experiment's [configs.NAME]")
+        split_list = [s.strip() for s in splits.split(",") if s.strip()]
+        bad = [s for s in split_list if s not in SPLITS]
+        if bad or not split_list:
+            raise WorkbenchError(f"--splits {splits!r}: use some of {', '.join(SPLITS)}")
+        if min_parity is not None and (not verify or not 0.0 <= min_parity <= 1.0):
+            raise WorkbenchError("--min-parity takes a number in [0, 1] and needs --verify")
         data_dir()
         home = home_dir()
-        if storage == "memory":
-            raise WorkbenchError("an in-memory study is gone when `tune` ends; export from journal or PostgreSQL "
-                                 "storage (or take export.json from the study folder)")
-        if out.is_dir():
-            raise WorkbenchError(f"--out {out} is a folder; give a file path such as {out / 'config.json'}")
-        mkdirs(out.parent)
-        if not os.access(out.parent, os.W_OK):
-            raise WorkbenchError(f"cannot write into {out.parent}; choose another --out")
-        ost = load_stored_study(st, storage_for(st, home, storage, create=False, log=_log))  # writes nothing
-        cands = Candidates(st, home, _log)
-        if not ost.trials:
-            raise WorkbenchError(f"study {st.name} has no trials in {storage} storage; run `workbench tune {study_file}` first")
-        result = choose_and_report(st, ost, cands, _log)
-        config = export_config(result, home)
-        atomic_write_text(out, json.dumps(config, indent=1, default=str) + "\n")  # the old file stays whole on a fault
+        target = out if fmt == "json" else out / "x"
+        if not os.access(next((p for p in [target.parent, *target.parent.parents] if p.exists()), Path("/")), os.W_OK):
+            raise WorkbenchError(f"cannot write into {out if fmt != 'json' else out.parent}; choose another --out")
+        source = (from_study(study_file, storage, home, _log) if study_file is not None
+                  else from_experiment(experiment, config, dataset))
+        if dataset is not None and study_file is not None and dataset != source.dataset:
+            raise WorkbenchError(f"study {study_file} was tuned on {source.dataset}; --dataset {dataset} would "
+                                 "verify it elsewhere: drop --dataset")
+        result = write(source, fmt, out, home=home, verify=verify, splits=split_list, log=_log)
     except WorkbenchError as exc:
         _fail(exc)
     except OSError as exc:  # the path that failed (a file of the home, or --out), not always --out
         from workbench.durable import storage_error
 
         _fail(storage_error(exc, exc.filename or out))
-    typer.echo(f"wrote {out}: trial {result.chosen.number} of study {st.name}, test "
-               + ", ".join(f"{m} {r.chosen:.4f}" for m, r in (result.evaluation.test.measures
-                                                               if result.evaluation.test else {}).items()))
+    report = result["parity"]
+    if as_json:
+        typer.echo(json.dumps({"files": result["files"], "parity": report.to_json() if report else None},
+                              indent=1, default=str))
+    else:
+        typer.echo(f"wrote {', '.join(result['files'])}: {source.label}")
+        if report is not None:
+            typer.echo(report.summary())
+            for d in report.differences[:20]:
+                typer.echo(f"  {d.query_id} rank {d.rank}: workbench {d.workbench}, engine {d.engine} — {d.cause}")
+            if len(report.differences) > 20:
+                typer.echo(f"  … {len(report.differences) - 20} more in the export's parity report")
+    if report is not None and min_parity is not None and report.parity < min_parity:
+        typer.secho(f"parity@{report.k} {report.parity:.4f} is below --min-parity {min_parity}", err=True, fg="red")
+        raise typer.Exit(1)
 
 
 def _policy_help(key: str) -> str:

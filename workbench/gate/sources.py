@@ -145,49 +145,14 @@ def _from_experiment(path: Path, config: str, dataset, home: Path, log) -> Ranki
 def _from_export(path: Path, dataset, home: Path, log) -> Ranking:
     """An exported production config: lanes with their engine parameters, fusion parameters, and the rerank
     stage with its reranker's kind and parameters when it has one."""
-    from workbench.experiment.config import _config, _reranker_spec, lane_spec, load_experiment
+    from workbench.tuning.export import read_export
 
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
-        exp_file = Path(cfg["provenance"]["experiment"])
-        if not exp_file.is_absolute() and not exp_file.exists():
-            exp_file = PROJECT_ROOT / exp_file  # written relative to the repository
-        if not exp_file.is_file():
-            raise ConfigError(f"{path}: provenance.experiment {cfg['provenance']['experiment']!r} is not an "
-                              "experiment file here; run from the repository root or fix the path")
-        exp = load_experiment(exp_file)
-        if not isinstance(cfg["lanes"], dict) or not cfg["lanes"]:
-            raise ConfigError(f"{path}: lanes must name at least one lane")
-        lanes, embedders = {}, dict(exp.embedders)
-        for name, spec in cfg["lanes"].items():
-            spec = dict(spec)
-            if isinstance(spec.get("embedder"), dict):
-                emb = dict(spec["embedder"])
-                ename = emb.pop("name")
-                embedders[ename] = emb
-                spec["embedder"] = ename
-            lanes[name] = lane_spec(path, name, spec, embedders)
-        table = {"lanes": list(cfg["lanes"]), "fusion": cfg["fusion"], "top_k": cfg["top_k"]}
-        for key, src in (("k", "rrf_k"), ("weights", "weights"), ("depth", "depth"), ("min_score", "min_score"),
-                         ("tiebreak_lane", "tiebreak_lane"), ("norm", "norm"), ("pin_lane", "pin_lane")):
-            if cfg.get(src) not in (None, {}):
-                table[key] = cfg[src]
-        if table["fusion"] == "none" and len(table["lanes"]) == 1:
-            table.pop("k", None)
-        rerankers = {}
-        stage = cfg.get("rerank")
-        if stage is not None:
-            rparams = dict(stage["params"])
-            if isinstance(rparams.get("embedder"), dict):
-                emb = dict(rparams["embedder"])
-                ename = emb.pop("name")
-                embedders[ename] = emb
-                rparams["embedder"] = ename
-            name = stage["reranker"]
-            rerankers[name] = _reranker_spec(path, name, {"kind": stage["kind"], **rparams}, lanes, embedders)
-            table["rerank"] = {"reranker": name, "depth": stage["depth"], "weight": stage.get("weight", 1.0)}
-        fused = _config(path, path.stem, table, lanes, rerankers)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ConfigError(f"{path} is not a config written by `workbench export` ({type(exc).__name__}: {exc})") from None
-    exp = replace(exp, lanes=lanes, embedders=embedders, rerankers=rerankers)
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not a config written by `workbench export` (not JSON: {exc})") from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path} is not a config written by `workbench export` (not a JSON object)")
+    exp, fused = read_export(cfg, path)
+    fused = replace(fused, name=path.stem)
     return _config_ranking(exp, fused, dataset, home, log, path.name)

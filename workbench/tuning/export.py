@@ -20,8 +20,6 @@ def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
     dataset input and output hashes, the code commit, and the dev/test measures with
     95% CIs and the paired test against the baseline.
     """
-    import subprocess
-
     st, s = result.study, result.chosen_setting
     lanes = {}
     for ln in s.lanes:
@@ -31,11 +29,7 @@ def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
         if "embedder" in params:
             params["embedder"] = {"name": params["embedder"], **st.experiment.embedders[params["embedder"]]}
         lanes[ln] = {"kind": spec.kind, **params}
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                cwd=PROJECT_ROOT, timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        commit = None
+    commit = code_commit()
     manifest = result.manifest
     return {
         "lanes": lanes,
@@ -65,18 +59,112 @@ def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
 
 
 def rerank_config(study, stage) -> dict[str, Any] | None:
+    """The exported rerank stage of a study's trial (:func:`stage_config` with the study's experiment and dataset)."""
+    return stage_config(study.experiment, stage, study.dataset)
+
+
+def stage_config(exp, stage, dataset: str) -> dict[str, Any] | None:
     """The exported rerank stage: ``{"reranker", "depth", "weight", "kind", "params"}``, the stage and the kind
     and parameters of its ``[rerankers.NAME]`` (an ``embedding`` reranker's embedder written out as the lanes'
-    embedders are; a ``{dataset}`` in a parameter replaced by the study's dataset), or None without a stage."""
+    embedders are; a ``{dataset}`` in a parameter replaced by ``dataset``), or None without a stage."""
     if stage is None:
         return None
-    spec = study.experiment.rerankers[stage.reranker]
-    params: dict[str, Any] = {k: (v.replace("{dataset}", study.dataset) if isinstance(v, str) else v)
+    spec = exp.rerankers[stage.reranker]
+    params: dict[str, Any] = {k: (v.replace("{dataset}", dataset) if isinstance(v, str) else v)
                               for k, v in spec.params.items()}
-    if spec.kind == "embedding" and params.get("embedder") in study.experiment.embedders:
-        params["embedder"] = {"name": params["embedder"], **study.experiment.embedders[params["embedder"]]}
+    if spec.kind == "embedding" and params.get("embedder") in exp.embedders:
+        params["embedder"] = {"name": params["embedder"], **exp.embedders[params["embedder"]]}
     return {"reranker": stage.reranker, "depth": stage.depth, "weight": stage.weight, "kind": spec.kind,
             "params": params}
+
+
+def config_export(exp, cfg, dataset: str) -> dict[str, Any]:
+    """An experiment's ``[configs.NAME]`` in the format of :func:`export_config` (``workbench export -e EXP -c
+    CONFIG``): its lanes with their engine parameters, the fusion parameters, the rerank stage, and a provenance of
+    the experiment file, the config, the dataset and the code commit."""
+    lanes = {}
+    for ln in cfg.lanes:
+        spec = exp.lanes[ln]
+        params = dict(spec.params)
+        if "embedder" in params:
+            params["embedder"] = {"name": params["embedder"], **exp.embedders[params["embedder"]]}
+        lanes[ln] = {"kind": spec.kind, **params}
+    return {
+        "lanes": lanes, "fusion": cfg.method, "rrf_k": cfg.k if cfg.method == "rrf" else None,
+        "weights": dict(cfg.weights or {}), "depth": dict(cfg.depth) if isinstance(cfg.depth, dict) else cfg.depth,
+        "norm": cfg.norm if cfg.method == "weighted" else None, "min_score": cfg.min_score, "top_k": cfg.top_k,
+        "tiebreak_lane": cfg.tiebreak_lane, "pin_lane": cfg.pin_lane, "rerank": stage_config(exp, cfg.rerank, dataset),
+        "provenance": {"experiment": str(exp.path), "config": cfg.name, "dataset": dataset,
+                       "candidate_depth": exp.depth, "code_commit": code_commit()},
+    }
+
+
+def code_commit() -> str | None:
+    """The repository's HEAD commit, or None outside a git checkout."""
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              cwd=PROJECT_ROOT, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def read_export(cfg: dict[str, Any], path: Path):
+    """The experiment and :class:`~workbench.experiment.config.FusedConfig` of an exported config (what
+    :func:`export_config` or :func:`config_export` wrote; ``path`` names it in errors): the experiment of its
+    provenance with the exported lanes, embedders and reranker in place.
+
+    Raises:
+        ConfigError: the provenance's experiment is not a file here, or the dict is not an export.
+    """
+    from dataclasses import replace
+
+    from workbench.errors import ConfigError
+    from workbench.experiment.config import _config, _reranker_spec, lane_spec, load_experiment
+
+    try:
+        exp_file = Path(cfg["provenance"]["experiment"])
+        if not exp_file.is_absolute() and not exp_file.exists():
+            exp_file = PROJECT_ROOT / exp_file  # written relative to the repository
+        if not exp_file.is_file():
+            raise ConfigError(f"{path}: provenance.experiment {cfg['provenance']['experiment']!r} is not an "
+                              "experiment file here; run from the repository root or fix the path")
+        exp = load_experiment(exp_file)
+        if not isinstance(cfg["lanes"], dict) or not cfg["lanes"]:
+            raise ConfigError(f"{path}: lanes must name at least one lane")
+        lanes, embedders = {}, dict(exp.embedders)
+        for name, spec in cfg["lanes"].items():
+            spec = dict(spec)
+            if isinstance(spec.get("embedder"), dict):
+                emb = dict(spec["embedder"])
+                ename = emb.pop("name")
+                embedders[ename] = emb
+                spec["embedder"] = ename
+            lanes[name] = lane_spec(path, name, spec, embedders)
+        table = {"lanes": list(cfg["lanes"]), "fusion": cfg["fusion"], "top_k": cfg["top_k"]}
+        for key, src in (("k", "rrf_k"), ("weights", "weights"), ("depth", "depth"), ("min_score", "min_score"),
+                         ("tiebreak_lane", "tiebreak_lane"), ("norm", "norm"), ("pin_lane", "pin_lane")):
+            if cfg.get(src) not in (None, {}):
+                table[key] = cfg[src]
+        if table["fusion"] == "none" and len(table["lanes"]) == 1:
+            table.pop("k", None)
+        rerankers = {}
+        stage = cfg.get("rerank")
+        if stage is not None:
+            rparams = dict(stage["params"])
+            if isinstance(rparams.get("embedder"), dict):
+                emb = dict(rparams["embedder"])
+                ename = emb.pop("name")
+                embedders[ename] = emb
+                rparams["embedder"] = ename
+            name = stage["reranker"]
+            rerankers[name] = _reranker_spec(path, name, {"kind": stage["kind"], **rparams}, lanes, embedders)
+            table["rerank"] = {"reranker": name, "depth": stage["depth"], "weight": stage.get("weight", 1.0)}
+        fused = _config(path, cfg["provenance"].get("config") or path.stem, table, lanes, rerankers)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path} is not a config written by `workbench export` ({type(exc).__name__}: {exc})") from None
+    return replace(exp, lanes=lanes, embedders=embedders, rerankers=rerankers), fused
 
 
 def load_stored_study(study, storage) -> Any:

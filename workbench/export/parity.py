@@ -1,0 +1,228 @@
+"""Round-trip parity: an exported artifact run on the real engine against the workbench's own fused ranking.
+
+For every query of the chosen splits (dev and test by default) the exported statement (or hybrid query) is run
+with the inputs the application would bind, and its ranked doc ids are compared with the workbench's fused run
+of the same config over the cached lanes (before any rerank stage, which the export leaves to the application).
+
+* **parity@k**: the share of queries whose top ``k`` doc ids are identical, in order (``k`` = the config's
+  ``top_k``; also reported at 10);
+* each query that differs is listed with its first differing rank, both doc ids and a **cause** found by
+  looking deeper: a lane whose engine rows differ from the cached lane run (and how), a fused-score tie broken
+  another way, or fused scores that differ (floating point);
+* latency of the exported call per query: p50 / p95 / mean in milliseconds (inputs already computed; the
+  embedding of the query is the application's and not counted).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable, Sequence
+
+from workbench.run import Run
+
+
+@dataclass
+class Difference:
+    """One query whose top ``k`` differs: first differing ``rank`` (1-based), the doc ids there, and the cause."""
+
+    query_id: str
+    query: str
+    rank: int
+    workbench: str | None
+    engine: str | None
+    cause: str
+
+
+@dataclass
+class ParityReport:
+    """What :func:`verify_postgres` measured (JSON-ready with :meth:`to_json`)."""
+
+    engine: str
+    config: str
+    dataset: str
+    splits: tuple[str, ...]
+    k: int
+    queries: int
+    identical: int
+    identical_at_10: int
+    latency_ms: dict[str, float]
+    differences: list[Difference] = field(default_factory=list)
+    statement_checked: int = 0
+    statement_mismatches: int = 0
+
+    @property
+    def parity(self) -> float:
+        """parity@k: the share of queries with identical top ``k`` (1.0 when no query was compared)."""
+        return self.identical / self.queries if self.queries else 1.0
+
+    @property
+    def parity_at_10(self) -> float:
+        """The same at 10."""
+        return self.identical_at_10 / self.queries if self.queries else 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON values (the export's provenance, the dashboard, the README)."""
+        out = asdict(self)
+        out["splits"] = list(self.splits)
+        out[f"parity@{self.k}"] = round(self.parity, 6)
+        out["parity@10"] = round(self.parity_at_10, 6)
+        return out
+
+    def summary(self) -> str:
+        """One line: parity@k, the differences by cause, the latency."""
+        causes: dict[str, int] = {}
+        for d in self.differences:
+            causes[d.cause.split(":")[0]] = causes.get(d.cause.split(":")[0], 0) + 1
+        why = ("; differences: " + ", ".join(f"{c} {n}" for c, n in sorted(causes.items()))) if causes else ""
+        return (f"{self.engine} parity@{self.k} {self.parity:.4f} ({self.identical}/{self.queries} queries identical), "
+                f"parity@10 {self.parity_at_10:.4f}{why}; exported call p50 {self.latency_ms['p50']:.1f} ms, "
+                f"p95 {self.latency_ms['p95']:.1f} ms")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) by linear interpolation between closest ranks (numpy's default, ``linear``);
+    0.0 for no values."""
+    import numpy as np
+
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if values else 0.0
+
+
+def first_difference(a: Sequence[str], b: Sequence[str]) -> int:
+    """The 0-based index where ``a`` and ``b`` first differ (``len`` of the shorter when one is a prefix of the
+    other and they differ in length), or -1 when identical."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return -1 if len(a) == len(b) else min(len(a), len(b))
+
+
+def _explain_lanes(export, lane_rows: dict[int, list[str]], cached: dict[str, list[str]], qid: str) -> str | None:
+    """The first lane whose engine rows differ from its cached run, as a cause; None when all agree."""
+    for i, part in enumerate(export.lanes):
+        mine, theirs = lane_rows.get(i, []), cached[part.name]
+        j = first_difference(theirs, mine)
+        if j < 0:
+            continue
+        short = len(mine) < len(theirs)
+        how = (f"the engine returned {len(mine)} rows, the workbench's run has {len(theirs)}"
+               + (" (a short HNSW scan the workbench answered by an exact scan)" if short and part.kind == "pgvector"
+                  else "") if short and j == len(mine) else
+               f"rank {j + 1}: workbench {theirs[j] if j < len(theirs) else None}, engine "
+               f"{mine[j] if j < len(mine) else None}")
+        return f"lane {part.name} ({part.kind}): {how}"
+    return None
+
+
+def verify_postgres(export, exp, cfg, ds, engine, cache, *, splits: Sequence[str] = ("dev", "test"),
+                    statement_sample: int = 20, log: Callable[[str], None] = lambda _m: None) -> ParityReport:
+    """Run ``export`` (a :class:`~workbench.export.postgres.PostgresExport`) on the workbench's Postgres for every
+    query of ``ds`` in ``splits`` and compare with the workbench's fused run of ``cfg`` (see the module docstring).
+
+    The function is installed in a scratch schema ``wb_export_<pid>`` (dropped at the end); the first
+    ``statement_sample`` queries also run as the plain statement with ``SET LOCAL`` (what a driver sends), whose
+    answer must equal the function's.
+
+    Raises:
+        PgError: the server refuses the function (its message names the line), or is unreachable.
+        ConfigError: no query of ``ds`` is in ``splits``.
+    """
+    import os
+
+    import numpy as np
+    import psycopg
+
+    from workbench.engines import pg_client as pg
+    from workbench.errors import ConfigError, PgError
+    from workbench.experiment.runner import fused_run, lane_result
+    from workbench.text.query import clean, query_forms
+
+    queries = [q for q in ds.queries if q.split in splits]
+    if not queries:
+        raise ConfigError(f"dataset {ds.name} has no queries in splits {', '.join(splits)}; choose others with --splits")
+    lanes = {ln: lane_result(exp.lanes[ln], ds, engine, cache, exp.depth, log) for ln in cfg.lanes}
+    runs = {ln: lr.run for ln, lr in lanes.items()}
+    expected = fused_run(replace(cfg, top_k=export.limit, rerank=None), runs)
+    texts = {q.query_id: clean(q.text or "") for q in queries}
+    vectors: dict[str, dict[str, str | None]] = {}
+    for p in export.params:
+        if p.name.startswith("p_vec_"):
+            emb_name = next(exp.lanes[part.name].parsed().embedder for part in export.lanes
+                            if part.kind == "pgvector" and f"%({p.name})s" in part.cte)
+            todo = sorted({t for t in texts.values() if t.strip()})
+            vecs = np.asarray(engine.embedder(emb_name).embed_queries(todo), dtype=np.float32) if todo else []
+            lit = {t: "[" + ",".join(repr(float(x)) for x in v) + "]" for t, v in zip(todo, vecs)}
+            vectors[p.name] = {qid: lit.get(t) for qid, t in texts.items()}
+    ref_lane = next((part.name for part in export.lanes if part.kind == "reference"), None)
+
+    def inputs(q) -> dict[str, Any]:
+        text = texts[q.query_id]
+        out: dict[str, Any] = {}
+        for p in export.params:
+            if p.name == "p_query":
+                out[p.name] = text
+            elif p.name == "p_forms":
+                out[p.name] = [f for f in query_forms(text) if f.strip()]
+            elif p.name == "p_reference":
+                out[p.name] = [h.doc_id for h in runs[ref_lane].get_hits(q.query_id)]
+            else:
+                out[p.name] = vectors[p.name][q.query_id]
+        return out
+
+    schema = f"wb_export_{os.getpid()}"
+    got: dict[str, list[str]] = {}
+    lat: list[float] = []
+    diffs: list[Difference] = []
+    identical = identical10 = 0
+    checked = mismatched = 0
+    k = cfg.top_k
+    with pg.connect(engine.dsn()) as conn:
+        try:
+            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            conn.execute(f'SET search_path = "{schema}", public')
+            conn.execute(export.function_sql())
+        except psycopg.Error as exc:
+            raise PgError(f"PostgreSQL refused the exported function of {cfg.name}: {pg._first_line(exc)}") from None
+        try:
+            for n, q in enumerate(queries):
+                args = inputs(q)
+                t0 = time.perf_counter()
+                rows = conn.execute(export.call_sql(), args).fetchall()
+                lat.append((time.perf_counter() - t0) * 1000.0)
+                got[q.query_id] = [d for d, _s in rows]
+                if n < statement_sample:
+                    checked += 1
+                    with conn.transaction():
+                        for key, value in export.settings.items():
+                            conn.execute("SELECT set_config(%s, %s, true)", (key, value))
+                        plain = [d for d, _s in conn.execute(export.body, args).fetchall()]
+                    mismatched += plain != got[q.query_id]
+                want = [h.doc_id for h in expected.get_hits(q.query_id)]
+                same_k = want[:k] == got[q.query_id][:k]
+                identical += same_k
+                identical10 += want[:10] == got[q.query_id][:10]
+                if not same_k:
+                    j = first_difference(want[:k], got[q.query_id][:k])
+                    lane_rows: dict[int, list[str]] = {}
+                    for i, d, _s, _r in conn.execute(export.lanes_sql(), args).fetchall():
+                        lane_rows.setdefault(i, []).append(d)
+                    cause = _explain_lanes(export, lane_rows, {ln: [h.doc_id for h in runs[ln].get_hits(q.query_id)]
+                                                               for ln in cfg.lanes}, q.query_id)
+                    if cause is None:
+                        scores = {h.doc_id: h.score for h in expected.get_hits(q.query_id)}
+                        a = want[j] if j < len(want) else None
+                        b = got[q.query_id][j] if j < len(got[q.query_id]) else None
+                        if a is not None and b is not None and scores.get(a) == scores.get(b):
+                            cause = f"tie: fused score {scores[a]!r} shared by {a} and {b}, broken another way"
+                        else:
+                            cause = (f"fused scores: workbench {a} {scores.get(a)!r}, engine {b} "
+                                     f"{scores.get(b) if b in scores else 'not in the workbench top'}")
+                    diffs.append(Difference(q.query_id, q.text, j + 1, want[j] if j < len(want) else None,
+                                            got[q.query_id][j] if j < len(got[q.query_id]) else None, cause))
+        finally:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    return ParityReport("postgres", cfg.name, ds.name, tuple(splits), k, len(queries), identical, identical10,
+                        {"p50": percentile(lat, 50), "p95": percentile(lat, 95),
+                         "mean": statistics.fmean(lat) if lat else 0.0},
+                        diffs, checked, mismatched)
