@@ -143,10 +143,25 @@ def write(source: Source, fmt: str, out: Path, *, home: Path, verify: bool = Fal
         engine_info = {"function": artifact.function, "inputs": [p.__dict__ for p in artifact.params],
                        "settings": artifact.settings, "rows": artifact.limit}
     else:
-        from workbench.export import opensearch as os_export
+        from workbench.export import opensearch as os_export, parity
 
-        artifact, engine_info, report = os_export.export_job(source, ds, engine, cache, verify=verify, splits=splits,
-                                                             log=log)
+        others = [ln for ln in source.cfg.lanes if source.exp.lanes[ln].kind != "opensearch"]
+        if others:
+            raise ConfigError(f"config {source.cfg.name}: lane {others[0]} (kind {source.exp.lanes[others[0]].kind}) "
+                              f"is not an OpenSearch lane, so the config is not one OpenSearch request; export a "
+                              f"config of opensearch lanes, or use --format postgres / json")
+        lanes = {ln: engine.lane(ds, source.exp.lanes[ln]) for ln in source.cfg.lanes}
+        first = next(iter(lanes.values()))
+        artifact = os_export.build_opensearch_export(source.cfg.name, lanes, source.cfg, first.es, first.index,
+                                                     depth=source.exp.depth)
+        if verify:
+            log(f"verifying pipeline {artifact.pipeline_id} on {ds.name} ({', '.join(splits)} queries) against the "
+                "workbench's fusion")
+            report = parity.verify_run(artifact.search, "opensearch", source.exp, source.cfg, ds, engine, cache,
+                                       splits=splits, hints=os_export.PARITY_HINTS, log=log)
+        engine_info = {"index": artifact.index, "pipeline_id": artifact.pipeline_id, "pipeline": artifact.pipeline,
+                       "request": artifact.request, "min_score": artifact.min_score,
+                       "differences": artifact.differences}
     doc = {**source.config_json, fmt: engine_info, "parity": report.to_json() if report is not None else None}
     files = artifact.files({"source": source.label, "dataset": source.dataset,
                             "code_commit": source.config_json.get("provenance", {}).get("code_commit"),

@@ -226,3 +226,55 @@ def verify_postgres(export, exp, cfg, ds, engine, cache, *, splits: Sequence[str
                         {"p50": percentile(lat, 50), "p95": percentile(lat, 95),
                          "mean": statistics.fmean(lat) if lat else 0.0},
                         diffs, checked, mismatched)
+
+
+def verify_run(search, engine_name: str, exp, cfg, ds, engine, cache, *, splits: Sequence[str] = ("dev", "test"),
+               hints: dict[str, str] | None = None, log: Callable[[str], None] = lambda _m: None) -> ParityReport:
+    """Parity of an artifact that answers a batch of queries: ``search(queries) -> (Run, latency ms per query)``
+    (:meth:`workbench.export.opensearch.OpenSearchExport.search`), against the workbench's fused run of ``cfg``
+    over the cached lanes. A difference's cause is one of ``tie`` (equal fused scores in the workbench, broken
+    another way), ``depth`` (the engine ranked a document no lane's cached top depth holds), ``scores`` (both
+    fused by the workbench, in the other order), each followed by ``hints[cause]``, the engine's reason.
+
+    Raises:
+        ConfigError: no query of ``ds`` is in ``splits``; the engine's errors as raised by ``search``.
+    """
+    from workbench.errors import ConfigError
+    from workbench.experiment.runner import fused_run, lane_result
+
+    queries = [q for q in ds.queries if q.split in splits]
+    if not queries:
+        raise ConfigError(f"dataset {ds.name} has no queries in splits {', '.join(splits)}; choose others with --splits")
+    runs = {ln: lane_result(exp.lanes[ln], ds, engine, cache, exp.depth, log).run for ln in cfg.lanes}
+    expected = fused_run(replace(cfg, rerank=None), runs)
+    got, lat = search(queries)
+    k, diffs, identical, identical10 = cfg.top_k, [], 0, 0
+    for q in queries:
+        want = [h.doc_id for h in expected.get_hits(q.query_id)][:k]
+        mine = [h.doc_id for h in got.get_hits(q.query_id)][:k]
+        identical += want == mine
+        identical10 += want[:10] == mine[:10]
+        if want == mine:
+            continue
+        j = first_difference(want, mine)
+        a = want[j] if j < len(want) else None
+        b = mine[j] if j < len(mine) else None
+        scores = {h.doc_id: h.score for h in expected.get_hits(q.query_id)}
+        pooled = {h.doc_id for r in runs.values() for h in r.get_hits(q.query_id)}
+        if a is not None and b is not None and scores.get(a) == scores.get(b):
+            kind, cause = "tie", f"tie: fused score {scores[a]!r} shared by {a} and {b}, broken another way"
+        elif b is not None and b not in pooled:
+            kind, cause = "depth", f"depth: the engine ranked {b}, which no lane's cached top {exp.depth} holds"
+        elif b is not None and b not in scores:
+            kind, cause = "depth", (f"depth: the engine ranked {b}, which the workbench fused below its top "
+                                    f"{len(scores)} or outside a lane's depth")
+        else:
+            kind, cause = "scores", (f"scores: the workbench ranks {a} ({scores.get(a)!r}) above {b} "
+                                     f"({scores.get(b)!r}); the engine's fused scores order them the other way")
+        if hints and hints.get(kind):
+            cause += f" ({hints[kind]})"
+        diffs.append(Difference(q.query_id, q.text, j + 1, a, b, cause))
+    ms = [lat.get(q.query_id, 0.0) for q in queries]
+    return ParityReport(engine_name, cfg.name, ds.name, tuple(splits), k, len(queries), identical, identical10,
+                        {"p50": percentile(ms, 50), "p95": percentile(ms, 95),
+                         "mean": statistics.fmean(ms) if ms else 0.0}, diffs)

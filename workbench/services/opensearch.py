@@ -14,6 +14,14 @@ repository ``~/.m2`` is the download cache kept between runs):
 * the k-NN plugin ``org.opensearch.plugin:opensearch-knn:2.19.1.0`` (zip). It carries no
   native libraries, so vectors use the ``lucene`` engine. k-NN pins the server to 2.19.1;
 * the security plugin ``org.opensearch.plugin:opensearch-security:2.19.1.0`` (zip);
+* the neural-search plugin ``org.opensearch.plugin:neural-search:2.19.1.0`` (zip; Maven's artifactId is
+  ``neural-search``, the plugin's own name ``opensearch-neural-search``; it extends ``opensearch-knn``). It
+  brings the ``hybrid`` query and the search-pipeline processors ``normalization-processor`` and
+  ``score-ranker-processor`` (RRF), which run a fused config engine-natively
+  (:mod:`workbench.export.opensearch`). ml-commons (``opensearch-ml-plugin``, 360 MB) is **not** installed:
+  the node starts without it (neural-search bundles the ml-commons *client* jar only), and the hybrid query
+  and those processors do not call it; neural-search's model-backed features (the ``neural`` query, the
+  embedding ingest processors, ``ml_opensearch`` rerank) need it and are not available;
 * ICU analysis: the official ``analysis-icu`` plugin zip is not published to Maven
   Central, so the workbench compiles a 60-line plugin (``icu_plugin/``) that registers
   Lucene's own ICU analysis (``lucene-analysis-icu`` 9.12.1 = the server's Lucene,
@@ -96,6 +104,7 @@ from workbench.errors import ServiceError, WorkbenchError
 OPENSEARCH_VERSION = "2.19.1"
 KNN_VERSION = "2.19.1.0"
 SECURITY_VERSION = "2.19.1.0"
+NEURAL_VERSION = "2.19.1.0"
 LUCENE_VERSION = "9.12.1"
 ICU4J_VERSION = "74.2"
 
@@ -115,7 +124,12 @@ ARTIFACTS: tuple[tuple[str, str, str, str], ...] = (
     ("org.apache.lucene", "lucene-analysis-icu", LUCENE_VERSION, "jar"),
     ("com.ibm.icu", "icu4j", ICU4J_VERSION, "jar"),
     ("org.opensearch.plugin", "opensearch-security", SECURITY_VERSION, "zip"),
+    ("org.opensearch.plugin", "neural-search", NEURAL_VERSION, "zip"),
 )
+
+#: plugin folder → the artifactId of its zip in :data:`ARTIFACTS` (the folder is the plugin's descriptor name).
+PLUGINS = {"opensearch-knn": "opensearch-knn", "opensearch-security": "opensearch-security",
+           "opensearch-neural-search": "neural-search"}
 
 #: module folder → (classname, extended plugins, jar artifactIds, security policy).
 MODULES = {
@@ -213,8 +227,8 @@ def ca_path(home: Path) -> Path:
 
 
 def recipe_hash() -> str:
-    """sha256 (12 hex) of what an install is made of: the artifacts, modules and the ICU plugin source."""
-    h = hashlib.sha256(json.dumps([ARTIFACTS, MODULES], sort_keys=True).encode())
+    """sha256 (12 hex) of what an install is made of: the artifacts, modules, plugins and the ICU plugin source."""
+    h = hashlib.sha256(json.dumps([ARTIFACTS, MODULES, PLUGINS], sort_keys=True).encode())
     h.update(ICU_SOURCE.read_bytes())
     return h.hexdigest()[:12]
 
@@ -297,10 +311,10 @@ def install(runtime: Path, *, log: Callable[[str], None] = print) -> Path:
         _descriptor(mdir, name, classname, extended)
         if policy:
             (mdir / "plugin-security.policy").write_text(policy)
-    for plugin in ("opensearch-knn", "opensearch-security"):
+    for plugin, artifact in PLUGINS.items():
         pdir = root / "plugins" / plugin
         pdir.mkdir(parents=True)
-        with zipfile.ZipFile(files[plugin]) as z:
+        with zipfile.ZipFile(files[artifact]) as z:
             z.extractall(pdir)
     shutil.rmtree(root / "plugins" / "opensearch-security" / "tools", ignore_errors=True)  # demo installer, admin CLI
     _build_icu_plugin(root, files, tmp / "icu-build")
