@@ -22,6 +22,15 @@ One class, :class:`OpenSearchLane`, with a ``mode``:
   similarity** = ``2 * _score - 1`` (the lucene engine's ``cosinesimil`` score is
   ``(1 + cos) / 2``), higher is better.
 
+* ``template`` — the query a team really sends: a JSON file of query DSL (``template = "PATH"``, relative to the
+  working folder or the repository) with placeholders as whole JSON string values (:data:`PLACEHOLDERS`):
+  ``"{{query_text}}"`` (the cleaned query, at most 256 words), ``"{{k}}"`` (the depth), ``"{{query_vector}}"``
+  (the query embedded by the lane's ``embedder``), ``"{{max_expansions}}"`` (the fuzzy mode's
+  ``max(1, min(50, 1000 // words))``) and ``"{{ef_search}}"`` (``max(ef_search, k)``). The file holds a query
+  (``{"match": …}``) or a body with only ``query``. Raw score: OpenSearch's ``_score``, as returned. A template
+  equal to a mode's query returns that mode's run (``tests/test_os_template.py``). The template's digest keys the
+  candidate cache, so an edited file is a new lane.
+
 Every mode sorts by ``_score`` then ``doc_id``, so ties are cut deterministically. The
 query text is never parsed as query syntax (``match``, ``match_phrase``, ``term`` and
 ``knn`` take it literally), so ``/ : ( ) " ~ *`` are ordinary characters. Queries
@@ -39,7 +48,7 @@ from __future__ import annotations
 import functools
 import time
 from pathlib import Path
-from typing import Annotated, Any, Literal, Sequence, Union
+from typing import Annotated, Any, Literal, Optional, Sequence, Union
 
 from pydantic import Field, field_validator
 
@@ -53,7 +62,10 @@ from workbench.registry import Params, RetrieverKind
 from workbench.run import Hit, Run
 from workbench.types import Query
 
-MODES = ("fuzzy", "exact", "lemma", "page_ref", "semantic")
+MODES = ("fuzzy", "exact", "lemma", "page_ref", "semantic", "template")
+#: The placeholders of a ``template`` lane's query DSL: each must be a whole JSON string value (``"{{k}}"``), never
+#: part of a longer string, so a value is put in as JSON, never spliced into text.
+PLACEHOLDERS = ("{{query_text}}", "{{k}}", "{{query_vector}}", "{{max_expansions}}", "{{ef_search}}")
 FUZZINESS = ("AUTO", "0", "1", "2")
 EF_SEARCH_MAX = 10000
 
@@ -72,6 +84,7 @@ _SCORE_KIND = {
     "lemma": "BM25 of match(content.lemma) through the DPD synonym_graph analyser, >= 0, higher is better",
     "page_ref": "2 = the page starts in the document, 1 = the document lies on the page (3 = both), higher is better",
     "semantic": "cosine similarity = 2 * lucene cosinesimil score - 1, in [-1, 1], higher is better",
+    "template": "OpenSearch's _score of the template's query, as the engine returns it; higher is better",
 }
 
 
@@ -105,7 +118,7 @@ class OpenSearchLane:
 
     def __init__(self, name: str, es, index: str, mode: str, *, url: str = "", embedder: Any = None,
                  fuzziness: str = "AUTO", operator: str = "or", ef_search: int = 100, max_query_chars: int = 1000,
-                 transliterate: bool = False):
+                 transliterate: bool = False, template: Any = None):
         if mode not in MODES:
             raise ConfigError(f"lane {name}: mode must be one of {', '.join(MODES)}, got {mode!r}")
         if str(fuzziness) not in FUZZINESS:
@@ -120,6 +133,11 @@ class OpenSearchLane:
                               f"got {max_query_chars!r}")
         if mode == "semantic" and embedder is None:
             raise ConfigError(f"lane {name}: mode 'semantic' needs an embedder")
+        if mode == "template":
+            problem = template_problem(template, embedder is not None)
+            if problem:
+                raise ConfigError(f"lane {name}: {problem}")
+        self.template = template
         if transliterate and mode not in ("fuzzy", "exact", "lemma"):
             raise ConfigError(f"lane {name}: transliterate applies to the fuzzy, exact and lemma modes, not {mode!r}")
         self.name, self.es, self.index, self.mode, self.url = name, es, str(getattr(index, "name", index)), mode, url
@@ -141,6 +159,13 @@ class OpenSearchLane:
             out.update(operator=self.operator)
         if self.mode == "semantic":
             out.update(ef_search=self.ef_search, model_id=self.embedder.model_id)
+        if self.mode == "template":
+            import hashlib
+            import json
+
+            digest = hashlib.sha256(json.dumps(self.template, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+            out.update(template=digest[:16], ef_search=self.ef_search,
+                       model_id=self.embedder.model_id if self.embedder is not None else None)
         if self.transliterate:
             out.update(transliterate=True)
         return out
@@ -170,6 +195,12 @@ class OpenSearchLane:
             forms = [" ".join(f.split()[:max(1, max_words // len(forms))]) for f in forms]
             parts = [self._text_query(f) for f in forms]
             q: dict[str, Any] = parts[0] if len(parts) == 1 else {"dis_max": {"queries": parts, "tie_breaker": 0.0}}
+        elif self.mode == "template":
+            words = text.split()[:max_words]
+            q = fill_template(self.template, {
+                "{{query_text}}": " ".join(words), "{{k}}": k, "{{ef_search}}": max(self.ef_search, k),
+                "{{max_expansions}}": max(1, min(50, 1000 // len(words))),
+                "{{query_vector}}": [float(x) for x in vector] if vector is not None else None})
         elif self.mode == "page_ref":
             key = page_query_key(text)
             q = {"bool": {"should": [{"constant_score": {"filter": {"term": {"page_refs": key}}, "boost": 2.0}},
@@ -209,7 +240,7 @@ class OpenSearchLane:
         self.last_shortened = set()
         vectors: Any = [None] * len(queries)
         share = 0.0
-        if self.mode == "semantic" and queries and k > 0:
+        if (self.mode == "semantic" or (self.mode == "template" and self.embedder is not None)) and queries and k > 0:
             t0 = time.perf_counter()
             vectors = self.embedder.embed_queries([self.clean(q.text) for q in queries])
             share = (time.perf_counter() - t0) * 1000 / len(queries)
@@ -252,6 +283,82 @@ class OpenSearchLane:
                                    "run `workbench eval` again to build it (indexes are built on a cache miss)")
         return OpenSearchError(f"lane {self.name}: OpenSearch at {self.url or 'the cluster'} failed on index "
                                f"{self.index}: {what}")
+
+
+def _placeholders(node: Any, found: list[str], partial: list[str]) -> None:
+    if isinstance(node, dict):
+        for v in node.values():
+            _placeholders(v, found, partial)
+    elif isinstance(node, list):
+        for v in node:
+            _placeholders(v, found, partial)
+    elif isinstance(node, str) and "{{" in node:
+        (found if node in PLACEHOLDERS else partial).append(node)
+
+
+def template_problem(template: Any, has_embedder: bool) -> str:
+    """What is wrong with a ``template`` lane's query DSL (parsed JSON), or ``""``: not an object, a body with keys
+    besides ``query``, no ``"{{query_text}}"`` or ``"{{query_vector}}"``, a placeholder inside a longer string or an
+    unknown one, ``"{{query_vector}}"`` without an embedder (or an embedder without it)."""
+    if not isinstance(template, dict) or not template:
+        return "template must be a JSON object of query DSL (e.g. {\"match\": {\"content.text\": \"{{query_text}}\"}})"
+    if "query" in template and set(template) != {"query"}:
+        return (f"template is a request body with keys {sorted(set(template) - {'query'})} besides query; give the "
+                "query only (size, sort and the rest are the lane's: size = the depth, ties by doc_id)")
+    found: list[str] = []
+    partial: list[str] = []
+    _placeholders(template, found, partial)
+    if partial:
+        return (f"template has {partial[0]!r}: a placeholder must be a whole JSON string value, one of "
+                f"{', '.join(PLACEHOLDERS)}")
+    if "{{query_text}}" not in found and "{{query_vector}}" not in found:
+        return "template has no \"{{query_text}}\" and no \"{{query_vector}}\": every query would get the same answer"
+    if "{{query_vector}}" in found and not has_embedder:
+        return "template has \"{{query_vector}}\" but the lane names no embedder: add embedder = \"NAME\""
+    if "{{query_vector}}" not in found and has_embedder:
+        return "the lane names an embedder but its template has no \"{{query_vector}}\": drop the embedder"
+    return ""
+
+
+def fill_template(template: Any, values: dict[str, Any]) -> Any:
+    """``template`` with every string value that is a placeholder replaced by its value (a JSON value, never
+    text spliced into a string); the template itself is not changed. A body ``{"query": …}`` gives its query."""
+    if isinstance(template, dict) and set(template) == {"query"}:
+        template = template["query"]
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        if isinstance(node, str) and node in values:
+            return values[node]
+        return node
+
+    return walk(template)
+
+
+def read_template(path: str) -> Any:
+    """The JSON of a ``template`` file: ``path`` as given (absolute, or relative to the working folder), else
+    relative to the repository.
+
+    Raises:
+        ConfigError: the file is missing or not JSON (naming it and the fix).
+    """
+    import json
+
+    from workbench.settings import PROJECT_ROOT
+
+    p = Path(path)
+    if not p.is_absolute() and not p.exists():
+        p = PROJECT_ROOT / path
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"template {path} not found (read relative to the working folder, then the repository "
+                          f"{PROJECT_ROOT}); give the path of a JSON file of query DSL") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"template {path} is not readable JSON ({exc}); fix the file") from None
 
 
 def page_query_key(text: str) -> str:
@@ -320,12 +427,23 @@ class SemanticParams(_OsParams):
     ef_search: int = Field(100, ge=1, le=EF_SEARCH_MAX, description="HNSW candidate list size (raised to the depth)")
 
 
+class TemplateParams(_OsParams):
+    """``mode = "template"``: the query DSL a team really sends, from a JSON file with placeholders."""
+
+    mode: Literal["template"]
+    template: str = Field(min_length=1, description="JSON file of query DSL with placeholders "
+                          "\"{{query_text}}\", \"{{k}}\", \"{{query_vector}}\", \"{{max_expansions}}\", "
+                          "\"{{ef_search}}\" (whole string values)")
+    embedder: Optional[str] = Field(None, min_length=1, description="the [embedders.NAME] for \"{{query_vector}}\"")
+    ef_search: int = Field(100, ge=1, le=EF_SEARCH_MAX, description="\"{{ef_search}}\" = max(ef_search, depth)")
+
+
 class OpenSearchKind(RetrieverKind):
     """``opensearch``: the third seed's modes over a local OpenSearch index (one parameter model per mode)."""
 
     kind = "opensearch"
     summary = "OpenSearch BM25 / ICU / lemma / page-ref / k-NN modes; scores per mode (higher is better)"
-    Params = Annotated[Union[FuzzyParams, ExactParams, LemmaParams, PageRefParams, SemanticParams],
+    Params = Annotated[Union[FuzzyParams, ExactParams, LemmaParams, PageRefParams, SemanticParams, TemplateParams],
                        Field(discriminator="mode")]
     code = (os_index, doctext, refs)
 
@@ -339,14 +457,29 @@ class OpenSearchKind(RetrieverKind):
         return hashlib.sha256(super().code_fingerprint().encode() + ICU_SOURCE.read_bytes()).hexdigest()[:16]
 
     def embedder_of(self, params) -> str | None:
-        """Only ``semantic`` reads an embedder."""
-        return params.embedder if params.mode == "semantic" else None
+        """``semantic`` reads an embedder, and a ``template`` with ``"{{query_vector}}"``."""
+        return params.embedder if params.mode in ("semantic", "template") else None
+
+    def check(self, params, experiment) -> str:
+        """A ``template`` file must exist, parse and use its placeholders right (:func:`template_problem`)."""
+        if params.mode != "template":
+            return ""
+        try:
+            return template_problem(read_template(params.template), params.embedder is not None)
+        except ConfigError as exc:
+            return str(exc)
 
     def cache_extra(self, params, ds, res) -> dict[str, Any]:
         """``semantic``: the model id and ``[index]``; ``lemma``: the digest of the ms-dpd files behind the synonyms."""
         extra = super().cache_extra(params, ds, res)
         if params.mode == "lemma":
             extra["dpd"] = dpd_digest()
+        if params.mode == "template":
+            import hashlib
+            import json
+
+            text = json.dumps(read_template(params.template), sort_keys=True, ensure_ascii=False)
+            extra["template"] = hashlib.sha256(text.encode()).hexdigest()[:16]
         return extra
 
     def max_depth(self, params) -> int:
@@ -361,8 +494,10 @@ class OpenSearchKind(RetrieverKind):
         p = params.model_dump(exclude={"mode", "embedder"})
         if "fuzziness" in p:
             p["fuzziness"] = str(p["fuzziness"])
+        if params.mode == "template":
+            p["template"] = read_template(params.template)
         return OpenSearchLane(name, es, info.name, params.mode, url=url,
-                              embedder=res.embedder(emb) if params.mode == "semantic" else None, **p)
+                              embedder=res.embedder(emb) if self.embedder_of(params) else None, **p)
 
 
 def dpd_digest() -> str:

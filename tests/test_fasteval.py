@@ -51,6 +51,8 @@ SETTINGS = [
     FusionSpec(("a", "b", "c"), method="weighted", weights={"a": 0.7, "b": 0.3, "c": 0.1}),
     FusionSpec(("a", "b", "c"), method="weighted", norm="zscore", tiebreak_lane="b"),
     FusionSpec(("a", "b", "c"), method="weighted", weights={"a": 0.7, "b": 0.3, "c": 1}, min_score=0.5, top_k=8),
+    # raw: a sum of boosted clauses (OpenSearch bool.should), the lanes' own scores weighted
+    FusionSpec(("a", "b", "c"), method="weighted", norm="raw", weights={"a": 0.7, "b": 0.3, "c": 1.2}, depth=15),
     FusionSpec(("a", "b", "c"), method="combsum", depth=15),
     FusionSpec(("b", "c"), method="combmnz", tiebreak_lane="c"),
     FusionSpec(("b",), method="none"),

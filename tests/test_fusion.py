@@ -67,6 +67,18 @@ def test_zscore_and_constant_lists():
     assert z == {"a": 1.0, "b": -1.0}
 
 
+def test_raw_weighted_sum_is_a_sum_of_boosted_clauses():
+    """norm = raw: Σ w · score, as OpenSearch's bool.should of constant_score(boost 0.7) and a k-NN clause
+    (boost 0.3) scores: a keyword match adds 0.7 whatever its BM25, the k-NN clause 0.3 x its score."""
+    keyword = Run({"q": [("a", 1.0), ("b", 1.0), ("c", 1.0)]})  # constant_score: every match scores 1
+    knn = Run({"q": [("c", 0.9), ("d", 0.8), ("a", 0.5)]})
+    assert normalise(knn["q"], "raw") == {"c": 0.9, "d": 0.8, "a": 0.5}
+    fused = weighted({"kw": keyword, "knn": knn}, weights={"kw": 0.7, "knn": 0.3}, norm="raw")
+    got = {h.doc_id: h.score for h in fused["q"]}
+    assert got == {"c": 0.7 + 0.3 * 0.9, "a": 0.7 + 0.3 * 0.5, "b": 0.7, "d": 0.3 * 0.8}
+    assert ids(fused) == ["c", "a", "b", "d"]
+
+
 def test_combsum_and_combmnz_by_hand():
     s = {h.doc_id: h.score for h in comb({"vec": A, "fts": B})["q"]}
     m = {h.doc_id: h.score for h in comb({"vec": A, "fts": B}, mnz=True)["q"]}

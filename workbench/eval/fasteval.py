@@ -133,11 +133,13 @@ class CandidateMatrix:
     # ------------------------------------------------------------ fusion
 
     def _normalised(self, lane: str, depth: int, norm: str) -> np.ndarray:
-        """(Q, depth) per-query ``minmax`` or ``zscore`` scores of a lane's top-``depth`` hits (NaN past its end),
+        """(Q, depth) per-query ``minmax``, ``zscore`` or ``raw`` scores of a lane's top-``depth`` hits (NaN past its end),
         with the operations of :func:`workbench.eval.fusion.normalise` (its ``CONSTANT_RTOL`` rule included)."""
         cols = self.cols[lane][:, :depth]
         sc = self.scores[lane][:, :depth]
         valid = cols >= 0
+        if norm == "raw":
+            return np.where(valid, sc, np.nan)
         lo = np.where(valid, sc, np.inf).min(axis=1, keepdims=True)
         hi = np.where(valid, sc, -np.inf).max(axis=1, keepdims=True)
         span = hi - lo

@@ -23,7 +23,8 @@ Methods:
   with ranks from 1 and the constant ``k`` (60 in the paper and in the AICharya seed).
   Only ranks are used, so RRF ignores the lanes' score scales.
 * **weighted**: ``Σ w_l · norm_l(score_l(d))`` with ``norm`` = min-max to [0, 1] per query
-  (a constant list maps to 1.0) or z-score per query (a constant list maps to 0.0); a
+  (a constant list maps to 1.0), z-score per query (a constant list maps to 0.0) or ``raw`` (the lane's own
+  score: the sum of boosted clauses a search engine computes, e.g. OpenSearch's ``bool.should``); a
   document absent from a lane contributes 0 from it.
 * **CombSUM / CombMNZ** (Fox and Shaw, TREC-2 1994): the sum of min-max normalised
   scores; CombMNZ multiplies it by the number of lanes that retrieved the document.
@@ -57,7 +58,9 @@ from typing import Any, Mapping, Sequence
 
 from workbench.run import Hit, Run
 
-NORMALISATIONS = ("minmax", "zscore")
+#: ``raw``: the lane's own score, unnormalised: a weighted sum of raw scores is what a query that sums boosted
+#: clauses computes (OpenSearch ``bool.should``: ``Σ boost_i · score_i``), so clause boosts tune as lane weights.
+NORMALISATIONS = ("minmax", "zscore", "raw")
 #: The workbench's fusion name → (ranx's method name, whether ranx reads ranks (True) or normalised scores).
 RANX_METHODS: dict[str, tuple[str, bool]] = {
     "isr": ("isr", True), "log_isr": ("log_isr", True), "bordafuse": ("bordafuse", True),
@@ -233,7 +236,8 @@ CONSTANT_RTOL = 1e-12
 
 
 def normalise(hits: Sequence[Hit], method: str = "minmax") -> dict[str, float]:
-    """Per-query score normalisation: ``minmax`` → [0, 1] (constant → 1.0), ``zscore`` (constant → 0.0).
+    """Per-query score normalisation: ``minmax`` → [0, 1] (constant → 1.0), ``zscore`` (constant → 0.0), ``raw``
+    (the scores as they are).
 
     ``zscore`` is ``(x - mean) / population std``. The scores count as **constant** when their
     spread is within a tolerance relative to their magnitude,
@@ -244,7 +248,7 @@ def normalise(hits: Sequence[Hit], method: str = "minmax") -> dict[str, float]:
 
     Args:
         hits: one query's hits of one lane.
-        method: ``"minmax"`` or ``"zscore"``.
+        method: ``"minmax"``, ``"zscore"`` or ``"raw"``.
 
     Returns:
         doc_id → normalised score (``{}`` for no hits).
@@ -256,6 +260,8 @@ def normalise(hits: Sequence[Hit], method: str = "minmax") -> dict[str, float]:
         raise ValueError(f"normalisation must be one of {NORMALISATIONS}, got {method!r}")
     if not hits:
         return {}
+    if method == "raw":
+        return {h.doc_id: h.score for h in hits}
     vals = [h.score for h in hits]
     lo, hi = min(vals), max(vals)
     constant = hi - lo <= CONSTANT_RTOL * max(abs(lo), abs(hi))

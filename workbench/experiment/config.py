@@ -63,7 +63,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from workbench.errors import ConfigError
-from workbench.eval.fusion import ALL_METHODS, METHOD_PARAMS, FusionSpec, readers
+from workbench.eval.fusion import ALL_METHODS, METHOD_PARAMS, NORMALISATIONS, FusionSpec, readers
 from workbench.registry import EMBEDDER_PARAM, Declaration, Params, reranker_kind, retriever_kind
 from workbench.io.toml import read_toml
 from workbench.types import SPLITS
@@ -468,8 +468,8 @@ def _config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneS
             raise _err(path, f"{where}.pin_lane", f"names lane {pin_lane!r} of kind {lanes[pin_lane].kind!r}; only a "
                        "reference lane's exact answers can be pinned ahead of the fused list")
     norm = spec.get("norm", "minmax")
-    if norm not in ("minmax", "zscore"):
-        raise _err(path, f"{where}.norm", "must be 'minmax' or 'zscore'")
+    if norm not in NORMALISATIONS:
+        raise _err(path, f"{where}.norm", f"must be one of {', '.join(NORMALISATIONS)}")
     rerank = _rerank_stage(path, f"{where}.rerank", spec["rerank"], rerankers or {}) if "rerank" in spec else None
     return FusedConfig(lanes=tuple(use), method=fusion, k=float(k), weights=dict(weights) if weights else None,
                        depth=dict(depth) if isinstance(depth, dict) else depth,

@@ -28,13 +28,14 @@ The statement, lane by lane, as the workbench's lanes rank (:mod:`retrievers.pgv
   its answer is an input (``$reference``, doc ids in the lane's order) that the application computes; it may be
   fused by RRF (its ranks) and be the ``pin_lane``;
 * scores are read as the workbench's driver reads them: ``ts_rank_cd`` and ``word_similarity`` return ``real``,
-  which psycopg receives as text, so the SQL casts them ``::text::float8`` to fuse the same doubles.
+  which psycopg receives as text, so the SQL casts them ``::text::float8`` to fuse the same doubles, under
+  ``extra_float_digits = 1`` (shortest exact text; set by the function, whatever the caller's session has).
 
 Fusion (:mod:`workbench.eval.fusion`, the same formulas and the same floating-point order: each document's sum is
 an ordered aggregate over the lanes in the config's order):
 
 * ``rrf``: ``Σ w_l / (k + rank_l)``; ``weighted``: ``Σ w_l · norm_l(score)`` (min-max with a constant list → 1.0,
-  or z-score with a constant list → 0.0, constant within ``CONSTANT_RTOL``); ``combsum`` / ``combmnz``;
+  z-score with a constant list → 0.0, constant within ``CONSTANT_RTOL``, or raw); ``combsum`` / ``combmnz``;
   ``none``: one lane as it is;
 * ties by the ``tiebreak_lane``'s raw score (absent → last), then ``doc_id COLLATE "C"``; ``min_score`` on the
   fused score; ``pin_lane``: its documents first in its order, scoring ``max + n − i``; ``top_k`` last
@@ -206,6 +207,8 @@ def _contribution(spec: FusionSpec, i: int, part: LanePart) -> str:
         return f"{w} / ({_float(spec.k)} + l.rank)"
     norm = spec.norm if spec.method == "weighted" else "minmax"
     constant = f"(s.hi - s.lo <= {_float(CONSTANT_RTOL)} * greatest(abs(s.lo), abs(s.hi)))"
+    if norm == "raw":
+        return f"{w} * l.score"
     if norm == "minmax":
         return f"{w} * (CASE WHEN {constant} THEN 1::float8 ELSE (l.score - s.lo) / (s.hi - s.lo) END)"
     return f"{w} * (CASE WHEN {constant} THEN 0::float8 ELSE (l.score - s.mean) / d.sd END)"
@@ -339,8 +342,11 @@ def build(cfg, exp, ds, engine) -> PostgresExport:
             parts.append(fulltext_part(ln, lane, scan, depth))
         else:
             parts.append(trigram_part(ln, lane, scan, depth))
-    settings: dict[str, str] = {}
-    owner: dict[str, str] = {}
+    # real scores are read ::text::float8, as the workbench's driver reads them: shortest-exact text whatever the
+    # caller's session says (a driver with extra_float_digits = 0 would round them to 6 digits and make ties)
+    settings: dict[str, str] = {"extra_float_digits": "1"} if any(p.kind in ("fulltext", "trigram")
+                                                                  for p in parts) else {}
+    owner: dict[str, str] = {"extra_float_digits": "the export"}
     for p in parts:
         for key, value in p.settings.items():
             if key in settings and settings[key] != value:

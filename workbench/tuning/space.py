@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import ConfigError
-from workbench.eval.fusion import METHOD_PARAMS, METHODS
+from workbench.eval.fusion import METHOD_PARAMS, METHODS, NORMALISATIONS
 from workbench.registry import EMBEDDER_PARAM, retriever_kind
 from workbench.io.toml import read_toml
 
@@ -277,8 +277,8 @@ def _space(path: Path, raw: Any, lanes: list[str], exp: Any) -> dict[str, Any]:
         out["fusion"] = dim
     if "norm" in raw:
         dim = _dim(path, "space.norm", raw["norm"])
-        if not isinstance(dim, tuple) or any(n not in ("minmax", "zscore") for n in dim):
-            raise _err(path, "space.norm", "must list minmax and/or zscore")
+        if not isinstance(dim, tuple) or any(n not in NORMALISATIONS for n in dim):
+            raise _err(path, "space.norm", f"must list some of {', '.join(NORMALISATIONS)}")
         out["norm"] = dim
     for key, lo in (("k", 0.0), ("min_score", None), ("top_k", 1)):
         if key in raw:
