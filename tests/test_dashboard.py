@@ -142,6 +142,30 @@ def test_study_page_shows_the_chosen_trial_plots_and_export(at_home):
     assert list(raw["parameter"]) == list(rep["chosen_params"])
     assert [t.label for t in at.tabs][:3] == ["Optimisation history", "Parameter importances", "Parallel coordinates"]
     assert at.get("download_button"), "the export action is missing"
+    assert any("Not exported to an engine yet" in i.value for i in at.info)
+
+
+def test_study_page_shows_the_parity_of_the_engine_export(at_home):
+    """``workbench export --verify`` keeps its report in <home>/exports/<study>.<format>.json: the study page shows
+    parity@k, parity@10, the exported call's latency and each difference with its cause."""
+    from workbench.export.parity import Difference, ParityReport
+
+    rep = ParityReport("postgres", "board-study", "gita", ("dev", "test"), 25, 250, 249, 250,
+                       {"p50": 7.25, "p95": 41.5, "mean": 12.0},
+                       [Difference("gita-para-00007", "who is Arjuna", 24, "bg1.4", "bg1.47",
+                                   "tie: fused score 0.0163 shared by bg1.4 and bg1.47, broken another way")])
+    path = at_home / "exports" / "board-study.postgres.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps({"source": "trial 3 of study board-study", **rep.to_json()}))
+    try:
+        at = _app("study")
+        metrics = {m.label: m.value for m in at.metric}
+        assert metrics["postgres: parity@25"] == "0.9960" and metrics["parity@10"] == "1.0000"
+        assert metrics["exported call p50"] == "7.2 ms" and metrics["p95"] == "41.5 ms"
+        diffs = next(d.value for d in at.dataframe if "cause" in getattr(d.value, "columns", []))
+        assert diffs.iloc[0]["query"] == "gita-para-00007" and diffs.iloc[0]["cause"].startswith("tie:")
+    finally:
+        path.unlink()
 
 
 def test_gate_page_shows_the_regression_and_the_failing_stratum(at_home):

@@ -114,3 +114,26 @@ except WorkbenchError as exc:
 if trials is not None and not trials.empty:
     with st.expander(f"All {len(trials)} trials"):
         st.dataframe(trials, hide_index=True)
+
+shipped = studies.parity_reports(home, outputs.name)
+st.subheader("Shipped to the engine: round-trip parity")
+if not shipped:
+    st.info(f"Not exported to an engine yet. `workbench export STUDY.toml --format postgres -o DIR --verify` writes "
+            "one SQL statement and checks that it ranks every dev and test query as evaluated (or "
+            "`--format opensearch`).")
+for fmt, doc in shipped.items():
+    k = doc.get("k")
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric(f"{fmt}: parity@{k}", f"{doc.get(f'parity@{k}', 0.0):.4f}",
+              help="Share of dev and test queries whose top k from the exported artifact, run on the real engine, "
+                   "is identical to the workbench's fused ranking, in order.")
+    c2.metric("parity@10", f"{doc.get('parity@10', 0.0):.4f}")
+    lat = doc.get("latency_ms") or {}
+    c3.metric("exported call p50", f"{lat.get('p50', 0.0):.1f} ms")
+    c4.metric("p95", f"{lat.get('p95', 0.0):.1f} ms")
+    st.caption(f"{doc.get('source', '')} · {doc.get('queries', 0)} queries of {doc.get('dataset', '?')} "
+               f"({', '.join(doc.get('splits') or [])})")
+    diffs = doc.get("differences") or []
+    if diffs:
+        st.dataframe([{"query": d.get("query_id"), "rank": d.get("rank"), "workbench": d.get("workbench"),
+                       "engine": d.get("engine"), "cause": d.get("cause")} for d in diffs], hide_index=True)

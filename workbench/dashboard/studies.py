@@ -76,6 +76,25 @@ def export_text(outputs: StudyOutputs) -> str:
     return text
 
 
+def parity_reports(home: Path, name: str) -> dict[str, dict[str, Any]]:
+    """The parity reports of the study's (or config's) engine-native exports: format (``postgres``,
+    ``opensearch``) → the report ``workbench export --verify`` kept in ``<home>/exports/<name>.<format>.json``
+    (:class:`workbench.export.parity.ParityReport` as JSON); formats never verified, or whose file does not
+    read as a JSON object, are left out."""
+    import json
+
+    out: dict[str, dict[str, Any]] = {}
+    for fmt in ("postgres", "opensearch"):
+        path = home / "exports" / f"{name}.{fmt}.json"
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict):
+            out[fmt] = doc
+    return out
+
+
 def trials(outputs: StudyOutputs) -> pd.DataFrame:
     """``trials.csv`` (Optuna's ``trials_dataframe``), empty when absent.
 
