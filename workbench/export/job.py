@@ -158,7 +158,7 @@ def write(source: Source, fmt: str, out: Path, *, home: Path, verify: bool = Fal
             log(f"verifying pipeline {artifact.pipeline_id} on {ds.name} ({', '.join(splits)} queries) against the "
                 "workbench's fusion")
             report = parity.verify_run(artifact.search, "opensearch", source.exp, source.cfg, ds, engine, cache,
-                                       splits=splits, hints=os_export.PARITY_HINTS, log=log)
+                                       splits=splits, hints=os_export.parity_hints(source.cfg), log=log)
         engine_info = {"index": artifact.index, "pipeline_id": artifact.pipeline_id, "pipeline": artifact.pipeline,
                        "request": artifact.request, "min_score": artifact.min_score,
                        "differences": artifact.differences}

@@ -80,14 +80,23 @@ MAX_WORDS = 256
 #: neural-search 2.19's min_max maps a score equal to the sub-query's minimum to this, not to 0.
 OS_MINMAX_FLOOR = 0.001
 #: Another JSON export to name in refusals.
-#: Why OpenSearch's hybrid ranking can differ from the workbench's, by the cause :func:`workbench.export.parity.verify_run`
-#: finds (see the module docstring).
-PARITY_HINTS = {
-    "depth": "OpenSearch collects each sub-query's hits per shard and per segment (a k-NN clause's k is per "
-             "segment), not from the lane's top depth",
-    "scores": "neural-search's min-max maps a lane's lowest score to 0.001, not 0, and scores are float32",
-    "tie": "OpenSearch breaks fused ties by Lucene's internal doc id, the workbench by the tie-break lane, then doc_id",
-}
+def parity_hints(spec: FusionSpec) -> dict[str, str]:
+    """Why OpenSearch's ranking of ``spec`` can differ from the workbench's, by the cause
+    :func:`workbench.export.parity.verify_run` finds (see the module docstring)."""
+    if spec.method == "weighted" and spec.norm == "raw":
+        outside = ("OpenSearch sums every clause over every document it matches, the workbench each lane's cached "
+                   "top depth only: a document outside one lane's depth lacks that lane's score in the workbench")
+        return {"depth": outside, "scores": outside + "; and OpenSearch's scores are float32",
+                "tie": "a tie of float32 sums in OpenSearch, cut by doc_id in both"}
+    return {
+        "depth": "OpenSearch collects each sub-query's hits per shard and per segment (a k-NN clause's k is per "
+                 "segment), not from the lane's top depth",
+        "scores": "neural-search's min-max maps a lane's lowest score to 0.001, not 0, and scores are float32",
+        "tie": "OpenSearch breaks fused ties by Lucene's internal doc id, the workbench by the tie-break lane, then "
+               "doc_id",
+    }
+
+
 INSTEAD = "export it with `--format json` (the workbench's own fusion) instead"
 
 
@@ -349,7 +358,12 @@ def _depths(name: str, spec: FusionSpec, default: int) -> dict[str, int]:
 
 
 def _template(lane, depth: int) -> dict[str, Any]:
-    """The lane's query with placeholders where the per-query values go."""
+    """The lane's query with placeholders where the per-query values go (a ``template`` lane's own file, with the
+    depth and ef_search filled in: its text, vector and max_expansions placeholders are the export's)."""
+    if lane.mode == "template":
+        from retrievers.opensearch import fill_template
+
+        return fill_template(lane.template, {"{{k}}": depth, "{{ef_search}}": max(lane.ef_search, depth)})
     sentinel = "wbexportplaceholder"
     body = lane.query_body(sentinel, depth, [0.0])
     q = body["query"]
@@ -408,9 +422,15 @@ def build_opensearch_export(name: str, lanes: Mapping[str, Any], spec: FusionSpe
     if spec.method not in ("rrf", "weighted", "none"):
         raise _refuse(name, f"fusion {spec.method!r} has no OpenSearch processor (2.19.1 has min-max + "
                       f"arithmetic mean and RRF): use fusion = 'weighted' (norm = 'minmax') or 'rrf', or {INSTEAD}")
-    if spec.method == "weighted" and spec.norm != "minmax":
+    if spec.method == "weighted" and spec.norm not in ("minmax", "raw"):
         raise _refuse(name, f"norm = {spec.norm!r}: the normalization-processor of 2.19.1 knows min_max, l2 and "
-                      f"rrf, not z_score; use norm = 'minmax', or {INSTEAD}")
+                      f"rrf, not z_score; use norm = 'minmax' (or 'raw', a bool.should of boosted clauses), or {INSTEAD}")
+    if spec.method == "weighted" and spec.norm == "raw":
+        sem = [ln for ln, lane in lanes.items() if lane.mode == "semantic"]
+        if sem:
+            raise _refuse(name, f"lane {sem[0]} is a semantic lane, whose workbench score is the cosine 2·_score − 1, "
+                          "while a bool.should adds OpenSearch's _score: put its k-NN clause in a template lane "
+                          f"(mode = 'template', raw _score) for norm = 'raw', or {INSTEAD}")
     weights = [float((spec.weights or {}).get(ln, 1.0)) for ln in spec.lanes]
     if spec.method == "rrf" and any(w != 1.0 for w in weights):
         raise _refuse(name, f"rrf with weights {dict(zip(spec.lanes, weights))}: 2.19.1's score-ranker-processor "
@@ -425,7 +445,7 @@ def build_opensearch_export(name: str, lanes: Mapping[str, Any], spec: FusionSpe
     if len(set(chars.values())) > 1:
         raise _refuse(name, f"the lanes cut queries at different lengths (max_query_chars {chars}); the request "
                       "has one {{query_text}}: give them one max_query_chars")
-    semantic = {ln: lane for ln, lane in lanes.items() if lane.mode == "semantic"}
+    semantic = {ln: lane for ln, lane in lanes.items() if lane.embedder is not None}  # semantic, or a k-NN template
     models = {ln: lane.embedder.model_id for ln, lane in semantic.items()}
     if len(set(models.values())) > 1:
         raise _refuse(name, f"the semantic lanes use different embedders {models}; the request has one "
@@ -451,6 +471,24 @@ def build_opensearch_export(name: str, lanes: Mapping[str, Any], spec: FusionSpe
         if lane.mode == "semantic":
             diffs.append("the semantic lane's _score is the lucene engine's (1 + cos) / 2; the workbench's score "
                          "(and min_score) is the cosine = 2 * _score - 1.")
+    elif spec.method == "weighted" and spec.norm == "raw":
+        # Σ w_l · score_l(d) is what a bool.should of the lanes' queries, each boosted by its weight, scores: no
+        # pipeline; each clause wrapped in a bool whose boost multiplies its score (any query takes one)
+        subs = [{"bool": {"must": [_template(lane, depths[ln])], "boost": w}}
+                for (ln, lane), w in zip(lanes.items(), weights) if w > 0]
+        request = {"size": spec.top_k, "query": {"bool": {"should": subs, "minimum_should_match": 1}},
+                   "sort": [{"_score": "desc"}, {"doc_id": "asc"}], "track_scores": True, "track_total_hits": False,
+                   "_source": False}
+        diffs += ["weighted raw: a bool.should of the lanes' queries, each boosted by its weight (the sum of boosted "
+                  "clauses the workbench's norm = 'raw' computes); no search pipeline.",
+                  "OpenSearch sums every clause over every document it matches; the workbench sums each lane's top "
+                  "depth only: a document outside a lane's cached depth gains that lane's score in OpenSearch (a "
+                  "constant_score clause matching more documents than the depth is the common case).",
+                  "scores are float32 in OpenSearch (the workbench: float64): sums within about 1e-7 relative can "
+                  "swap; ties are cut by doc_id in both (the request sorts by _score, then doc_id)."]
+        if spec.tiebreak_lane is not None:
+            diffs.append(f"tiebreak_lane {spec.tiebreak_lane!r} is NOT applied: OpenSearch cannot break ties by "
+                         "another lane's raw score.")
     else:
         pdepth = max(depths.values())
         if len(set(depths.values())) > 1:
