@@ -1,0 +1,130 @@
+"""The exported PostgreSQL statement against the workbench's lanes-then-fuse path, per query (issue #30).
+
+Side by side in one run, on the gita's dev and test queries (751; ``--every N`` takes every Nth), for a seed
+config of ``experiments/seeds.toml`` (default ``aicharya-rrf60-ref``: MiniLM vector, full text russian and
+simple, trigram, the reference lane; RRF k=60, ties by the vector cosine):
+
+* **lanes then fuse**: what the workbench does for one query (``workbench serve`` answers one this way): each
+  SQL lane's search on that query alone, one after another on their own connections, then
+  :func:`workbench.eval.fusion.fuse_spec` in Python;
+* **exported statement**: the function ``workbench export --format postgres`` writes, installed in a scratch
+  schema and called with the same inputs (one round trip).
+
+The query embedding is computed once per query beforehand and given to both (the application's cost, the
+same either way). Figures: p50 / p95 / mean ms per query, the ratio of the means, and whether every query's top
+k was identical. Wall time on this machine with the 1-minute load average printed beside it. No target is
+asserted: a report; exit 0.
+
+Usage: WORKBENCH_DATA=../shared/data python benchmarks/bench_export.py [--config aicharya-rrf60-ref] [--every 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="aicharya-rrf60-ref")
+    ap.add_argument("--experiment", default=str(ROOT / "experiments" / "seeds.toml"))
+    ap.add_argument("--every", type=int, default=1)
+    args = ap.parse_args()
+
+    import numpy as np
+
+    from _cpu import loadavg
+    from workbench.data import catalog
+    from workbench.engines import pg_client as pg
+    from workbench.eval.fusion import fuse_spec
+    from workbench.experiment.cache import CandidateCache
+    from workbench.experiment.config import load_experiment
+    from workbench.experiment.runner import Engine, lane_result
+    from workbench.export import postgres
+    from workbench.export.parity import percentile
+    from workbench.settings import home_dir
+    from workbench.text.query import clean, query_forms
+
+    exp = load_experiment(Path(args.experiment))
+    cfg = exp.configs[args.config]
+    home = home_dir()
+    ds = catalog.ensure(exp.datasets[0], home=home)
+    engine = Engine(exp, home, False, lambda m: print(m, file=sys.stderr))
+    cache = CandidateCache(home / "cache" / "candidates")
+    runs = {ln: lane_result(exp.lanes[ln], ds, engine, cache, exp.depth).run for ln in cfg.lanes}  # cached lanes
+    art = postgres.build(cfg, exp, ds, engine)
+    lanes = {ln: engine.lane(ds, exp.lanes[ln]) for ln in cfg.lanes}
+    queries = [q for q in ds.queries if q.split in ("dev", "test")][:: args.every]
+    texts = {q.query_id: clean(q.text) for q in queries}
+    emb = {}
+    for part in art.lanes:
+        if part.kind == "pgvector":
+            lane = lanes[part.name]
+            todo = sorted({t for t in texts.values() if t.strip()})
+            vecs = np.asarray(lane.embedder.embed_queries(todo), dtype=np.float32)
+            emb = {t: "[" + ",".join(repr(float(x)) for x in v) + "]" for t, v in zip(todo, vecs)}
+
+            class Fixed:  # the lane's own embedder, answering from the vectors computed above
+                model_id, dim = lane.embedder.model_id, lane.embedder.dim
+
+                def embed_queries(self, ts):
+                    return np.asarray([[float(x) for x in emb[t][1:-1].split(",")] for t in ts], dtype=np.float32)
+
+            lane.embedder = Fixed()
+    ref = next((p.name for p in art.lanes if p.kind == "reference"), None)
+
+    def inputs(q):
+        out = {}
+        for p in art.params:
+            t = texts[q.query_id]
+            out[p.name] = (t if p.name == "p_query" else [f for f in query_forms(t) if f.strip()] if p.name == "p_forms"
+                           else [h.doc_id for h in runs[ref].get_hits(q.query_id)] if p.name == "p_reference"
+                           else emb.get(t))
+        return out
+
+    for lane in lanes.values():  # warm: connections opened, models loaded
+        lane.search(queries[:3], exp.depth)
+    load0 = loadavg()
+    py_ms, py_top = [], {}
+    for q in queries:
+        t0 = time.perf_counter()
+        one = {ln: lane.search([q], exp.depth) for ln, lane in lanes.items()}
+        fused = fuse_spec(one, cfg, cfg.name)
+        py_ms.append((time.perf_counter() - t0) * 1000)
+        py_top[q.query_id] = [h.doc_id for h in fused.get_hits(q.query_id)]
+    sql_ms, same = [], 0
+    schema = f"wb_bench_{os.getpid()}"
+    with pg.connect(engine.dsn()) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'SET search_path = "{schema}", public')
+        conn.execute(art.function_sql())
+        try:
+            conn.execute(art.call_sql(), inputs(queries[0])).fetchall()
+            for q in queries:
+                a = inputs(q)
+                t0 = time.perf_counter()
+                rows = conn.execute(art.call_sql(), a).fetchall()
+                sql_ms.append((time.perf_counter() - t0) * 1000)
+                same += [d for d, _s in rows] == py_top[q.query_id]
+        finally:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    load1 = loadavg()
+    print(f"config {cfg.name} on {ds.name}: {len(queries)} dev+test queries, load average {load0:.2f} → {load1:.2f}, "
+          f"{os.cpu_count()} cores")
+    print(f"{'path':<22}{'p50 ms':>10}{'p95 ms':>10}{'mean ms':>10}")
+    for label, ms in (("lanes then fuse", py_ms), ("exported statement", sql_ms)):
+        print(f"{label:<22}{percentile(ms, 50):>10.1f}{percentile(ms, 95):>10.1f}{statistics.fmean(ms):>10.1f}")
+    print(f"mean ratio exported / lanes-then-fuse: {statistics.fmean(sql_ms) / statistics.fmean(py_ms):.2f}x; "
+          f"identical top {cfg.top_k}: {same}/{len(queries)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
