@@ -85,6 +85,14 @@ top_k = 30
 lanes = ["fts_russian"]
 min_score = 0.05
 top_k = 10
+[rerankers.by_fts]
+kind = "lane"
+lane = "fts_russian"
+[configs.reranked]
+lanes = ["vector", "trigram"]
+fusion = "rrf"
+top_k = 10
+rerank = { reranker = "by_fts", depth = 30 }
 [configs.with-lemma]
 lanes = ["vector", "sa_lemma"]
 [configs.isr]
@@ -230,3 +238,16 @@ def test_cut_sql_is_the_query_normalisers_cut(pg_dsn):
         for text, limit in cases:
             got = conn.execute(f"SELECT {postgres.cut_sql('%(t)s::text', limit)}", {"t": text}).fetchone()[0]
             assert got == cut(text, limit), (text, limit, got)
+
+
+def test_a_rerank_stage_is_a_separate_step_the_file_names(setup, home, tmp_path):
+    """The statement returns the fused top max(top_k, rerank depth) = 30 and names the stage the application runs;
+    parity is of the first stage, which the statement is."""
+    path, exp, ds, engine = setup
+    source = job.from_experiment(path, "reranked", "gita")
+    out = job.write(source, "postgres", tmp_path / "out", home=home, verify=True, splits=("dev",))
+    sql = (tmp_path / "out" / "reranked.sql").read_text()
+    assert "LIMIT 30\n$wb_export$" in sql
+    assert "-- Rerank stage (not in the statement; run it in the application): reranker by_fts (kind lane" in sql
+    assert "rescoring the top 30, weight 1.0" in sql and "then the top 10" in sql
+    assert out["parity"].parity == 1.0 and out["parity"].queries == sum(1 for q in ds.queries if q.split == "dev")

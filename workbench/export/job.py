@@ -150,15 +150,27 @@ def write(source: Source, fmt: str, out: Path, *, home: Path, verify: bool = Fal
             raise ConfigError(f"config {source.cfg.name}: lane {others[0]} (kind {source.exp.lanes[others[0]].kind}) "
                               f"is not an OpenSearch lane, so the config is not one OpenSearch request; export a "
                               f"config of opensearch lanes, or use --format postgres / json")
-        lanes = {ln: engine.lane(ds, source.exp.lanes[ln]) for ln in source.cfg.lanes}
+        from dataclasses import replace
+
+        cfg, stage_note = source.cfg, None
+        if cfg.rerank is not None:  # not in the request: the application reranks what it returns
+            stage = source.exp.rerankers[cfg.rerank.reranker]
+            stage_note = (f"Rerank stage (not in the request; run it in the application): reranker "
+                          f"{cfg.rerank.reranker} (kind {stage.kind}, {dict(stage.params)}) rescoring the top "
+                          f"{cfg.rerank.depth}, weight {cfg.rerank.weight} (workbench.eval.rerank.apply_rerank), then "
+                          f"the top {cfg.top_k}; the request returns the fused top {max(cfg.top_k, cfg.rerank.depth)}.")
+            cfg = replace(cfg, top_k=max(cfg.top_k, cfg.rerank.depth), rerank=None)
+        lanes = {ln: engine.lane(ds, source.exp.lanes[ln]) for ln in cfg.lanes}
         first = next(iter(lanes.values()))
-        artifact = os_export.build_opensearch_export(source.cfg.name, lanes, source.cfg, first.es, first.index,
+        artifact = os_export.build_opensearch_export(cfg.name, lanes, cfg, first.es, first.index,
                                                      depth=source.exp.depth)
+        if stage_note:
+            artifact.differences.append(stage_note)
         if verify:
-            log(f"verifying pipeline {artifact.pipeline_id} on {ds.name} ({', '.join(splits)} queries) against the "
-                "workbench's fusion")
-            report = parity.verify_run(artifact.search, "opensearch", source.exp, source.cfg, ds, engine, cache,
-                                       splits=splits, hints=os_export.parity_hints(source.cfg), log=log)
+            log(f"verifying {'pipeline ' + artifact.pipeline_id if artifact.pipeline_id else 'the request'} on "
+                f"{ds.name} ({', '.join(splits)} queries) against the workbench's fusion")
+            report = parity.verify_run(artifact.search, "opensearch", source.exp, cfg, ds, engine, cache,
+                                       splits=splits, hints=os_export.parity_hints(cfg), log=log)
         engine_info = {"index": artifact.index, "pipeline_id": artifact.pipeline_id, "pipeline": artifact.pipeline,
                        "request": artifact.request, "min_score": artifact.min_score,
                        "differences": artifact.differences}
