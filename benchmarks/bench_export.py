@@ -1,4 +1,4 @@
-"""The exported PostgreSQL statement against the workbench's lanes-then-fuse path, per query (issue #30).
+"""The exported PostgreSQL statement and OpenSearch request against the workbench's lanes-then-fuse path (issue #30).
 
 Side by side in one run, on the gita's dev and test queries (751; ``--every N`` takes every Nth), for a seed
 config of ``experiments/seeds.toml`` (default ``aicharya-rrf60-ref``: MiniLM vector, full text russian and
@@ -11,11 +11,14 @@ simple, trigram, the reference lane; RRF k=60, ties by the vector cosine):
   schema and called with the same inputs (one round trip).
 
 The query embedding is computed once per query beforehand and given to both (the application's cost, the
-same either way). Figures: p50 / p95 / mean ms per query, the ratio of the means, and whether every query's top
+same either way). With ``--opensearch`` (default ``os-hybrid-7-3`` of ``experiments/mint.toml`` on
+bilara-passages: min-max 0.7/0.3 of the fuzzy and k-NN lanes), the same for OpenSearch: each lane's request on
+the query alone then the fusion in Python, against the exported hybrid request through its search pipeline. Figures: p50 / p95 / mean ms per query, the ratio of the means, and whether every query's top
 k was identical. Wall time on this machine with the 1-minute load average printed beside it. No target is
 asserted: a report; exit 0.
 
 Usage: WORKBENCH_DATA=../shared/data python benchmarks/bench_export.py [--config aicharya-rrf60-ref] [--every 1]
+       [--opensearch os-hybrid-7-3]
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ def main() -> int:
     ap.add_argument("--config", default="aicharya-rrf60-ref")
     ap.add_argument("--experiment", default=str(ROOT / "experiments" / "seeds.toml"))
     ap.add_argument("--every", type=int, default=1)
+    ap.add_argument("--opensearch", default=None, help="a config of experiments/mint.toml to bench on OpenSearch too")
     args = ap.parse_args()
 
     import numpy as np
@@ -123,7 +127,69 @@ def main() -> int:
         print(f"{label:<22}{percentile(ms, 50):>10.1f}{percentile(ms, 95):>10.1f}{statistics.fmean(ms):>10.1f}")
     print(f"mean ratio exported / lanes-then-fuse: {statistics.fmean(sql_ms) / statistics.fmean(py_ms):.2f}x; "
           f"identical top {cfg.top_k}: {same}/{len(queries)}")
+    if args.opensearch:
+        bench_opensearch(args.opensearch, args.every)
     return 0
+
+
+def bench_opensearch(config: str, every: int) -> None:
+    """The OpenSearch half (see the module docstring)."""
+    import numpy as np
+
+    from _cpu import loadavg
+    from workbench.data import catalog
+    from workbench.eval.fusion import fuse_spec
+    from workbench.experiment.config import load_experiment
+    from workbench.experiment.runner import Engine
+    from workbench.export.opensearch import build_opensearch_export
+    from workbench.export.parity import percentile
+    from workbench.settings import home_dir
+
+    exp = load_experiment(ROOT / "experiments" / "mint.toml")
+    cfg = exp.configs[config]
+    home = home_dir()
+    ds = catalog.ensure(exp.datasets[0], home=home)
+    engine = Engine(exp, home, False, lambda m: print(m, file=sys.stderr))
+    lanes = {ln: engine.lane(ds, exp.lanes[ln]) for ln in cfg.lanes}
+    first = next(iter(lanes.values()))
+    art = build_opensearch_export(cfg.name, lanes, cfg, first.es, first.index, depth=exp.depth)
+    queries = [q for q in ds.queries if q.split in ("dev", "test")][::every]
+    emb = next((lane.embedder for lane in lanes.values() if lane.embedder is not None), None)
+    if emb is not None:  # embed once, for both paths
+        vecs = {q.query_id: v for q, v in zip(queries, np.asarray(emb.embed_queries([first.clean(q.text)
+                                                                                    for q in queries])))}
+        byid = {first.clean(q.text): vecs[q.query_id] for q in queries}
+
+        class Fixed:
+            model_id, dim = emb.model_id, emb.dim
+
+            def embed_queries(self, ts):
+                return np.asarray([byid[t] for t in ts], dtype=np.float32)
+
+        for lane in lanes.values():
+            if lane.embedder is not None:
+                lane.embedder = Fixed()
+        art.embedder = Fixed()
+    for lane in lanes.values():
+        lane.search(queries[:3], exp.depth)
+    art.search(queries[:3])
+    load0 = loadavg()
+    py_ms, os_ms, same = [], [], 0
+    for q in queries:
+        t0 = time.perf_counter()
+        fused = fuse_spec({ln: lane.search([q], exp.depth) for ln, lane in lanes.items()}, cfg, cfg.name)
+        py_ms.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        run, _lat = art.search([q])
+        os_ms.append((time.perf_counter() - t0) * 1000)
+        same += [h.doc_id for h in run.get_hits(q.query_id)][:10] == [h.doc_id for h in fused.get_hits(q.query_id)][:10]
+    print(f"\nconfig {cfg.name} on {ds.name} (OpenSearch): {len(queries)} dev+test queries, load average "
+          f"{load0:.2f} → {loadavg():.2f}")
+    print(f"{'path':<22}{'p50 ms':>10}{'p95 ms':>10}{'mean ms':>10}")
+    for label, ms in (("lanes then fuse", py_ms), ("exported request", os_ms)):
+        print(f"{label:<22}{percentile(ms, 50):>10.1f}{percentile(ms, 95):>10.1f}{statistics.fmean(ms):>10.1f}")
+    print(f"mean ratio exported / lanes-then-fuse: {statistics.fmean(os_ms) / statistics.fmean(py_ms):.2f}x; "
+          f"identical top 10: {same}/{len(queries)}")
 
 
 if __name__ == "__main__":
