@@ -202,7 +202,11 @@ def test_the_shipped_mint_experiment_loads():
     exp = load_experiment(Path("experiments/mint.toml"))
     assert exp.configs["os-hybrid-7-3"].weights == {"os_fuzzy": 0.7, "os_semantic": 0.3}
     assert {exp.lanes[n].params["mode"] for n in exp.lanes if exp.lanes[n].kind == "opensearch"} == \
-        {"fuzzy", "exact", "lemma", "page_ref", "semantic"}
+        {"fuzzy", "exact", "lemma", "page_ref", "semantic", "template"}
+    # mint as deployed: its real queries, read from files, and its hybrid as the sum of its two clauses
+    assert exp.lanes["mint_hybrid"].parsed().template == "experiments/templates/mint-hybrid.json"
+    assert exp.configs["mint-hybrid-as-clauses"].norm == "raw"
+    assert exp.configs["mint-hybrid-as-clauses"].weights == {"mint_keyword": 0.7, "mint_knn": 0.3}
 
 
 @pytest.mark.parametrize("extra, lane, msg", [

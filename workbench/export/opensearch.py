@@ -255,7 +255,7 @@ class OpenSearchExport:
     def values(self, text: str, vector: Sequence[float] | None = None, *, max_words: int = MAX_WORDS
                ) -> dict[str, Any] | None:
         """Placeholder → value for one query (None when the cleaned query is empty: an empty ranking)."""
-        from retrievers.opensearch import page_query_key
+        from workbench.text.refs import page_query_key
 
         lane = next(iter(self.lanes.values()))
         cleaned = lane.clean(text)
@@ -361,7 +361,7 @@ def _template(lane, depth: int) -> dict[str, Any]:
     """The lane's query with placeholders where the per-query values go (a ``template`` lane's own file, with the
     depth and ef_search filled in: its text, vector and max_expansions placeholders are the export's)."""
     if lane.mode == "template":
-        from retrievers.opensearch import fill_template
+        from workbench.engines.os_template import fill_template
 
         return fill_template(lane.template, {"{{k}}": depth, "{{ef_search}}": max(lane.ef_search, depth)})
     sentinel = "wbexportplaceholder"
@@ -403,12 +403,10 @@ def build_opensearch_export(name: str, lanes: Mapping[str, Any], spec: FusionSpe
         ConfigError: what cannot be exported (the module docstring's list), naming the config, the lane
             and what to do instead.
     """
-    from retrievers.opensearch import OpenSearchLane
-
     if list(lanes) != list(spec.lanes):
         raise _refuse(name, f"the lanes given {list(lanes)} are not the config's lanes {list(spec.lanes)} in order")
     for ln, lane in lanes.items():
-        if not isinstance(lane, OpenSearchLane):
+        if not (hasattr(lane, "query_body") and hasattr(lane, "mode") and hasattr(lane, "index")):  # an OpenSearchLane
             raise _refuse(name, f"lane {ln} is not an opensearch lane ({type(lane).__name__}): every lane must "
                           f"be a query on the one index; {INSTEAD}")
         if lane.transliterate:

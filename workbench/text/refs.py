@@ -799,3 +799,13 @@ def variants(ref: TextRef | PageRef) -> list[tuple[str, str]]:
             seen.add(text)
             unique.append((text, lang))
     return unique
+
+
+def page_query_key(text: str) -> str:
+    """The indexed page key a query asks for: the canonical form (``PTS M 1.56``) of a page
+    reference with a collection, the CST form (``P1.56``) of a CST reference, or the query
+    itself (whitespace collapsed) when it is not a page reference (the OpenSearch ``page_ref`` mode's key)."""
+    res = parse_page_ref(text)
+    if res and isinstance(res.ref, PageRef):
+        return res.ref.canonical() if res.ref.collection is not None else res.ref.cst()
+    return " ".join(text.split())
