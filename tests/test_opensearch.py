@@ -50,8 +50,16 @@ def index(os_cluster, mn: Dataset, lexicon):
     return index_dataset(es, url, mn, EMB, lexicon=lexicon)
 
 
+#: The template mode's lane in the mode-by-mode tests: the fuzzy mode's query as a template (tests/test_os_template.py
+#: shows it returns the fuzzy lane's run exactly).
+FUZZY_TEMPLATE = {"match": {"content.text": {"query": "{{query_text}}", "fuzziness": "AUTO", "operator": "or",
+                                             "max_expansions": "{{max_expansions}}"}}}
+
+
 def lane(os_cluster, index, mode: str, **kw) -> OpenSearchLane:
     es, url = os_cluster
+    if mode == "template":
+        kw.setdefault("template", FUZZY_TEMPLATE)
     return OpenSearchLane(f"os_{mode}", es, index.name, mode, url=url,
                           embedder=EMB if mode == "semantic" else None, **kw)
 
@@ -204,7 +212,7 @@ def test_reserved_characters_never_raise(os_cluster, index, mode):
     ln = lane(os_cluster, index, mode)
     run = ln.search([Q(f"r{i}", t) for i, t in enumerate(RESERVED)], 10)
     assert set(run) == {f"r{i}" for i in range(len(RESERVED))}
-    if mode in ("fuzzy", "lemma", "exact", "semantic"):
+    if mode in ("fuzzy", "lemma", "exact", "semantic", "template"):
         assert run["r9"], "the word next to a parenthesis is still searched"
 
 

@@ -95,7 +95,7 @@ def test_a_kind_is_described_by_its_declaration():
         ("embedder", "(required)", ""), ("ef_search", "100", ">= 1, <= 1000"),
         ("iterative_scan", "'relaxed_order'", ""), ("exact", "False", ""), ("max_scan_tuples", "20000", ">= 1")]
     modes = {r["variant"] for r in registry.describe_kind(registry.retriever_kind("opensearch"))}
-    assert modes == {f"mode = {m!r}" for m in ("fuzzy", "exact", "lemma", "page_ref", "semantic")}
+    assert modes == {f"mode = {m!r}" for m in ("fuzzy", "exact", "lemma", "page_ref", "semantic", "template")}
 
 
 @pytest.mark.parametrize("body, where, message", [
