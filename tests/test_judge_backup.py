@@ -205,6 +205,43 @@ def test_restore_refuses_an_out_of_range_grade_by_line_before_anything_is_writte
     assert {t: len(rows) for t, rows in _dump(JudgmentStore(pg_dsn)).items()} == {t: 0 for t, _k, _s in bk.TABLES}
 
 
+@pytest.mark.parametrize("name", ["evil\nname", "ann ", "b\u043eb", "x" * 300, "<script>alert(1)</script>"])
+def test_restore_holds_rater_names_to_the_name_rule(store, pg_dsn, tmp_path, name):
+    """A crafted backup cannot bring in a name `judge rater add` refuses (a newline that prints as two names, a
+    trailing space, a Cyrillic о that looks like Latin o, 300 characters, markup): the line is named, nothing
+    is written."""
+    _everything(store)
+    path = tmp_path / "b.jsonl"
+    bk.backup(store, path)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    r = next(i for i, line in enumerate(lines) if '"table": "raters"' in line)
+    row = json.loads(lines[r])
+    row["row"]["name"] = name
+    bad = tmp_path / "names.jsonl"
+    bad.write_text("".join(lines[:r] + [json.dumps(row, ensure_ascii=False) + "\n"] + lines[r + 1:]), encoding="utf-8")
+    fresh = _empty(pg_dsn)
+    with pytest.raises(JudgeError) as err:
+        bk.restore(fresh, bad)
+    assert f"names.jsonl:{r + 1}: a raters row the store refuses: rater name {name!r} is not valid" in str(err.value)
+    assert {t: len(rows) for t, rows in _dump(fresh).items()} == {t: 0 for t, _k, _s in bk.TABLES}
+    fresh.close()
+
+
+def test_a_gzip_backup_with_a_flipped_byte_is_one_line(store, pg_dsn, tmp_path):
+    _everything(store)
+    path = tmp_path / "b.jsonl.gz"
+    bk.backup(store, path)
+    data = bytearray(path.read_bytes())
+    start = data.index(0, 10) + 1 if data[3] & 0x08 else 10  # past the header (and the file name gzip.open writes)
+    data[start + 2] ^= 0xFF  # the deflate block header: zlib.error "invalid code lengths set" (a traceback before)
+    path.write_bytes(bytes(data))
+    fresh = _empty(pg_dsn)
+    with pytest.raises(JudgeError, match=r"b\.jsonl\.gz cannot be read whole \(.*\); the file is damaged or cut off"):
+        bk.restore(fresh, path)
+    assert {t: len(rows) for t, rows in _dump(fresh).items()} == {t: 0 for t, _k, _s in bk.TABLES}
+    fresh.close()
+
+
 def test_a_dangling_id_the_file_check_misses_is_one_line_and_nothing_is_written(store, pg_dsn, tmp_path):
     _everything(store)
     path = tmp_path / "b.jsonl"

@@ -30,6 +30,7 @@ import gzip
 import json
 import os
 import secrets
+import zlib
 from pathlib import Path
 from typing import IO, Callable
 
@@ -92,6 +93,12 @@ def row_problem(table: str, row: dict) -> str | None:
     missing = [c for c in REQUIRED.get(table, ()) if row.get(c) is None]
     if missing:
         return f"no {', '.join(missing)}"
+    if table == "raters":  # the one rule for names people type (workbench.names), as `rater add` and import apply it
+        from workbench.names import name_error
+
+        problem = name_error("rater name", row["name"])
+        if problem:
+            return problem
     for col, allowed in ALLOWED.get(table, {}).items():
         v = row.get(col)
         if not any(type(v) is type(a) and v == a for a in allowed):  # exact types: True is no grade, nor 1.0
@@ -221,7 +228,7 @@ def read_backup(path: Path) -> tuple[dict, dict[str, list[dict]]]:
                     raise JudgeError(f"{path}:{n}: a {item['table']} row the store refuses: {problem}; nothing was "
                                      "restored — correct that line or restore from another backup")
                 rows[item["table"]].append(item["row"])
-    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
+    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile, zlib.error) as exc:
         raise JudgeError(f"{path} cannot be read whole ({exc}); the file is damaged or cut off — restore from "
                          "another backup") from None
     if header is None:
