@@ -413,6 +413,17 @@ def test_serve_refuses_the_network_without_tokens_and_bad_requests(home, pg_dsn,
         assert status == 400 and b"k must be a positive integer" in body
         status, body = post(b"not json")
         assert status == 400 and b"must be a JSON object" in body
+        # found by a fresh attack: each was a 500 with a traceback in the server's log
+        status, body = post(b"[" * 50000)  # RecursionError in the JSON parser
+        assert status == 400 and b"must be a JSON object" in body
+        status, body = post(b'{"query": "kar\\udcffma yoga", "k": 3}')  # a lone surrogate, echoed in the answer
+        assert status == 200 and body["ok"]
+        try:  # k=²: str.isdigit is True for it, int() is not
+            urllib.request.urlopen(f"{base}/search?q=karma&k=%C2%B2", timeout=30).close()
+            raise AssertionError("k=² was answered")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 400 and b"k must be a positive integer" in exc.read()
+
         status, body = post(b'{"query": "x"}', host="evil.example")
         assert status == 403
         status, body = post(json.dumps({"query": "BG 2.47", "k": 3}).encode())

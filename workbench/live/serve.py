@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,12 +141,28 @@ class Searcher:
         """:meth:`search` in the envelope: ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": ...}``;
         never raises for a request."""
         try:
-            return {"ok": True, "result": self.search(text, k, filters)}
+            env = {"ok": True, "result": self.search(text, k, filters)}
         except BadRequest as exc:
-            return {"ok": False, "error": {"code": exc.code, "message": str(exc)}}
+            env = {"ok": False, "error": {"code": exc.code, "message": str(exc)}}
         except Exception as exc:  # noqa: BLE001 - a bug or a lane's own failure: one answer, not a dead server
-            return {"ok": False, "error": {"code": DEPENDENCY, "message": f"{type(exc).__name__}: "
-                                                                          f"{' '.join(str(exc).split())[:300]}"}}
+            env = {"ok": False, "error": {"code": DEPENDENCY, "message": f"{type(exc).__name__}: "
+                                                                         f"{' '.join(str(exc).split())[:300]}"}}
+        return _encodable(env)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _encodable(value: Any) -> Any:
+    """``value`` with every lone surrogate (a request's ``"\\ud800"``, echoed) replaced by U+FFFD, so the answer
+    encodes as UTF-8 (it was a 500: UnicodeEncodeError while writing the JSON)."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_encodable(k): _encodable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encodable(v) for v in value]
+    return value
 
 
 def mcp_server(searcher: Searcher):
@@ -182,12 +199,12 @@ def http_app(searcher: Searcher, mcp: Any):
     async def search(request: Request) -> JSONResponse:
         if request.method == "GET":
             text, k_raw = request.query_params.get("q"), request.query_params.get("k", "10")
-            k: Any = int(k_raw) if k_raw.strip().isdigit() else k_raw
+            k: Any = int(k_raw) if re.fullmatch(r"[0-9]{1,9}", k_raw.strip()) else k_raw  # not "²" (isdigit)
             filters = None
         else:
             try:
                 body = await request.json()
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser recurses
                 body = None
             if not isinstance(body, dict):
                 env = {"ok": False, "error": {"code": INVALID, "message": "the body must be a JSON object "
