@@ -363,6 +363,25 @@ def test_an_endpoint_that_is_down_stops_eval_with_exit_2(home, pg_dsn, tmp_path)
                            "http://127.0.0.1:") and "check that the endpoint is up" in last, last
 
 
+def test_search_shows_a_live_lanes_failures_and_exits_2_when_nothing_could_run(home, pg_dsn, tmp_path):
+    """`workbench search` printed "no hits", exit 0, for every failure of a live lane (found by a fresh attack):
+    the failure is shown per query (text and --json), and a lane that failed for every query is exit 2."""
+    path = tmp_path / "f.toml"
+    url = f"http://127.0.0.1:{faults.free_port()}/s?q={{query}}"
+    path.write_text(_lane_toml(url).replace("retries = 1", "retries = 0"))
+    res = subprocess.run([*faults.WORKBENCH, "search", "-e", str(path), "-c", "prod", "BG 2.47", "karma"],
+                         env=_env(home, pg_dsn), cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert res.stdout.count("  lane prod failed (connect): lanes.prod: http://127.0.0.1:") == 2, res.stdout
+    assert "no hits (a lane failed: see above)" in res.stdout
+    assert res.stderr.strip().splitlines()[-1].startswith("error: lanes.prod: every query failed (connect); first: ")
+    res = subprocess.run([*faults.WORKBENCH, "search", "-e", str(path), "-c", "prod", "--json", "BG 2.47"],
+                         env=_env(home, pg_dsn), cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2
+    rec = json.loads(res.stdout)[0]
+    assert rec["hits"] == [] and rec["failures"][0]["lane"] == "prod" and rec["failures"][0]["class"] == "connect"
+
+
 @pytest.mark.parametrize("edit, needle", [
     (("?q={query}", "?q={qery}"), "uses {qery}, which is not a placeholder"),
     (("?q={query}", "?q=fixed"), "never uses {query}"),

@@ -1371,9 +1371,13 @@ def search_cmd(
         qs = [Query(f"q{i + 1}", t, "paraphrase", "und", "test") for i, t in enumerate(texts)]
         depth = max(exp.depth, k)
         lane_runs = {}
+        failures: dict[str, list[dict]] = {}  # query_id → a live lane's failures: shown, never silent "no hits"
         needed = list(dict.fromkeys((*cfg.lanes, *exp.reranker_lanes(cfg))))
         for lane_name in needed:
-            lane_runs[lane_name] = engine.lane(ds, exp.lanes[lane_name]).search(qs, depth)
+            lane = engine.lane(ds, exp.lanes[lane_name])
+            lane_runs[lane_name] = lane.search(qs, depth)
+            for qid, (cls, msg) in (getattr(lane, "last_failures", None) or {}).items():
+                failures.setdefault(qid, []).append({"lane": lane_name, "class": cls, "message": msg})
         fused = config_run(cfg, lane_runs, ds, engine, qs)
     except WorkbenchError as exc:
         _fail(exc)
@@ -1395,18 +1399,34 @@ def search_cmd(
                          # a rerank stage's own score (the run's score is then a rank score: workbench.eval.rerank)
                          **({"rerank_score": h.tiebreak} if cfg.rerank is not None else {})})
         rec = {"query": q.text, "dataset": name, "config": cfg.name, "hits": hits}
+        if q.query_id in failures:
+            rec["failures"] = failures[q.query_id]
         note = _reference_note(q, [lane_runs[n] for n in needed if exp.lanes[n].kind == "reference"])
         if note:
             rec["reference_note"] = note
         records.append(rec)
+    # a live lane that failed for every query answered nothing: not "no hits" but an error (exit 2, as eval)
+    dead = sorted({f["lane"] for rec in records for f in rec.get("failures", [])
+                   if all(any(g["lane"] == f["lane"] for g in r.get("failures", [])) for r in records)})
     if as_json:
         typer.echo(json.dumps(records, ensure_ascii=False, indent=1))
-        return
+    else:
+        _print_search(records)
+    if dead:
+        first = next(f for rec in records for f in rec.get("failures", []) if f["lane"] == dead[0])
+        _fail(WorkbenchError(f"lanes.{dead[0]}: every query failed ({first['class']}); first: {first['message']}; "
+                             "check that the endpoint is up and the lane's url, headers and key variable"))
+
+
+def _print_search(records: list[dict]) -> None:
+    """``workbench search``'s text output: per query its hits, a live lane's failures and the reference note."""
     for rec in records:
         shown = rec["query"] if len(rec["query"]) <= 80 else rec["query"][:79] + "…"
         typer.secho(f"\n{shown!r}  ({rec['config']} on {rec['dataset']})", bold=True)
+        for f in rec.get("failures", []):
+            typer.secho(f"  lane {f['lane']} failed ({f['class']}): {f['message']}", fg="red")
         if not rec["hits"]:
-            typer.echo("  no hits")
+            typer.echo("  no hits" + (" (a lane failed: see above)" if rec.get("failures") else ""))
         if rec.get("reference_note"):
             typer.secho(f"  reference lane: {rec['reference_note']}", fg="yellow")
         for h in rec["hits"]:
