@@ -204,6 +204,7 @@ class _Endpoint:
 
     def __init__(self) -> None:
         self.modes: dict[str, str] = {}
+        self.default = "ok"
         self.calls = 0
         self.auth: list = []
         api = self
@@ -215,7 +216,7 @@ class _Endpoint:
                 api.calls += 1
                 api.auth.append(self.headers.get("Authorization"))
                 q = parse_qs(urlsplit(self.path).query).get("q", [""])[0]
-                mode = api.modes.get(q, "ok")
+                mode = api.modes.get(q, api.default)
                 if mode == "hang":
                     time.sleep(5)
                 if mode in ("500", "401"):
@@ -230,6 +231,8 @@ class _Endpoint:
                 hits = [{"ref": "BG 2.47", "s": 3.0}, {"ref": "бг 2.48", "s": 2.0}, {"ref": "XX 9.99", "s": 1.0}]
                 if mode == "many":
                     hits = [{"ref": f"BG 2.{i % 72 + 1}", "s": 10000.0 - i} for i in range(10_000)]
+                if mode == "empty":
+                    return self.send(200, json.dumps({"ok": True, "result": {"hits": []}}).encode())
                 if mode == "nopath":
                     return self.send(200, json.dumps({"items": hits}).encode())
                 self.send(200, json.dumps({"ok": True, "result": {"hits": hits}}).encode())
@@ -361,6 +364,21 @@ def test_an_endpoint_that_is_down_stops_eval_with_exit_2(home, pg_dsn, tmp_path)
     assert res.returncode == 2, res.stderr[-2000:]
     assert last.startswith("error: lanes.prod: every query of gita failed (connect 1800); first: lanes.prod: "
                            "http://127.0.0.1:") and "check that the endpoint is up" in last, last
+
+
+def test_an_endpoint_that_answers_nothing_to_every_query_is_not_cached(endpoint, home, pg_dsn, tmp_path):
+    """An endpoint answering [] to all 1,800 queries was cached under its snapshot label as R@10 0.000 (found by a
+    fresh attack): it is one line, exit 2, and the next eval asks again."""
+    endpoint.default = "empty"
+    path = tmp_path / "e.toml"
+    path.write_text(_lane_toml(endpoint.base + "/s?q={query}", concurrency=8))
+    for attempt in (1, 2):
+        res = subprocess.run([*faults.WORKBENCH, "eval", str(path), "--no-track"], env=_env(home, pg_dsn), cwd=REPO,
+                             capture_output=True, text=True, timeout=600)
+        assert res.returncode == 2, res.stderr[-2000:]
+        assert res.stderr.strip().splitlines()[-1].startswith(
+            "error: lanes.prod: the endpoint answered every query of gita with no hits (1800 queries)")
+        assert endpoint.calls == 1800 * attempt  # nothing cached: the second eval asked again
 
 
 def test_search_shows_a_live_lanes_failures_and_exits_2_when_nothing_could_run(home, pg_dsn, tmp_path):

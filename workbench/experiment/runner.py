@@ -329,6 +329,15 @@ def lane_result(spec: LaneSpec, ds: catalog.Dataset, engine: Engine, cache: Cand
         log(f"{ds.name}/{spec.name}: {len(failures)} of {len(ds.queries)} queries failed ({classes}); they score 0 "
             f"and stay in every mean; the run is not cached. First: {first}")
         return result
+    asked = [q for q in ds.queries if q.text.strip()]
+    if getattr(lane, "last_raw", None) is not None and asked and not any(run.get_hits(q.query_id) for q in asked):
+        # a live system that answers nothing to anything is misread, not measured: cached, its zeros would stand
+        # for the system under its snapshot label
+        from workbench.errors import RemoteError
+
+        raise RemoteError(f"lanes.{spec.name}: the endpoint answered every query of {ds.name} with no hits "
+                          f"({len(asked)} queries); check the lane's url, arguments and hits path against one "
+                          "answer (the dashboard keeps raw answers); nothing was cached", "empty")
     cache.put_best_effort(parts, run, lat)
     return result
 
