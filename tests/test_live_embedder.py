@@ -253,6 +253,9 @@ def test_an_endpoint_that_is_down_names_the_url(tmp_path):
 @pytest.mark.parametrize("bad, needle", [
     ({"base_url": "api.openai.com/v1"}, "must start with http:// or https://"),
     ({"base_url": "https://u:p@api.openai.com/v1"}, "holds credentials"),
+    # urlsplit's own ValueErrors were tracebacks (found by a fresh attack)
+    ({"base_url": "http://[::1/v1"}, r"is not a URL \(Invalid IPv6 URL\)"),
+    ({"base_url": "http://127.0.0.1:99999/v1"}, r"is not a URL \(Port out of range"),
     ({"dimensions": 0}, "dimensions"),
     ({"concurrency": 0}, "concurrency"),
     ({"kind": "openai", "model": ""}, "model"),

@@ -250,8 +250,13 @@ def check_url(url: Any, what: str, example: str) -> str:
     Raises:
         ConfigError: naming ``what`` (e.g. ``embedders.prod base_url``) and the fix.
     """
-    parts = urlsplit(url) if isinstance(url, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        host = parts.hostname if parts is not None else None  # parses the netloc: "[::1" raises here
+        port = parts.port if parts is not None else None  # noqa: F841 - a port out of range raises here
+    except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535": a traceback before
+        raise ConfigError(f"{what} {url!r} is not a URL ({exc}), e.g. {example}") from None
+    if parts is None or parts.scheme not in ("http", "https") or not host:
         raise ConfigError(f"{what} {url!r} must start with http:// or https:// and name a host, e.g. {example}")
     if parts.username is not None or parts.password is not None:
         raise ConfigError(f"{what} {parts.scheme}://{parts.hostname}... holds credentials; put the token in an "
