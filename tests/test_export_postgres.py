@@ -117,14 +117,15 @@ def home(data_dir: Path, tmp_path_factory, pg_dsn) -> Path:
 
 @pytest.fixture(scope="module")
 def setup(home, pg_dsn, tmp_path_factory):
-    import os
-
-    os.environ["WORKBENCH_PG_DSN"] = pg_dsn  # the engine's server: the session's embedded Postgres
-    path = tmp_path_factory.mktemp("export-exp") / "export-parity.toml"
-    path.write_text(EXP)
-    exp = load_experiment(path)
-    ds = catalog.load("gita", catalog.load_definitions(), home=home)
-    return path, exp, ds, Engine(exp, home)
+    # the engine's server is the session's embedded Postgres, for this module only: a WORKBENCH_PG_DSN left set
+    # made every later test of the embedded server's own life (test_pg_service) use this one
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WORKBENCH_PG_DSN", pg_dsn)
+        path = tmp_path_factory.mktemp("export-exp") / "export-parity.toml"
+        path.write_text(EXP)
+        exp = load_experiment(path)
+        ds = catalog.load("gita", catalog.load_definitions(), home=home)
+        yield path, exp, ds, Engine(exp, home)
 
 
 @pytest.mark.parametrize("config", ["rrf-pinned", "weighted-minmax", "weighted-zscore", "combmnz", "fts-alone"])
