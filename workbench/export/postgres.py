@@ -138,7 +138,7 @@ def _ranked(inner: str, scan: int) -> str:
             f"FROM ({inner}) s ORDER BY score DESC, doc_id COLLATE \"C\" LIMIT {int(scan)}")
 
 
-def _forms(lane, params: Mapping[str, Param]) -> str:
+def _forms(lane) -> str:
     """The forms a text lane searches: ``$forms`` with ``transliterate``, else the one cleaned query."""
     return "%(p_forms)s::text[]" if getattr(lane, "transliterate", False) else "ARRAY[%(p_query)s::text]"
 
@@ -164,7 +164,7 @@ def fulltext_part(name: str, lane, scan: int, depth: int) -> LanePart:
     col, cfg = _ident(lane.column), _lit(lane.ts_config)
     tsq = _TSQUERY[lane.form](cfg, "c.q")
     rank = f"ts_rank_cd(t.{col}, tq.tsq, {int(lane.normalization)})"
-    inner = (f"SELECT x.doc_id, max(x.r)::text::float8 AS score FROM unnest({_forms(lane, {})}) AS f(form) "
+    inner = (f"SELECT x.doc_id, max(x.r)::text::float8 AS score FROM unnest({_forms(lane)}) AS f(form) "
              f"CROSS JOIN LATERAL (SELECT {cut_sql('f.form', lane.max_query_chars)} AS q) c "
              f"CROSS JOIN LATERAL (SELECT t.doc_id, {rank} AS r FROM (SELECT {tsq} AS tsq) tq, {_ident(lane.table)} t "
              f"WHERE f.form ~ '\\S' AND t.{col} @@ tq.tsq AND querytree(tq.tsq) <> 'T' "
@@ -185,7 +185,7 @@ def trigram_part(name: str, lane, scan: int, depth: int) -> LanePart:
     if lane.max_query_words is not None:
         words = (f" AND cardinality(regexp_split_to_array(regexp_replace(f.form, '^\\s+|\\s+$', '', 'g'), '\\s+')) "
                  f"<= {int(lane.max_query_words)}")
-    inner = (f"SELECT x.doc_id, max(x.r)::text::float8 AS score FROM unnest({_forms(lane, {})}) AS f(form) "
+    inner = (f"SELECT x.doc_id, max(x.r)::text::float8 AS score FROM unnest({_forms(lane)}) AS f(form) "
              f"CROSS JOIN LATERAL (SELECT {cut_sql('f.form', lane.max_query_chars)}::text AS q) c "
              f"CROSS JOIN LATERAL (SELECT t.doc_id, {fn} AS r FROM {_ident(lane.table)} t "
              f"WHERE f.form ~ '\\S'{words} AND {op} ORDER BY r DESC, t.doc_id COLLATE \"C\" LIMIT {int(scan)}) x "
