@@ -21,7 +21,8 @@ with the ``hits`` expression as given (``result.hits``).
 mean; the lane records its class (``timeout``, ``http_500``, ``not_json``, ``dependency_failed`` …) in
 ``last_failures``; the runner counts them per class, names them in the report, and does not cache a run with a
 failure (a later run asks again; nothing half-cached). Ids that map to no document are dropped and counted
-(``last_unmapped``). The raw answer of each query is kept in ``last_raw`` (clipped to 64 KB) for debugging.
+(``last_unmapped``), and so are hits without a finite score when a ``score`` expression is set
+(``last_unscored``). The raw answer of each query is kept in ``last_raw`` (clipped to 64 KB) for debugging.
 
 **Snapshots.** A live system changes under the same URL. Each lane names a ``snapshot`` label the user sets
 (a date, a release tag); it is one of the lane's parameters, so it keys the candidate cache: candidates of
@@ -158,6 +159,9 @@ class LiveLane:
     Attributes:
         last_failures: query_id → ``(error class, one-line message)`` of the last :meth:`search`.
         last_unmapped: ids of the last :meth:`search` that named no document (count).
+        last_unscored: hits of the last :meth:`search` dropped for a missing or non-finite score (count).
+        last_notes: what the last :meth:`search` has to say about the system beyond single queries (one line
+            each, e.g. a stdio server's noise on stdout).
         last_raw: query_id → the raw answer text (clipped to :data:`RAW_KEEP`).
     """
 
@@ -173,6 +177,8 @@ class LiveLane:
         self.last_latencies_ms: dict[str, float] = {}
         self.last_failures: dict[str, tuple[str, str]] = {}
         self.last_unmapped = 0
+        self.last_unscored = 0
+        self.last_notes: list[str] = []
         self.last_raw: dict[str, str] = {}
 
     def config(self) -> dict[str, Any]:
@@ -190,7 +196,8 @@ class LiveLane:
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise ValueError(f"k must be a non-negative integer, got {k!r}")
         self.last_latencies_ms, self.last_failures, self.last_raw = {}, {}, {}
-        self.last_unmapped = 0
+        self.last_unmapped = self.last_unscored = 0
+        self.last_notes = []
         asked = [q for q in queries if q.text.strip()]
         rows: dict[str, list] = {q.query_id: [] for q in queries}
         if k == 0 or not asked:
@@ -212,6 +219,7 @@ class LiveLane:
                 self.last_failures[q.query_id] = ("malformed", f"{self.where}: {exc}")
                 continue
             self.last_unmapped += len(ex.unmapped)
+            self.last_unscored += len(ex.unscored)
             rows[q.query_id] = ex.hits
         return Run(rows, self.name)
 

@@ -76,6 +76,7 @@ class HttpKind(RetrieverKind):
     summary = "a live search API over HTTP (URL or body template, JMESPath hits, id mapping, snapshot-keyed cache)"
     Params = HttpParams
     code = (mapping, _live)
+    remote = True
 
     def open(self, name: str, params: HttpParams, ds, res) -> HttpLane:
         """The lane (headers' variables are read now: an unset one fails before any query)."""

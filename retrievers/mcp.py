@@ -6,7 +6,10 @@ AICharya's ``{ok, result | error}`` envelope understood. What live lanes share i
 from __future__ import annotations
 
 import json
+import logging
+import tempfile
 import time
+from contextlib import contextmanager
 from typing import Any, Optional
 
 from pydantic import Field
@@ -43,8 +46,8 @@ class McpLane(LiveLane):
         self.headers = mapping.resolve_headers(params.headers, f"lanes.{name}")
         self.env = mapping.resolve_headers(params.env, f"lanes.{name}.env")
 
-    def _server(self):
-        from mcp.client.stdio import StdioServerParameters, get_default_environment
+    def _server(self, errlog):
+        from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 
         if self.params.url:
             from mcp.client.streamable_http import streamable_http_client
@@ -52,25 +55,37 @@ class McpLane(LiveLane):
 
             return streamable_http_client(self.params.url, http_client=create_mcp_http_client(headers=self.headers))
         cmd = self.params.command
-        return StdioServerParameters(command=cmd[0], args=list(cmd[1:]), env={**get_default_environment(), **self.env})
+        return stdio_client(StdioServerParameters(command=cmd[0], args=list(cmd[1:]),
+                                                  env={**get_default_environment(), **self.env}), errlog=errlog)
 
     def _fetch_all(self, queries: list[Query], k: int):
         import anyio
 
-        try:
-            return anyio.run(self._session, queries, k)
-        except Exception as exc:  # noqa: BLE001 - the server cannot be reached at all: every query fails alike
-            err = RemoteError(f"{self.where}: cannot open an MCP session with "
-                              f"{self.params.url or ' '.join(self.params.command or [])}: {reason(exc)}", "connect")
-            return [(q, err, 0.0) for q in queries]
+        # a stdio server's stderr goes to a file (its tail explains a failed start), and the SDK's traceback per
+        # stdout line that is not JSON-RPC is counted instead of logged (a chatty server wrote 47 MB in 15 s)
+        with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog, _stdout_noise() as noise:
+            try:
+                got = anyio.run(self._session, queries, k, errlog)
+            except Exception as exc:  # noqa: BLE001 - the server cannot be reached at all: every query fails alike
+                what = f"{self.params.url or ' '.join(self.params.command or [])}: {reason(exc)}"
+                said = _tail(errlog)
+                if said:
+                    what += f"; its stderr ended with: {said}"
+                if noise.count:
+                    what += f"; {noise.describe()}"
+                err = RemoteError(f"{self.where}: cannot open an MCP session with {what}", "connect")
+                return [(q, err, 0.0) for q in queries]
+        if noise.count:
+            self.last_notes.append(f"{self.where}: {noise.describe()}")
+        return got
 
-    async def _session(self, queries: list[Query], k: int):
+    async def _session(self, queries: list[Query], k: int, errlog):
         import anyio
         from mcp.client.client import Client
 
         out: list[tuple[Query, Any, float]] = []
         limiter = anyio.CapacityLimiter(self.params.concurrency)
-        async with Client(self._server(), cache=None, read_timeout_seconds=self.params.timeout_s) as client:
+        async with Client(self._server(errlog), cache=None, read_timeout_seconds=self.params.timeout_s) as client:
             async def one(q: Query) -> None:
                 async with limiter:
                     await anyio.to_thread.run_sync(self.limiter.wait)
@@ -114,6 +129,53 @@ class McpLane(LiveLane):
         return last
 
 
+class _StdoutNoise(logging.Filter):
+    """Swallows and counts the SDK's record for each stdout line of a stdio server that is not a JSON-RPC
+    message (``mcp.client.stdio``: "Failed to parse JSONRPC message from server", with a traceback)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+        self.first = ""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Failed to parse JSONRPC"):
+            return True
+        if not self.count and record.exc_info and record.exc_info[1] is not None:
+            errors = getattr(record.exc_info[1], "errors", None)
+            value = errors()[0].get("input") if callable(errors) and errors() else None
+            self.first = repr(str(value)[:80]) if value is not None else ""
+        self.count += 1
+        return False
+
+    def describe(self) -> str:
+        first = f" (the first: {self.first})" if self.first else ""
+        return (f"{self.count:,} line(s) the server wrote to stdout were not MCP messages and were skipped{first}; "
+                "a stdio server must write only JSON-RPC to stdout and its logs to stderr")
+
+
+@contextmanager
+def _stdout_noise():
+    sdk = logging.getLogger("mcp.client.stdio")
+    noise = _StdoutNoise()
+    sdk.addFilter(noise)
+    try:
+        yield noise
+    finally:
+        sdk.removeFilter(noise)
+
+
+def _tail(errlog, keep: int = 300) -> str:
+    """The last ``keep`` characters of a stdio server's stderr, on one line."""
+    try:
+        errlog.flush()
+        size = errlog.seek(0, 2)
+        errlog.seek(max(0, size - keep * 4))
+        return " ".join(errlog.read().split())[-keep:]
+    except (OSError, ValueError):
+        return ""
+
+
 class McpKind(RetrieverKind):
     """``mcp``: a search tool of an MCP server as a lane (see the module docstring)."""
 
@@ -121,6 +183,7 @@ class McpKind(RetrieverKind):
     summary = "a search tool of an MCP server (streamable HTTP or stdio), AICharya's {ok, result} envelope understood"
     Params = McpParams
     code = (mapping, _live)
+    remote = True
 
     def open(self, name: str, params: McpParams, ds, res) -> McpLane:
         """The lane (a session opens per batch of queries)."""

@@ -233,6 +233,11 @@ class _Endpoint:
                     hits = [{"ref": f"BG 2.{i % 72 + 1}", "s": 10000.0 - i} for i in range(10_000)]
                 if mode == "empty":
                     return self.send(200, json.dumps({"ok": True, "result": {"hits": []}}).encode())
+                if mode == "unscored":  # one hit without a score, one with a word for a score: the rest stand
+                    hits = [{"ref": "BG 2.47", "s": 3.0}, {"ref": "BG 2.48"}, {"ref": "BG 2.49", "s": "high"},
+                            {"ref": "BG 2.50", "s": 1.0}]
+                if mode == "noscores":
+                    hits = [{"ref": "BG 2.47", "score": 3.0}, {"ref": "BG 2.48", "score": 2.0}]
                 if mode == "nopath":
                     return self.send(200, json.dumps({"items": hits}).encode())
                 self.send(200, json.dumps({"ok": True, "result": {"hits": hits}}).encode())
@@ -290,8 +295,9 @@ def test_every_fault_costs_only_its_own_query(endpoint, home, tmp_path, monkeypa
     ds = catalog.load("gita", catalog.load_definitions(), home=home)
     lane = Engine(exp, home).lane(ds, exp.lanes["prod"])
     endpoint.modes.update({"h": "hang", "e": "500", "a": "401", "g": "garbage", "v": "envelope", "n": "nopath",
-                           "m": "many", "r": "429"})
-    qs = [_q("ok", "fine"), *(_q(t, t) for t in ("h", "e", "a", "g", "v", "n", "m", "r")), _q("blank", "  ")]
+                           "m": "many", "r": "429", "u": "unscored", "s": "noscores"})
+    qs = [_q("ok", "fine"), *(_q(t, t) for t in ("h", "e", "a", "g", "v", "n", "m", "r", "u", "s")),
+          _q("blank", "  ")]
     t0 = time.monotonic()
     run = lane.search(qs, 10)
     assert time.monotonic() - t0 < 30
@@ -301,9 +307,14 @@ def test_every_fault_costs_only_its_own_query(endpoint, home, tmp_path, monkeypa
     assert run["blank"] == () and "blank" not in lane.last_failures  # an empty query asks nothing
     classes = {q: c for q, (c, _m) in lane.last_failures.items()}
     assert classes == {"h": "timeout", "e": "http_5xx", "a": "http_401", "g": "not_json", "v": "dependency_failed",
-                       "n": "malformed", "r": "http_429"}, classes
+                       "n": "malformed", "r": "http_429", "s": "malformed"}, classes
     assert all(run[q] == () for q in classes)
     assert "hits = 'result.hits' selects nothing" in lane.last_failures["n"][1]
+    # hits without a finite score are dropped and counted, the query's other hits kept (one such hit failed the
+    # whole query as malformed); a score path that fits no hit at all is a malformed answer
+    assert [(h.doc_id, h.score) for h in run["u"]] == [("bg2.47", 3.0), ("bg2.50", 1.0)]
+    assert lane.last_unscored == 2
+    assert "score = 's' gives no hit a finite number (hit 1: 'None')" in lane.last_failures["s"][1]
     msgs = " ".join(m for _c, m in lane.last_failures.values())
     assert "k-123456789" not in msgs and endpoint.auth[0] == "Bearer k-123456789"
     assert lane.last_unmapped >= 1  # XX 9.99
@@ -398,6 +409,73 @@ def test_search_shows_a_live_lanes_failures_and_exits_2_when_nothing_could_run(h
     assert res.returncode == 2
     rec = json.loads(res.stdout)[0]
     assert rec["hits"] == [] and rec["failures"][0]["lane"] == "prod" and rec["failures"][0]["class"] == "connect"
+
+
+def test_a_live_lane_is_asked_only_the_experiments_splits(endpoint, home, tmp_path, monkeypatch):
+    """A remote lane's every query is a request to someone's system: with ``splits = ["test"]`` only the test
+    queries are sent (all 1,800 were), the splits key its cache, and another split set asks again."""
+    monkeypatch.setenv("WORKBENCH_HOME", str(home))
+    ds = catalog.load("gita", catalog.load_definitions(), home=home)
+    asked = {s: sum(1 for q in ds.queries if q.split == s and q.text.strip()) for s in ("dev", "test")}
+    path = tmp_path / "s.toml"
+    toml = _lane_toml(endpoint.base + "/s?q={query}&k={k}", concurrency=8)
+    path.write_text(toml.replace('datasets = ["gita"]', 'datasets = ["gita"]\nsplits = ["test"]'))
+    first = run_experiment(load_experiment(path), home=home, log=lambda _m: None)
+    assert endpoint.calls == asked["test"] and 0 < asked["test"] < 1800
+    assert set(first.configs[0].evaluation.per_query["split"]) == {"test"}  # evaluated on the split it asked
+    run_experiment(load_experiment(path), home=home, log=lambda _m: None)
+    assert endpoint.calls == asked["test"]  # cached: nothing asked again
+    path.write_text(toml.replace('datasets = ["gita"]', 'datasets = ["gita"]\nsplits = ["dev", "test"]'))
+    run_experiment(load_experiment(path), home=home, log=lambda _m: None)
+    assert endpoint.calls == 2 * asked["test"] + asked["dev"]  # another split set: a different cache entry
+
+
+NOISY_SERVER = """
+import sys
+for i in range(3):
+    print(f"garbage {i}", flush=True)          # what a server's careless print does to the stdio channel
+print("starting the noisy server", file=sys.stderr, flush=True)
+from mcp.server.mcpserver import MCPServer
+server = MCPServer(name="noisy")
+
+@server.tool(name="search")
+async def search(query: str, k: int = 10) -> dict:
+    return {"ok": True, "result": {"hits": [{"ref": "BG 2.47", "s": 1.0}]}}
+
+server.run("stdio")
+"""
+
+
+def test_a_stdio_server_writing_garbage_to_stdout_is_one_line_not_a_traceback_per_line(tmp_path, capfd):
+    """The SDK logs a traceback for every stdout line that is not JSON-RPC: `yes garbage` as the command wrote
+    47 MB to stderr in 15 s (found by a fresh attack). The lines are counted into one note (a working server
+    still answers), and a server that never starts says so with its stderr's tail."""
+    import sys
+    from types import SimpleNamespace
+
+    from retrievers.mcp import McpLane, McpParams
+    from workbench.types import Document
+
+    script = tmp_path / "noisy.py"
+    script.write_text(NOISY_SERVER)
+    ds = SimpleNamespace(documents=[Document("bg2.47", "BG 2.47", "bg", "verse", ())])
+    lane = McpLane("m", McpParams(hits="result.hits", id="ref", score="s", id_map="address", snapshot="t",
+                                  command=[sys.executable, str(script)], timeout_s=20, retries=0), ds)
+    run = lane.search([_q("q1", "karma")], 5)
+    assert not lane.last_failures, lane.last_failures
+    assert [(h.doc_id, h.score) for h in run["q1"]] == [("bg2.47", 1.0)]
+    assert lane.last_notes == ["lanes.m: 3 line(s) the server wrote to stdout were not MCP messages and were "
+                               "skipped (the first: 'garbage 0'); a stdio server must write only JSON-RPC to "
+                               "stdout and its logs to stderr"]
+    dead = McpLane("d", McpParams(hits="result.hits", snapshot="t", timeout_s=5, retries=0,
+                                  command=["bash", "-c", "yes garbage | head -n 5000; echo 'no database' >&2; "
+                                                         "exit 3"]), ds)
+    dead.search([_q("q1", "karma"), _q("q2", "dharma")], 5)
+    cls, msg = dead.last_failures["q2"]
+    assert cls == "connect" and "its stderr ended with: no database" in msg, msg
+    assert "5,000 line(s) the server wrote to stdout were not MCP messages" in msg, msg
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and len(err) < 2000, err[:500]
 
 
 @pytest.mark.parametrize("edit, needle", [

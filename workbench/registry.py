@@ -138,6 +138,10 @@ class RetrieverKind(Declaration):
     candidates, and :meth:`check` for rules across parameters and the experiment.
     """
 
+    #: True for a kind whose every query is a request to a remote system (the live lanes): it is asked only the
+    #: queries of the experiment's splits, and those splits key its candidate cache.
+    remote: bool = False
+
     def open(self, name: str, params: Any, ds: Any, res: Any):
         """A live :class:`~workbench.protocols.Retriever` named ``name`` on dataset ``ds``.
 

@@ -138,11 +138,13 @@ def render(result, type_measures: tuple[str, ...] = ("R@10", "nDCG@10", "RR@10")
         out.append(pd.DataFrame([{"dataset": d, "lane": lane, "p50": s["p50"], "p95": s["p95"],
                                   "cached": result.lanes[(d, lane)].cached} for d, lane, s in lanes])
                    .to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    failed = [(d, lane, r) for (d, lane), r in result.lanes.items() if getattr(r, "failures", None) or getattr(r, "unmapped", 0)]
+    failed = [(d, lane, r) for (d, lane), r in result.lanes.items()
+              if getattr(r, "failures", None) or getattr(r, "unmapped", 0) or getattr(r, "unscored", 0)]
     if failed:
         out.append("\n-- live lanes: failed queries (empty ranking, scored 0, kept in every mean) --")
         out.append(pd.DataFrame([{"dataset": d, "lane": lane, "failed": len(r.failures),
                                   "by class": ", ".join(f"{c} {n}" for c, n in r.failure_classes().items()) or "-",
-                                  "unmapped ids": r.unmapped} for d, lane, r in failed]).to_string(index=False))
+                                  "unmapped ids": r.unmapped, "unscored hits": r.unscored}
+                                 for d, lane, r in failed]).to_string(index=False))
     return "\n".join(out)
 

@@ -39,13 +39,17 @@ class LaneResult:
     """A lane's candidates for every query of a dataset, with per-query latency (ms).
 
     ``failures``: query_id → ``(error class, message)`` of the queries a live lane could not answer (they have
-    an empty ranking and score 0); ``unmapped``: ids a live system returned that named no document."""
+    an empty ranking and score 0); ``unmapped``: ids a live system returned that named no document;
+    ``unscored``: hits it returned without a finite score (dropped, the query's other hits kept)."""
 
     run: Run
     latencies_ms: dict[str, float]
     cached: bool
     failures: dict[str, tuple[str, str]] = field(default_factory=dict)
     unmapped: int = 0
+    unscored: int = 0
+    #: what a live lane said about the system beyond single queries (one line each; logged).
+    notes: list[str] = field(default_factory=list)
     #: query_id → the live system's raw answer (JSON text, clipped), when a live lane ran (not from the cache).
     raw: dict[str, str] = field(default_factory=dict)
 
@@ -222,6 +226,14 @@ class Engine:
         """A live Retriever for this lane on this dataset, opened by its kind (:mod:`workbench.registry`)."""
         return retriever_kind(spec.kind).open(spec.name, spec.parsed(), ds, self)
 
+    def lane_queries(self, ds: catalog.Dataset, spec: LaneSpec) -> list:
+        """The queries a lane is run on: every query of ``ds``, or for a remote lane (a kind with
+        :attr:`~workbench.registry.RetrieverKind.remote`: each query is a request to someone's system) only those
+        of the experiment's splits, which then key its cache (:meth:`cache_parts`)."""
+        if retriever_kind(spec.kind).remote:
+            return [q for q in ds.queries if q.split in self.exp.splits]
+        return list(ds.queries)
+
     def cache_parts(self, ds: catalog.Dataset, spec: LaneSpec) -> dict[str, Any]:
         """Everything that shapes this lane's candidates (the cache key): the dataset's hashes, the kind, its
         parameters with defaults filled in (:meth:`LaneSpec.canonical`), the depth, the kind's code fingerprint and what the kind adds
@@ -235,6 +247,8 @@ class Engine:
                                  "queries": outputs["queries.tsv"], "lane": spec.kind, "params": spec.canonical(),
                                  "depth": self.exp.depth, "code": kind.code_fingerprint(),
                                  "query_normaliser": query_fingerprint()}
+        if kind.remote:  # its candidates cover only these splits' queries
+            parts["splits"] = sorted(self.exp.splits)
         parts.update(kind.cache_extra(spec.parsed(), ds, self))
         return parts
 
@@ -266,30 +280,29 @@ class Engine:
         return kind.open(name, parsed, ds, self, {ln: runs[ln] for ln in kind.lanes(parsed)})
 
 
-def _run_lane(lane, queries, depth: int, progress: bool, label: str,
-              failures: dict | None = None) -> tuple[Run, dict[str, float]]:
-    """Run ``lane`` over ``queries`` in batches; a live lane's failed queries (``last_failures``), unmapped ids
-    (``last_unmapped``) and raw answers (``last_raw``) are added to ``failures`` (under ``"_unmapped"`` a count,
-    under ``"_raw"`` query_id → answer)."""
+def _run_lane(lane, queries, depth: int, progress: bool, label: str) -> "LaneResult":
+    """Run ``lane`` over ``queries`` in batches of :data:`BATCH`: its run and per-query latency, and for a live
+    lane what it reports per batch (``last_failures``, ``last_unmapped``, ``last_unscored``, ``last_raw``)."""
     from workbench.progress import bar as progress_bar
-
-    rows: dict = {}
-    lat: dict[str, float] = {}
     from workbench.text.query import clean_queries
 
+    result = LaneResult(Run({}, lane.name), {}, cached=False)
+    rows: dict = {}
     queries = clean_queries(list(queries))
-    batches = [queries[i:i + BATCH] for i in range(0, len(queries), BATCH)]
     with progress_bar(len(queries), label, "query", enabled=progress, leave=False) as bar:
-        for batch in batches:
+        for i in range(0, len(queries), BATCH):
+            batch = queries[i:i + BATCH]
             run = lane.search(batch, depth)
             rows.update({q: run[q] for q in run})
-            lat.update(getattr(lane, "last_latencies_ms", {}) or {})
-            if failures is not None:
-                failures.update(getattr(lane, "last_failures", {}) or {})
-                failures["_unmapped"] = failures.get("_unmapped", 0) + int(getattr(lane, "last_unmapped", 0) or 0)
-                failures.setdefault("_raw", {}).update(getattr(lane, "last_raw", {}) or {})
+            result.latencies_ms.update(getattr(lane, "last_latencies_ms", {}) or {})
+            result.failures.update(getattr(lane, "last_failures", {}) or {})
+            result.unmapped += int(getattr(lane, "last_unmapped", 0) or 0)
+            result.unscored += int(getattr(lane, "last_unscored", 0) or 0)
+            result.raw.update(getattr(lane, "last_raw", {}) or {})
+            result.notes.extend(n for n in getattr(lane, "last_notes", ()) or () if n not in result.notes)
             bar.update(len(batch))
-    return Run(rows, lane.name), lat
+    result.run = Run(rows, lane.name)
+    return result
 
 
 def lane_result(spec: LaneSpec, ds: catalog.Dataset, engine: Engine, cache: CandidateCache, depth: int,
@@ -307,30 +320,34 @@ def lane_result(spec: LaneSpec, ds: catalog.Dataset, engine: Engine, cache: Cand
     got = cache.get(parts)
     if got is not None:
         return LaneResult(got[0], got[1], cached=True)
-    log(f"{ds.name}: running lane {spec.name} on {len(ds.queries)} queries")
+    queries = engine.lane_queries(ds, spec)
+    log(f"{ds.name}: running lane {spec.name} on {len(queries)} queries")
     lane = engine.lane(ds, spec)
-    failures: dict = {}
-    run, lat = _run_lane(lane, ds.queries, depth, engine.progress, f"{ds.name}/{spec.name}", failures)
-    unmapped = int(failures.pop("_unmapped", 0))
-    raw = failures.pop("_raw", {})
-    result = LaneResult(run, lat, cached=False, failures=failures, unmapped=unmapped, raw=raw)
-    if unmapped:
-        log(f"{ds.name}/{spec.name}: {unmapped} returned id(s) named no document of {ds.name} and were dropped; "
-            "check the lane's id and id_map")
+    result = _run_lane(lane, queries, depth, engine.progress, f"{ds.name}/{spec.name}")
+    failures = result.failures
+    for note in result.notes:
+        log(f"{ds.name}/{spec.name}: {note}")
+    if result.unmapped:
+        log(f"{ds.name}/{spec.name}: {result.unmapped} returned id(s) named no document of {ds.name} and were "
+            "dropped; check the lane's id and id_map")
+    if result.unscored:
+        log(f"{ds.name}/{spec.name}: {result.unscored} returned hit(s) had no finite score and were dropped (the "
+            "other hits of their queries kept); check the lane's score expression and the raw answers")
     if failures:  # nothing half-cached: a later run asks the live system again
         classes = ", ".join(f"{c} {n}" for c, n in result.failure_classes().items())
         first = next(iter(failures.values()))[1]
-        if len(failures) >= sum(1 for q in ds.queries if q.text.strip()):  # nothing could run: not a measurement
+        if len(failures) >= sum(1 for q in queries if q.text.strip()):  # nothing could run: not a measurement
             from workbench.errors import RemoteError
 
             raise RemoteError(f"lanes.{spec.name}: every query of {ds.name} failed ({classes}); first: {first}; "
                               "check that the endpoint is up and the lane's url, headers and key variable",
                               next(iter(result.failure_classes())))
-        log(f"{ds.name}/{spec.name}: {len(failures)} of {len(ds.queries)} queries failed ({classes}); they score 0 "
+        log(f"{ds.name}/{spec.name}: {len(failures)} of {len(queries)} queries failed ({classes}); they score 0 "
             f"and stay in every mean; the run is not cached. First: {first}")
         return result
-    asked = [q for q in ds.queries if q.text.strip()]
-    if getattr(lane, "last_raw", None) is not None and asked and not any(run.get_hits(q.query_id) for q in asked):
+    asked = [q for q in queries if q.text.strip()]
+    if getattr(lane, "last_raw", None) is not None and asked and not any(result.run.get_hits(q.query_id)
+                                                                         for q in asked):
         # a live system that answers nothing to anything is misread, not measured: cached, its zeros would stand
         # for the system under its snapshot label
         from workbench.errors import RemoteError
@@ -338,7 +355,7 @@ def lane_result(spec: LaneSpec, ds: catalog.Dataset, engine: Engine, cache: Cand
         raise RemoteError(f"lanes.{spec.name}: the endpoint answered every query of {ds.name} with no hits "
                           f"({len(asked)} queries); check the lane's url, arguments and hits path against one "
                           "answer (the dashboard keeps raw answers); nothing was cached", "empty")
-    cache.put_best_effort(parts, run, lat)
+    cache.put_best_effort(parts, result.run, result.latencies_ms)
     return result
 
 

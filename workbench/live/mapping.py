@@ -10,7 +10,9 @@ answer, and mapping a system's ids or addresses to the dataset's ``doc_id``s.
   variable is refused naming it. Values are never logged, cached, tracked or shown in a message.
 * **Hits.** JMESPath expressions (https://jmespath.org, the AWS CLI's query language): ``hits`` selects the list
   of hits in the answer (``result.hits``, ``data[*]``), ``id`` and ``score`` select each hit's id and score
-  within it. A hit without a score gets ``-rank`` (the system's order is the ranking).
+  within it. Without a ``score`` expression every hit gets ``-rank`` (the system's order is the ranking). With
+  one, a hit whose score is missing or not a finite number is dropped and counted (``unscored``), the others
+  kept; when no hit of an answer has one, the expression is wrong and the answer is malformed.
 * **Ids** (:class:`retrievers._live.IdMapper`). ``id_map``: ``"doc_id"`` (the system returns the dataset's ids), ``"address"`` (its canonical
   addresses, ``BG 2.47`` exactly as the dataset writes them, case and spacing aside), ``"metadata:FIELD"`` (a
   field of the documents' metadata, e.g. ``metadata:verse_id``), or ``"reference"`` (any address the reference
@@ -131,10 +133,12 @@ def compile_path(expression: str, where: str):
 @dataclass
 class Extracted:
     """The hits read out of one answer: ``hits`` (mapped, in the system's order, duplicates after the first
-    dropped), ``unmapped`` (ids that named no document), ``returned`` (hits the system sent)."""
+    dropped), ``unmapped`` (ids that named no document), ``unscored`` (hits dropped for a missing or non-finite
+    score: ``"hit N: VALUE"``), ``returned`` (hits the system sent)."""
 
     hits: list[Hit] = field(default_factory=list)
     unmapped: list[str] = field(default_factory=list)
+    unscored: list[str] = field(default_factory=list)
     returned: int = 0
 
 
@@ -151,6 +155,7 @@ class HitReader:
                  where: str) -> None:
         self.where = where
         self.hits_expr = hits
+        self.score_expr = score
         self._hits = compile_path(hits, f"{where}.hits")
         self._id = compile_path(id, f"{where}.id")
         self._score = compile_path(score, f"{where}.score") if score else None
@@ -160,8 +165,8 @@ class HitReader:
         """The first ``k`` mapped hits of ``answer``.
 
         Raises:
-            ValueError: ``hits`` selects nothing or not a list, or a hit's score is not a finite number (the
-                message says which and is safe to show).
+            ValueError: ``hits`` selects nothing or not a list, or no hit of a non-empty answer has a finite
+                score (the message says which and is safe to show).
         """
         found = self._hits.search(answer)
         if found is None:
@@ -184,9 +189,13 @@ class HitReader:
                 value = self._score.search(item) if isinstance(item, (dict, list)) else None
                 score = finite_number(value)  # type: ignore[assignment]
                 if score is None:
-                    raise ValueError(f"hit {pos + 1}'s score is {str(value)[:40]!r}, not a finite number")
+                    out.unscored.append(f"hit {pos + 1}: {str(value)[:40]!r}")
+                    continue
             seen.add(doc)
             out.hits.append(Hit(doc, float(score), -float(pos)))
             if len(out.hits) >= k:
                 break
+        if out.unscored and not out.hits:
+            raise ValueError(f"score = {self.score_expr!r} gives no hit a finite number ({out.unscored[0]}); "
+                             "check the lane's score expression")
         return out
