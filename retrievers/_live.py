@@ -189,7 +189,7 @@ class LiveLane:
 
     def values(self, q: Query, k: int) -> dict[str, Any]:
         """What the templates' placeholders take for query ``q``."""
-        return {"query": q.text, "k": k, "filters": {}}
+        return {"query": q.text, "k": k, "filters": json.loads(q.filter) if getattr(q, "filter", "") else {}}
 
     def search(self, queries: Sequence[Query], k: int) -> Run:
         """Each query's top ``k`` from the live system (module docstring); never raises for one query."""

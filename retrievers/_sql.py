@@ -26,7 +26,9 @@ class SqlLane:
     (:func:`workbench.text.query.clean`: NFC, so NFD input ranks the same; invisible and
     control characters removed), an empty or whitespace-only query (or ``k == 0``) gets an empty ranking
     without a database call, every other query is answered by the subclass's
-    ``_one(conn, text, k)`` and timed. ``last_latencies_ms`` maps each query_id of
+    ``one(conn, text, k, where)`` and timed; ``where`` is the query's filter as a SQL condition and its
+    parameters (:func:`workbench.engines.pg_index.facets_sql`; ``("", {})`` without a filter), which the lane
+    puts in its statement's ``WHERE`` (the filter is applied by Postgres, inside the index scan where it can be). ``last_latencies_ms`` maps each query_id of
     the last batch to its wall time in milliseconds (0.0 for a skipped query).
 
     Args:
@@ -101,6 +103,13 @@ class SqlLane:
                 raise
             raise PgError(f"lane {self.name}: query on {self.table!r} failed: {_first_line(exc)}") from None
 
+    def _where(self, q) -> tuple[str, dict]:
+        """Query ``q``'s filter as ``(SQL condition, parameters)`` (``("", {})`` without one)."""
+        from workbench.data.facets import parse_filter
+
+        flt = getattr(q, "filter", "")
+        return indexer.facets_sql(parse_filter(flt)) if flt else ("", {})
+
     @staticmethod
     def _check_k(k) -> int:
         if not isinstance(k, int) or isinstance(k, bool) or k < 0:
@@ -143,9 +152,10 @@ class SqlLane:
                     before(conn)
             t0 = time.perf_counter()
             best: dict[str, float] = {}
+            where = self._where(q)
             for form in forms:
                 try:
-                    found = self._guard(lambda: one(conn, form, k), data_errors=True)
+                    found = self._guard(lambda: one(conn, form, k, where), data_errors=True)
                 except psycopg.DataError as exc:
                     print(f"lane {self.name}: query {q.query_id} refused by the server ({_first_line(exc)}); "
                           "it gets an empty ranking", file=sys.stderr)
@@ -166,6 +176,7 @@ class TextIndexKind(RetrieverKind):
 
     lane_class: type
     code = (sys.modules[__name__], pg, indexer, doctext)
+    native_filters = True
 
     def open(self, name: str, params: Any, ds, res):
         """The lane on ``ds``'s text index."""

@@ -108,13 +108,15 @@ class FullTextLane(SqlLane):
         stmt = sql.SQL(
             "SELECT t.doc_id, ts_rank_cd(t.{col}, q.tsq, %(norm)s::int) AS score "
             "FROM (SELECT {tsq} AS tsq) q, {table} t WHERE t.{col} @@ q.tsq AND querytree(q.tsq) <> 'T' "
-            "ORDER BY score DESC, t.doc_id COLLATE \"C\" LIMIT %(k)s"
+            "{{filter}}ORDER BY score DESC, t.doc_id COLLATE \"C\" LIMIT %(k)s"
         ).format(col=sql.Identifier(self.column), tsq=sql.SQL(_TSQUERY[self.form]),
                  table=sql.Identifier(self.table)).as_string(None)
 
-        def one(conn, text: str, k: int) -> list[tuple[str, float]]:
-            params = {"cfg": self.ts_config, "q": cut(text, self.max_query_chars), "norm": self.normalization, "k": k}
-            return [(d, float(s)) for d, s in conn.execute(stmt, params).fetchall()]
+        def one(conn, text: str, k: int, where) -> list[tuple[str, float]]:
+            params = {"cfg": self.ts_config, "q": cut(text, self.max_query_chars), "norm": self.normalization, "k": k,
+                      **where[1]}
+            query = stmt.replace("{filter}", f"AND {where[0]} " if where[0] else "")
+            return [(d, float(s)) for d, s in conn.execute(query, params).fetchall()]
 
         return self._run(queries, k, one, transliterate=self.transliterate)
 

@@ -78,6 +78,10 @@ class HttpKind(RetrieverKind):
     code = (mapping, _live)
     remote = True
 
+    def filters_natively(self, params) -> bool:
+        """True when the request template sends ``{filters}`` (the system is asked to filter)."""
+        return "filters" in mapping.placeholders([params.url, params.body or {}])
+
     def open(self, name: str, params: HttpParams, ds, res) -> HttpLane:
         """The lane (headers' variables are read now: an unset one fails before any query)."""
         return HttpLane(name, params, ds)

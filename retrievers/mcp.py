@@ -185,6 +185,10 @@ class McpKind(RetrieverKind):
     code = (mapping, _live)
     remote = True
 
+    def filters_natively(self, params) -> bool:
+        """True when the request template sends ``{filters}`` (the system is asked to filter)."""
+        return "filters" in mapping.placeholders(params.arguments)
+
     def open(self, name: str, params: McpParams, ds, res) -> McpLane:
         """The lane (a session opens per batch of queries)."""
         return McpLane(name, params, ds)

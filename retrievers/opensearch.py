@@ -180,13 +180,21 @@ class OpenSearchLane:
         return cut(" ".join(clean(text).split()), self.max_query_chars)
 
     def query_body(self, text: str, k: int, vector: Sequence[float] | None = None, *,
-                   max_words: int = MAX_QUERY_WORDS) -> dict[str, Any] | None:
+                   max_words: int = MAX_QUERY_WORDS, filter: str = "") -> dict[str, Any] | None:
         """The search body for one query text (``None`` when the text is empty after :meth:`clean`).
 
         Text modes send at most ``max_words`` words; the fuzzy mode lowers
         ``max_expansions`` (default 50) to ``1000 // words`` so that the expanded query
-        stays under Lucene's 1,024-clause limit.
+        stays under Lucene's 1,024-clause limit. A ``filter`` (canonical JSON, :mod:`workbench.data.facets`)
+        becomes ``bool.filter`` clauses (:func:`workbench.engines.os_index.facets_dsl`); in the semantic mode it
+        is the k-NN query's own ``filter`` (the lucene engine's efficient filtering: k filtered neighbours), and
+        a template's query is wrapped in ``bool.filter`` as it stands (a k-NN clause in it takes its top k and
+        then filters, as such a query does in production).
         """
+        from workbench.data.facets import parse_filter
+        from workbench.engines.os_index import facets_dsl
+
+        clauses = facets_dsl(parse_filter(filter)) if filter else []
         text = self.clean(text)
         if not text:
             return None
@@ -207,8 +215,14 @@ class OpenSearchLane:
                                      {"constant_score": {"filter": {"term": {"pages": key}}, "boost": 1.0}}],
                           "minimum_should_match": 1}}
         else:
-            q = {"knn": {"content.vector": {"vector": [float(x) for x in vector], "k": k,
-                                            "method_parameters": {"ef_search": max(self.ef_search, k)}}}}
+            knn: dict[str, Any] = {"vector": [float(x) for x in vector], "k": k,
+                                   "method_parameters": {"ef_search": max(self.ef_search, k)}}
+            if clauses:
+                knn["filter"] = {"bool": {"filter": clauses}}
+                clauses = []
+            q = {"knn": {"content.vector": knn}}
+        if clauses:
+            q = {"bool": {"must": [q], "filter": clauses}}
         return {"size": k, "query": q, "sort": [{"_score": "desc"}, {"doc_id": "asc"}], "track_scores": True,
                 "track_total_hits": False, "_source": False}
 
@@ -263,7 +277,7 @@ class OpenSearchLane:
         """One request; on Lucene's clause limit, retried with half the words (recorded in ``last_shortened``)."""
         words = MAX_QUERY_WORDS
         while True:
-            body = self.query_body(q.text, k, vec, max_words=words)
+            body = self.query_body(q.text, k, vec, max_words=words, filter=getattr(q, "filter", ""))
             if body is None:
                 return None
             try:
@@ -358,6 +372,7 @@ class OpenSearchKind(RetrieverKind):
     Params = Annotated[Union[FuzzyParams, ExactParams, LemmaParams, PageRefParams, SemanticParams, TemplateParams],
                        Field(discriminator="mode")]
     code = (os_index, doctext, refs)
+    native_filters = True
 
     @classmethod
     def code_fingerprint(cls) -> str:

@@ -34,9 +34,9 @@ FUNCTIONS = ("word_similarity", "similarity")
 
 _SQL = {
     "word_similarity": ("SELECT doc_id, word_similarity(%(q)s::text, body) AS score FROM {table} "
-                        "WHERE %(q)s::text <%% body ORDER BY score DESC, doc_id COLLATE \"C\" LIMIT %(k)s"),
+                        "WHERE %(q)s::text <%% body {{filter}}ORDER BY score DESC, doc_id COLLATE \"C\" LIMIT %(k)s"),
     "similarity": ("SELECT doc_id, similarity(body, %(q)s::text) AS score FROM {table} "
-                   "WHERE body %% %(q)s::text ORDER BY score DESC, doc_id COLLATE \"C\" LIMIT %(k)s"),
+                   "WHERE body %% %(q)s::text {{filter}}ORDER BY score DESC, doc_id COLLATE \"C\" LIMIT %(k)s"),
 }
 _GUC = {"word_similarity": "pg_trgm.word_similarity_threshold", "similarity": "pg_trgm.similarity_threshold"}
 
@@ -102,10 +102,11 @@ class TrigramLane(SqlLane):
 
         stmt = sql.SQL(_SQL[self.function]).format(table=sql.Identifier(self.table)).as_string(None)
 
-        def one(conn, text: str, k: int) -> list[tuple[str, float]]:
+        def one(conn, text: str, k: int, where) -> list[tuple[str, float]]:
             if self.max_query_words is not None and len(text.split()) > self.max_query_words:
                 return []
-            rows = conn.execute(stmt, {"q": cut(text, self.max_query_chars), "k": k}).fetchall()
+            query = stmt.replace("{filter}", f"AND {where[0]} " if where[0] else "")
+            rows = conn.execute(query, {"q": cut(text, self.max_query_chars), "k": k, **where[1]}).fetchall()
             return [(d, float(s)) for d, s in rows]
 
         return self._run(queries, k, one, before=lambda conn: self._set(conn, {_GUC[self.function]: repr(self.threshold)}),

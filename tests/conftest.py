@@ -61,6 +61,14 @@ def built_home(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
 
 
 @pytest.fixture(scope="session")
+def gita(built_home: Path, data_dir: Path):
+    """The gita dataset (701 verses and its query set) from the session's :func:`built_home`."""
+    from workbench.data import catalog
+
+    return catalog.load("gita", catalog.load_definitions(), data_dir, built_home)
+
+
+@pytest.fixture(scope="session")
 def board(built_home, data_dir, pg_dsn, tmp_path_factory) -> Path:
     """A home with the main job's kinds of results: the gita evaluated (board.toml: rrf, noref, ref) and
     tracked in MLflow, the study board-study, a failing gate report (tests/fixtures/board.py)."""

@@ -8,7 +8,6 @@ is >= 0.99 at ef_search 200, and k above ef_search still returns k rows.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,6 @@ from workbench.protocols import Retriever
 from retrievers.fulltext import FORMS, FullTextLane
 from retrievers.pgvector import VectorLane
 from retrievers.trigram import TrigramLane
-from workbench.data import catalog
 from workbench.data.catalog import Dataset
 from workbench.errors import ConfigError
 from workbench.engines.pg_index import index_dataset
@@ -29,14 +27,6 @@ EMB = WordHashEmbedder(64)
 
 def Q(qid: str, text: str) -> Query:
     return Query(qid, text, "term", "und", "test")
-
-
-@pytest.fixture(scope="session")
-def gita(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Dataset:
-    home = tmp_path_factory.mktemp("gita-lanes-home")
-    defs = catalog.load_definitions()
-    catalog.build("gita", defs, data_dir, home)
-    return catalog.load("gita", defs, data_dir, home)
 
 
 @pytest.fixture(scope="session")

@@ -141,6 +141,13 @@ class RetrieverKind(Declaration):
     #: True for a kind whose every query is a request to a remote system (the live lanes): it is asked only the
     #: queries of the experiment's splits, and those splits key its candidate cache.
     remote: bool = False
+    #: True for a kind that applies a query's filter itself (SQL WHERE, OpenSearch bool.filter / k-NN filter);
+    #: the runner filters every other kind's hits after the fact and says so (:meth:`filters_natively`).
+    native_filters: bool = False
+
+    def filters_natively(self, params: Any) -> bool:
+        """Whether this lane applies a query's filter itself (default :attr:`native_filters`)."""
+        return self.native_filters
 
     def open(self, name: str, params: Any, ds: Any, res: Any):
         """A live :class:`~workbench.protocols.Retriever` named ``name`` on dataset ``ds``.

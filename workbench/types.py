@@ -137,6 +137,8 @@ class Query:
         split: ``train``, ``dev`` or ``test``.
         group: the target the split was drawn for (a verse, a sutta, a lemma, a page);
             every query with the same group has the same split.
+        filter: the query's filter as canonical JSON (``{"collection":"dn"}``), ``""`` for none; its grammar and
+            what it admits are :mod:`workbench.data.facets`' (:func:`~workbench.data.facets.parse_filter`).
     """
 
     query_id: str
@@ -145,6 +147,7 @@ class Query:
     language: str
     split: str
     group: str = ""
+    filter: str = ""
 
 
 @dataclass(frozen=True, slots=True, order=True)

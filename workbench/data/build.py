@@ -357,6 +357,14 @@ def _build_locked(name: str, defs: Definitions, defn: dict[str, Any], data: Path
     except KeyError as exc:
         raise DataError(f"cannot build dataset {name}: a corpus record under {data} lacks the key {exc}; "
                         f"restore the corpus (or fix dataset.{name} in {defs.path})") from exc
+    if defn.get("filters"):
+        from dataclasses import replace
+
+        from workbench.data.querysets.builders import filtered_variants
+
+        step("drawing filtered queries")
+        fq, fr = filtered_variants(built.queries, built.qrels, built.documents, defn["filters"], defs.seed)
+        built = replace(built, queries=[*built.queries, *fq], qrels=[*built.qrels, *fr])
     kept = f"the previous build in {out} is kept" if out.is_dir() else "nothing was kept"
     tmp = out.with_name(f".{name}-build-{os.getpid()}-{secrets.token_hex(4)}")
     try:

@@ -65,6 +65,13 @@ def default_definitions_path() -> Path:
     return PROJECT_ROOT / "datasets" / "datasets.toml"
 
 
+#: Keys every ``[dataset.NAME]`` may hold whatever its source: ``filters``, the facets filtered copies of its
+#: queries are drawn by (:func:`workbench.data.querysets.builders.filtered_variants`).
+GENERIC_KEYS = frozenset({"filters"})
+#: The facets ``filters`` may name.
+FILTER_FACETS = ("collection", "category", "book", "work", "chapter")
+
+
 def _check_dataset(path: Path, name: str, d: object, datasets: dict[str, Any]) -> None:
     """Validate one ``[dataset.NAME]`` section (see :func:`load_definitions`): the name, the source,
     the keys its source allows and requires, ``query_types``, then the source's own checks."""
@@ -78,9 +85,10 @@ def _check_dataset(path: Path, name: str, d: object, datasets: dict[str, Any]) -
     if not isinstance(src, str) or src not in SOURCES:
         raise ConfigError(f"{path}: {where}.source must be one of {', '.join(SOURCES)}, got {show(src)}")
     source = SOURCES[src]
-    extra = set(d) - source.keys
+    extra = set(d) - source.keys - GENERIC_KEYS
     if extra:
-        raise ConfigError(f"{path}: {where} has unknown key(s) {sorted(extra)}; allowed: {sorted(source.keys)}")
+        raise ConfigError(f"{path}: {where} has unknown key(s) {sorted(extra)}; allowed: "
+                          f"{sorted(source.keys | GENERIC_KEYS)}")
     absent = [k for k in source.required_keys if k not in d]
     if absent:
         raise ConfigError(f"{path}: {where} lacks the required key(s) {absent} for source {show(src)}; add them")
@@ -92,6 +100,9 @@ def _check_dataset(path: Path, name: str, d: object, datasets: dict[str, Any]) -
         if bad:
             raise ConfigError(f"{path}: {where}.query_types {bad} not available for source {show(src)}; "
                               f"choose from {list(known)}")
+    if "filters" in d:
+        str_list(path, f"{where}.filters", d["filters"], known=FILTER_FACETS, nonempty=True,
+                 example='["collection", "work"]')
     if source.check is not None:
         source.check(path, where, d, datasets)
 
@@ -254,7 +265,10 @@ def load(name: str, defs: Definitions | None = None, data: Path | None = None, h
     manifest = read_manifest(name, home)
     if manifest is None:
         raise StaleError(f"dataset {name} has no readable {d / 'manifest.json'}; run `workbench data build --only {name}`")
-    return Dataset(name, read_documents(d / "documents.jsonl"), read_queries(d / "queries.tsv"),
+    from workbench.data.facets import facet_values
+
+    documents = read_documents(d / "documents.jsonl")
+    return Dataset(name, documents, read_queries(d / "queries.tsv", lambda: facet_values(documents), name),
                    read_qrels(d / "qrels.txt"), manifest)
 
 

@@ -64,11 +64,13 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from workbench.text.doctext import index_text
+from workbench.data.facets import FACETS, facets
 from workbench.engines.os_client import OpenSearchError, describe
 
 #: Bump when the mapping or what is indexed changes: every index gets a new name.
 #: 2: the bold fields (``bold``, ``bold_single``, ``bold_multi``) and ``title`` from every heading.
-SCHEMA_VERSION = 2
+#: 3: ``facets`` (a query's filter reads them).
+SCHEMA_VERSION = 3
 
 #: Documents per bulk request.
 BULK_DOCS = 200
@@ -194,6 +196,9 @@ def index_body(rules: Sequence[str], dim: int | None, *, m: int = 16, ef_constru
                 "resource_type": {"type": "keyword"},
                 "granularity": {"type": "keyword"},
                 "path": {"type": "keyword"},
+                # what a query's filter reads (workbench.data.facets; facets_dsl)
+                "facets": {"properties": {f: {"type": "integer" if ordered else "keyword"}
+                                          for f, (ordered, _multi) in FACETS.items()}},
             },
         },
     }
@@ -258,11 +263,29 @@ def document_source(dataset: str, doc: Any, vector: Any = None) -> dict[str, Any
         "content": _text_fields(index_text(doc)), **bold_fields(doc), "page_refs": page_keys(doc.page_refs),
         "pages": page_keys(doc.pages), "related_id": [doc.work_id, doc.address],
         "language": sorted({t.language for t in doc.texts}), "resource_type": "origin_text",
-        "granularity": doc.granularity, "path": f"/{dataset}/{doc.work_id}",
+        "granularity": doc.granularity, "path": f"/{dataset}/{doc.work_id}", "facets": facets(doc),
     }
     if vector is not None:
         src["content"]["vector"] = [float(x) for x in vector]
     return src
+
+
+def facets_dsl(flt: Any) -> list[dict[str, Any]]:
+    """A :class:`workbench.data.facets.Filter` as OpenSearch filter clauses on the ``facets`` fields (``term``,
+    ``terms``, ``range``), for a ``bool.filter`` or a k-NN query's ``filter``; ``[]`` for None. A multi-valued
+    keyword field matches when any of its values does, as the filter's rule says."""
+    if flt is None:
+        return []
+    out: list[dict[str, Any]] = []
+    for c in flt.clauses:
+        field = f"facets.{c.facet}"
+        if c.op == "$eq":
+            out.append({"term": {field: c.values[0]}})
+        elif c.op == "$in":
+            out.append({"terms": {field: list(c.values)}})
+        else:
+            out.append({"range": {field: {c.op[1:]: c.values[0]}}})
+    return out
 
 
 def index_name(dataset: str, key: str) -> str:

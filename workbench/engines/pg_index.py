@@ -8,6 +8,7 @@ Indexing a key that is registered does nothing (``IndexInfo.reused``).
 
 **Table.** ``doc_id`` (primary key), ``ord`` (corpus order), ``address``, ``work_id``,
 ``body`` (:func:`workbench.text.doctext.index_text` in NFC: what every lane matches),
+``facets`` (``jsonb``: :func:`workbench.data.facets.facets`, what a query's filter reads, :func:`facets_sql`),
 ``embedding`` (``vector(dim)`` or ``halfvec(dim)``) and three stored tsvector columns
 generated from ``body``: ``tsv_russian`` (``russian``: stems Cyrillic), ``tsv_simple``
 (``simple``: lower case, diacritics kept) and ``tsv_fold`` (``wb_fold``: ``simple`` with
@@ -39,7 +40,7 @@ from workbench.errors import ConfigError
 from workbench.engines.pg_client import READER_ROLE, PgError, check_server, connect, ddl_lock, ensure_reader
 
 #: Bump when the table layout or what is indexed changes: every index gets a new key.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: The registry table.
 REGISTRY = "wb_index"
@@ -246,7 +247,7 @@ def _build(conn, dataset, embedder, key, corpus, m, ef_construction, halfvec, pr
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(t))
         conn.execute(sql.SQL(
             "CREATE TABLE {t} (doc_id text PRIMARY KEY, ord int NOT NULL, address text NOT NULL, "
-            "work_id text NOT NULL, body text NOT NULL, embedding {vt}({dim}) NOT NULL, "
+            "work_id text NOT NULL, body text NOT NULL, facets jsonb NOT NULL, embedding {vt}({dim}) NOT NULL, "
             "tsv_russian tsvector GENERATED ALWAYS AS (to_tsvector('russian'::regconfig, body)) STORED, "
             "tsv_simple tsvector GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, body)) STORED, "
             "tsv_fold tsvector GENERATED ALWAYS AS (to_tsvector({fold}::regconfig, body)) STORED)"
@@ -305,7 +306,10 @@ def _batches(seq: Sequence, size: int) -> Iterator[Sequence]:
 def _copy_rows(conn, t, docs, embedder, vtype: str, progress: bool, name: str) -> float:
     """Embed and COPY every document; return the seconds spent embedding."""
     from psycopg import sql
+    from psycopg.types.json import Jsonb
     from pgvector import HalfVector
+
+    from workbench.data.facets import facets
     from workbench.progress import bar as progress_bar
 
     dim = int(embedder.dim)
@@ -313,8 +317,9 @@ def _copy_rows(conn, t, docs, embedder, vtype: str, progress: bool, name: str) -
     bar = progress_bar(len(docs), f"indexing {name} ({embedder.model_id})", "doc", enabled=progress)
     try:
         with conn.cursor() as cur, cur.copy(sql.SQL(
-                "COPY {} (doc_id, ord, address, work_id, body, embedding) FROM STDIN (FORMAT BINARY)").format(t)) as copy:
-            copy.set_types(["text", "int4", "text", "text", "text", vtype])
+                "COPY {} (doc_id, ord, address, work_id, body, facets, embedding) FROM STDIN (FORMAT BINARY)").format(
+                t)) as copy:
+            copy.set_types(["text", "int4", "text", "text", "text", "jsonb", vtype])
             ord_ = 0
             for batch in _batches(docs, BATCH_SIZE):
                 bodies = [unicodedata.normalize("NFC", index_text(d)) for d in batch]
@@ -328,13 +333,50 @@ def _copy_rows(conn, t, docs, embedder, vtype: str, progress: bool, name: str) -
                     raise ConfigError(f"embedder {embedder.model_id} returned NaN or infinite values "
                                       f"(documents {batch[0].doc_id}..{batch[-1].doc_id})")
                 for d, body, v in zip(batch, bodies, vecs):
-                    copy.write_row((d.doc_id, ord_, d.address, d.work_id, body,
+                    copy.write_row((d.doc_id, ord_, d.address, d.work_id, body, Jsonb(facets(d)),
                                     HalfVector(v) if vtype == "halfvec" else v))
                     ord_ += 1
                 bar.update(len(batch))
     finally:
         bar.close()
     return embed_s
+
+
+# ---------------------------------------------------------------- filters
+
+def facets_sql(flt: Any, prefix: str = "f") -> tuple[str, dict[str, Any]]:
+    """A :class:`workbench.data.facets.Filter` as a SQL condition on the table's ``facets`` column, with its
+    values as bound parameters (``%(f0)s`` …, never interpolated); ``("", {})`` for None.
+
+    Equality and ``$in`` compare text (``facets->>'collection' = %(f0)s``, ``= ANY(%(f0)s)``); the multi-valued
+    ``language`` uses jsonb's ``?`` / ``?|``; ranges compare numbers (``(facets->>'chapter')::numeric >= %(f0)s``).
+    Facet names come from :data:`workbench.data.facets.FACETS` (checked when the filter was parsed) and are
+    written as SQL string literals.
+    """
+    from psycopg import sql
+
+    from workbench.data.facets import FACETS
+
+    if flt is None:
+        return "", {}
+    parts, params = [], {}
+    for i, c in enumerate(flt.clauses):
+        name = f"{prefix}{i}"
+        ordered, multi = FACETS[c.facet]
+        key = sql.Literal(c.facet).as_string(None)
+        if multi:
+            cond = f"facets->{key} ? %({name})s" if c.op == "$eq" else f"facets->{key} ?| %({name})s::text[]"
+            params[name] = c.values[0] if c.op == "$eq" else list(c.values)
+        elif ordered:
+            op = {"$eq": "=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}.get(c.op)
+            cond = (f"(facets->>{key})::numeric = ANY(%({name})s::numeric[])" if c.op == "$in"
+                    else f"(facets->>{key})::numeric {op} %({name})s")
+            params[name] = list(c.values) if c.op == "$in" else c.values[0]
+        else:
+            cond = f"facets->>{key} = %({name})s" if c.op == "$eq" else f"facets->>{key} = ANY(%({name})s::text[])"
+            params[name] = c.values[0] if c.op == "$eq" else list(c.values)
+        parts.append(cond)
+    return "(" + " AND ".join(parts) + ")", params
 
 
 # ---------------------------------------------------------------- the registry

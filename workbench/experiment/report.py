@@ -94,6 +94,50 @@ def by_script_frame(result, measure: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def by_filter_frame(result, measure: str) -> pd.DataFrame:
+    """The filtered queries (:attr:`workbench.types.Query.filter`) per (dataset, config, selectivity bucket of
+    :data:`workbench.data.facets.SELECTIVITY_BUCKETS`): ``n``, ``measure`` under the filter, the same measure of
+    the same queries unfiltered (a filtered copy ``<id>~<facet>`` beside ``<id>``, when the dataset has it), the
+    difference, and ``short``: how many filtered queries were answered with fewer than ``min(top_k, admitted)``
+    documents although the filter admits more (an HNSW scan that stopped before k rows passed the filter). Empty
+    when no dataset has filtered queries."""
+    from workbench.data.facets import SELECTIVITY_BUCKETS, FacetIndex, selectivity_bucket
+
+    rows = []
+    index_of: dict = {}
+    for cr in result.configs:
+        ds = (getattr(result, "datasets", None) or {}).get(cr.dataset)
+        per_q = cr.evaluation.per_query
+        if ds is None or per_q.empty or measure not in per_q:
+            continue
+        filtered = {q.query_id: q for q in ds.queries if q.filter}
+        if not filtered:
+            continue
+        index = index_of.setdefault(cr.dataset, FacetIndex(ds.documents))
+        value = dict(zip(per_q["query_id"], per_q[measure]))
+        n_docs = max(len(ds.documents), 1)
+        buckets: dict[str, list] = {}
+        for qid, q in filtered.items():
+            if qid not in value:
+                continue
+            admitted = index.admitted(q.filter) or frozenset()
+            base = value.get(qid.split("~")[0]) if "~" in qid else None
+            short = len(cr.run.get_hits(qid)) < min(cr.config.top_k, len(admitted))
+            buckets.setdefault(selectivity_bucket(len(admitted) / n_docs), []).append((value[qid], base, short))
+        for _low, label in SELECTIVITY_BUCKETS:
+            got = buckets.get(label)
+            if not got:
+                continue
+            pairs = [(v, b) for v, b, _s in got if b is not None]
+            row = {"dataset": cr.dataset, "config": cr.config.name, "selectivity": label, "n": len(got),
+                   measure: sum(v for v, _b, _s in got) / len(got)}
+            row["unfiltered"] = sum(b for _v, b in pairs) / len(pairs) if pairs else float("nan")
+            row["delta"] = (sum(v - b for v, b in pairs) / len(pairs)) if pairs else float("nan")
+            row["short"] = sum(1 for _v, _b, s in got if s)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def render(result, type_measures: tuple[str, ...] = ("R@10", "nDCG@10", "RR@10")) -> str:
     """The comparison as text: per dataset (with the qrels layer it was judged by), configs × measures,
     then per query type."""
@@ -132,12 +176,22 @@ def render(result, type_measures: tuple[str, ...] = ("R@10", "nDCG@10", "RR@10")
             wide = wide.reindex([c for c in result.experiment.configs if c in wide.index])
             out.append(f"\n-- {ds}: {measures[0]} of term queries per script (gap: best minus worst) --")
             out.append(wide.to_string(float_format=lambda v: f"{v:.3f}"))
+    if measures:
+        bf = by_filter_frame(result, measures[0])
+        for ds, part in (bf.groupby("dataset", sort=False) if not bf.empty else ()):
+            out.append(f"\n-- {ds}: filtered queries by selectivity ({measures[0]}; unfiltered: the same queries "
+                       "without their filter; short: answered with fewer than min(top_k, admitted) documents) --")
+            out.append(part.drop(columns=["dataset"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     lanes = [(d, lane, s) for (d, lane), s in result.lane_latency.items()]
     if lanes:
         out.append("\n-- lane latency (ms per query) --")
         out.append(pd.DataFrame([{"dataset": d, "lane": lane, "p50": s["p50"], "p95": s["p95"],
                                   "cached": result.lanes[(d, lane)].cached} for d, lane, s in lanes])
                    .to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    noted = [(d, lane, note) for (d, lane), r in result.lanes.items() for note in getattr(r, "notes", ())]
+    if noted:
+        out.append("\n-- lane notes --")
+        out.extend(f"{d}/{lane}: {note}" for d, lane, note in noted)
     failed = [(d, lane, r) for (d, lane), r in result.lanes.items()
               if getattr(r, "failures", None) or getattr(r, "unmapped", 0) or getattr(r, "unscored", 0)]
     if failed:

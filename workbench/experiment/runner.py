@@ -305,6 +305,46 @@ def _run_lane(lane, queries, depth: int, progress: bool, label: str) -> "LaneRes
     return result
 
 
+def filter_hits(run: Run, queries, index) -> tuple[Run, int]:
+    """``run`` with each filtered query's hits restricted to the documents its filter admits
+    (:class:`workbench.data.facets.FacetIndex`), order kept, and how many hits were removed. Queries without a
+    filter keep their hits."""
+    rows, removed = {}, 0
+    by_id = {q.query_id: q for q in queries}
+    for qid in run:
+        hits = run[qid]
+        q = by_id.get(qid)
+        allowed = index.admitted(q.filter) if q is not None and q.filter else None
+        if allowed is not None:
+            kept = tuple(h for h in hits if h.doc_id in allowed)
+            removed += len(hits) - len(kept)
+            hits = kept
+        rows[qid] = hits
+    return Run(rows, run.name), removed
+
+
+def _apply_filters(result: "LaneResult", spec: LaneSpec, ds: catalog.Dataset, queries) -> None:
+    """Hold a lane's run to its queries' filters (:func:`filter_hits`); a lane that cannot filter natively is
+    filtered after the fact, and a note says so (it may return fewer than k for a filtered query); a native lane
+    that returned hits its filter excludes gets a note too (a live system ignoring the filter)."""
+    filtered = [q for q in queries if q.filter]
+    if not filtered:
+        return
+    from workbench.data.facets import FacetIndex
+
+    result.run, removed = filter_hits(result.run, queries, FacetIndex(ds.documents))
+    if not retriever_kind(spec.kind).filters_natively(spec.parsed()):
+        result.notes.append(_after_the_fact(spec, len(filtered)))
+    elif removed:
+        result.notes.append(f"returned {removed} hit(s) that their queries' filters exclude (removed); the system "
+                            "does not apply the filter it is sent")
+
+
+def _after_the_fact(spec: LaneSpec, n: int) -> str:
+    return (f"kind {spec.kind} cannot apply a filter itself: the hits of its {n} filtered queries are filtered "
+            "after the fact, so such a query may get fewer hits than the depth")
+
+
 def lane_result(spec: LaneSpec, ds: catalog.Dataset, engine: Engine, cache: CandidateCache, depth: int,
                 log: Callable[[str], None] = lambda _m: None) -> LaneResult:
     """One lane's top-``depth`` candidates for all queries of ``ds``: from the cache, or run live and cached.
@@ -319,11 +359,16 @@ def lane_result(spec: LaneSpec, ds: catalog.Dataset, engine: Engine, cache: Cand
     parts = engine.cache_parts(ds, spec)
     got = cache.get(parts)
     if got is not None:
-        return LaneResult(got[0], got[1], cached=True)
+        cached = LaneResult(got[0], got[1], cached=True)
+        n = sum(1 for q in engine.lane_queries(ds, spec) if q.filter)
+        if n and not retriever_kind(spec.kind).filters_natively(spec.parsed()):
+            cached.notes.append(_after_the_fact(spec, n))
+        return cached
     queries = engine.lane_queries(ds, spec)
     log(f"{ds.name}: running lane {spec.name} on {len(queries)} queries")
     lane = engine.lane(ds, spec)
     result = _run_lane(lane, queries, depth, engine.progress, f"{ds.name}/{spec.name}")
+    _apply_filters(result, spec, ds, queries)
     failures = result.failures
     for note in result.notes:
         log(f"{ds.name}/{spec.name}: {note}")

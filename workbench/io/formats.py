@@ -26,7 +26,7 @@ import csv
 import io
 import json
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable, Mapping
 
 from workbench import durable
 from workbench.errors import DataError
@@ -35,7 +35,7 @@ from workbench.types import QUERY_TYPES, SPLITS, Document, Qrel, Query
 #: Graded relevance at or above this counts as relevant for binary measures (recall, MRR, P@k).
 BINARY_THRESHOLD = 1
 
-QUERY_COLUMNS = ("query_id", "text", "query_type", "language", "split", "group")
+QUERY_COLUMNS = ("query_id", "text", "query_type", "language", "split", "group", "filter")
 
 
 def _one_line(s: str) -> str:
@@ -62,7 +62,9 @@ def _unquote(field: str) -> str:
 
 
 def write_queries(path: Path, queries: Iterable[Query]) -> None:
-    """Write queries as TSV sorted by query_id (atomically, see the module docstring).
+    """Write queries as TSV sorted by query_id (atomically, see the module docstring). The ``filter`` column
+    (canonical JSON, :mod:`workbench.data.facets`) is written only when some query has a filter, so a query set
+    without filters keeps its bytes (and its hash, which keys every cached lane run).
 
     Raises:
         ValueError: a duplicate query_id or an empty text (nothing is written).
@@ -72,7 +74,8 @@ def write_queries(path: Path, queries: Iterable[Query]) -> None:
     seen: set[str] = set()
     buf = io.StringIO()
     out = csv.writer(buf, delimiter="\t", quotechar='"', quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
-    out.writerow(QUERY_COLUMNS)
+    columns = QUERY_COLUMNS if any(q.filter for q in rows) else QUERY_COLUMNS[:6]
+    out.writerow(columns)
     for q in rows:
         if q.query_id in seen:
             raise ValueError(f"duplicate query_id {q.query_id!r}")
@@ -80,12 +83,18 @@ def write_queries(path: Path, queries: Iterable[Query]) -> None:
         text = _one_line(q.text)
         if not text:
             raise ValueError(f"query {q.query_id!r} has an empty text")
-        out.writerow((q.query_id, text, q.query_type, q.language, q.split, q.group))
+        out.writerow((q.query_id, text, q.query_type, q.language, q.split, q.group, q.filter)[:len(columns)])
     durable.atomic_write_text(path, buf.getvalue())
 
 
-def read_queries(path: Path) -> list[Query]:
-    """Read a queries TSV written by :func:`write_queries` (the ``group`` column is optional).
+def read_queries(path: Path, facet_values: Callable[[], Mapping[str, set]] | None = None,
+                 dataset: str = "") -> list[Query]:
+    """Read a queries TSV written by :func:`write_queries` (the ``group`` and ``filter`` columns are optional).
+
+    A ``filter`` is parsed (:func:`workbench.data.facets.parse_filter`) and stored canonical; with
+    ``facet_values`` (a function returning :func:`workbench.data.facets.facet_values` of the dataset's documents,
+    called once, at the first filter) it is also checked against the documents
+    (:func:`~workbench.data.facets.check_filter`).
 
     Reads both the quoted files (``csv`` ``QUOTE_MINIMAL``: a field with ``"`` is wrapped in
     quotes, inner quotes doubled) and the older unquoted ones: a field is unquoted only when
@@ -93,8 +102,13 @@ def read_queries(path: Path) -> list[Query]:
 
     Raises:
         DataError: missing file, wrong header, wrong column count, unknown query_type
-            or split, duplicate query_id (names the file and line).
+            or split, duplicate query_id, a filter that does not parse or names a facet or value the documents
+            lack (names the file and line).
     """
+    from workbench.data.facets import check_filter, parse_filter
+
+    values: Mapping[str, set] | None = None
+
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError as exc:
@@ -113,6 +127,18 @@ def read_queries(path: Path) -> list[Query]:
             raise DataError(f"{path}:{n}: expected {len(header)} tab-separated columns, got {len(cols)}")
         qid, text, qtype, lang, split = cols[:5]
         group = cols[5] if len(cols) > 5 else ""
+        flt = ""
+        if len(cols) > 6 and cols[6].strip():
+            try:
+                parsed = parse_filter(cols[6])
+            except ValueError as exc:
+                raise DataError(f"{path}:{n}: query {qid}: {exc}") from None
+            if parsed and facet_values is not None and values is None:
+                values = facet_values()
+            problem = check_filter(parsed, values, dataset or "the dataset") if parsed and values is not None else ""
+            if problem:
+                raise DataError(f"{path}:{n}: query {qid}: filter {cols[6][:120]}: {problem}")
+            flt = parsed.text if parsed else ""
         if qtype not in QUERY_TYPES:
             raise DataError(f"{path}:{n}: unknown query_type {qtype!r}; expected one of {', '.join(QUERY_TYPES)}")
         if split not in SPLITS:
@@ -120,7 +146,7 @@ def read_queries(path: Path) -> list[Query]:
         if qid in seen:
             raise DataError(f"{path}:{n}: duplicate query_id {qid!r}")
         seen.add(qid)
-        out.append(Query(qid, text, qtype, lang, split, group))
+        out.append(Query(qid, text, qtype, lang, split, group, flt))
     return out
 
 

@@ -61,6 +61,16 @@ class Served:
     dataset: str
 
 
+class _Facets:
+    """A dataset's facet values (to check a request's filter) and its :class:`~workbench.data.facets.FacetIndex`."""
+
+    def __init__(self, docs) -> None:
+        from workbench.data.facets import FacetIndex, facet_values
+
+        self.values = facet_values(docs)
+        self.index = FacetIndex(docs)
+
+
 class Searcher:
     """One config on one dataset, answering one query at a time (lanes open once; calls serialised, as the lane
     protocol asks: an instance is used by one thread at a time).
@@ -98,6 +108,7 @@ class Searcher:
         needed = list(dict.fromkeys((*self.cfg.lanes, *exp.reranker_lanes(self.cfg))))
         self.lanes = {n: self.engine.lane(self.ds, exp.lanes[n]) for n in needed}
         self.docs = {d.doc_id: d for d in self.ds.documents}
+        self.facets = _Facets(self.ds.documents)
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
 
@@ -106,9 +117,15 @@ class Searcher:
 
         Raises:
             BadRequest: ``invalid_argument`` for a text that is not a non-empty string of at most
-                :data:`MAX_QUERY_CHARS` characters, a ``k`` that is not a positive integer, or filters (not
-                supported by this server yet); ``dependency_failed`` when a lane's service fails.
+                :data:`MAX_QUERY_CHARS` characters, a ``k`` that is not a positive integer, or a filter that does
+                not parse or names a facet or value the dataset lacks (:mod:`workbench.data.facets`);
+                ``dependency_failed`` when a lane's service fails.
+
+        A filter is applied as in an evaluation: by each lane that can (SQL, OpenSearch), and after the fact
+        for the others (:func:`workbench.experiment.runner.filter_hits`).
         """
+        from workbench.data.facets import check_filter, parse_filter
+        from workbench.experiment.runner import filter_hits
         from workbench.experiment.runner import config_run
         from workbench.text.query import clean
         from workbench.types import Query
@@ -119,13 +136,19 @@ class Searcher:
             raise BadRequest(INVALID, f"query has {len(text)} characters; at most {MAX_QUERY_CHARS}")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise BadRequest(INVALID, f"k must be a positive integer, got {str(k)[:20]!r}")
-        if filters not in (None, {}, []):
-            raise BadRequest(INVALID, "this server applies no filters; send none")
+        try:
+            flt = parse_filter(filters if filters != [] else None)
+        except ValueError as exc:
+            raise BadRequest(INVALID, str(exc)[:300]) from None
+        problem = check_filter(flt, self.facets.values, self.served.dataset) if flt is not None else ""
+        if problem:
+            raise BadRequest(INVALID, problem[:300])
         k = min(k, self.cfg.top_k)
-        q = Query(f"s{next(self._ids)}", clean(text), "paraphrase", "und", "test")
+        q = Query(f"s{next(self._ids)}", clean(text), "paraphrase", "und", "test", filter=flt.text if flt else "")
         try:
             with self._lock:
-                runs = {n: lane.search([q], self.exp.depth) for n, lane in self.lanes.items()}
+                runs = {n: filter_hits(lane.search([q], self.exp.depth), [q], self.facets.index)[0]
+                        for n, lane in self.lanes.items()}
                 run = config_run(self.cfg, runs, self.ds, self.engine, [q])
         except WorkbenchError as exc:
             raise BadRequest(DEPENDENCY, " ".join(str(exc).split())[:500]) from None

@@ -546,3 +546,60 @@ def finalize(candidates: Iterable[Candidate], prefix: str, seed: int, max_per_ty
             queries.append(Query(qid, c.text, qtype, c.language, split_of[c.group], c.group))
             qrels += [Qrel(qid, d, g) for d, g in sorted(c.relevant.items())]
     return QuerySet(queries, qrels)
+
+
+#: Filtered copies drawn per facet (:func:`filtered_variants`).
+FILTERED_PER_FACET = 100
+#: Query types a filtered copy is drawn from: what a reader filters (exact references name their unit already).
+FILTERED_FROM = ("paraphrase", "term", "headword")
+
+
+def filtered_variants(queries: Sequence[Query], qrels: Sequence[Qrel], documents: Sequence[Document],
+                      facet_names: Sequence[str], seed: int,
+                      per_facet: int = FILTERED_PER_FACET) -> tuple[list[Query], list[Qrel]]:
+    """Filtered copies of a query set's queries, from the corpus's own structure (:mod:`workbench.data.facets`).
+
+    For each facet in ``facet_names`` (``collection``, ``category``, ``book``, ``work``, ``chapter``), up to
+    ``per_facet`` queries of :data:`FILTERED_FROM` whose relevant documents (grade >= 1) all share one value of
+    the facet are copied with the filter ``{facet: value}``: the reader narrowing a search to the collection, the
+    commentary layer, the book or the sutta the answer lies in. The copy keeps the text, type, language, split
+    and group of its query (a group never straddles splits) and the judgments of the documents the filter admits
+    (all its relevant ones, by construction); its id is ``<query_id>~<facet>``. Queries are drawn in the seeded
+    order ``sha256(seed:filter:<facet>:<query_id>)`` (:func:`~workbench.data.querysets.split.unit_interval`). The filter's selectivity is the value's share of the corpus
+    (MN 45 %, a sutta under 1 %), so the facets chosen span the range from about half the corpus to about 1 %.
+
+    Returns:
+        ``(queries, qrels)`` of the copies only.
+
+    Raises:
+        ValueError: a facet name that is not one of :data:`workbench.data.facets.FACETS` (or is ``doc_id``).
+    """
+    from workbench.data.facets import FACETS, facets, parse_filter
+
+    bad = [f for f in facet_names if f not in FACETS or f in ("doc_id", "language")]
+    if bad:
+        raise ValueError(f"filters = {bad}: a filtered copy is drawn by collection, category, book, work or chapter")
+    of = {d.doc_id: facets(d) for d in documents}
+    relevant: dict[str, list[Qrel]] = defaultdict(list)
+    for r in qrels:
+        relevant[r.query_id].append(r)
+    out_q: list[Query] = []
+    out_r: list[Qrel] = []
+    for facet in facet_names:
+        picked = []
+        for q in queries:
+            rel = [r for r in relevant.get(q.query_id, ()) if r.relevance >= 1]
+            if q.query_type not in FILTERED_FROM or q.filter or not rel:
+                continue
+            values = {of[r.doc_id].get(facet) for r in rel if r.doc_id in of}
+            if len(values) != 1 or None in values:
+                continue
+            picked.append((unit_interval(seed, f"filter:{facet}:{q.query_id}"), q, values.pop()))
+        picked.sort(key=lambda t: t[0])
+        for _u, q, value in picked[:per_facet]:
+            text = parse_filter({facet: value}).text
+            qid = f"{q.query_id}~{facet}"
+            out_q.append(Query(qid, q.text, q.query_type, q.language, q.split, q.group, text))
+            out_r += [Qrel(qid, r.doc_id, r.relevance) for r in relevant[q.query_id]
+                      if r.doc_id in of and of[r.doc_id].get(facet) == value]
+    return out_q, out_r
