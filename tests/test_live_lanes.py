@@ -450,6 +450,7 @@ def test_a_stdio_server_writing_garbage_to_stdout_is_one_line_not_a_traceback_pe
     """The SDK logs a traceback for every stdout line that is not JSON-RPC: `yes garbage` as the command wrote
     47 MB to stderr in 15 s (found by a fresh attack). The lines are counted into one note (a working server
     still answers), and a server that never starts says so with its stderr's tail."""
+    import re
     import sys
     from types import SimpleNamespace
 
@@ -473,7 +474,10 @@ def test_a_stdio_server_writing_garbage_to_stdout_is_one_line_not_a_traceback_pe
     dead.search([_q("q1", "karma"), _q("q2", "dharma")], 5)
     cls, msg = dead.last_failures["q2"]
     assert cls == "connect" and "its stderr ended with: no database" in msg, msg
-    assert "5,000 line(s) the server wrote to stdout were not MCP messages" in msg, msg
+    # how many of the 5,000 lines the SDK reads before it sees the exit depends on the machine's load: counted,
+    # one clause, the first line named
+    assert re.search(r"; [1-5],?\d* line\(s\) the server wrote to stdout were not MCP messages and were skipped "
+                     r"\(the first: 'garbage'\)", msg), msg
     err = capfd.readouterr().err
     assert "Traceback" not in err and len(err) < 2000, err[:500]
 
