@@ -150,7 +150,7 @@ def test_the_exported_statement_ranks_every_dev_and_test_query_as_the_workbench(
     assert ties > 0 or config == "weighted-zscore", ties
     files = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert files == [f"{config}.export.json", f"{config}.sql", f"{config}.statement.sql"]
-    assert (home / "exports" / f"{config}.postgres.json").is_file()
+    assert (home / "exports" / f"{path.stem}.{config}.postgres.json").is_file()  # keyed by experiment and config
 
 
 def test_the_sql_file_installs_and_the_statement_runs_with_bound_parameters(setup, home, pg_dsn, tmp_path):

@@ -571,9 +571,12 @@ def export_cmd(
                             "statement and a function), opensearch (hybrid query and search pipeline)."),
     experiment: Optional[Path] = typer.Option(None, "--experiment", "-e", help="Export a config of this experiment "
                                               "instead of a study."),
-    config: Optional[str] = typer.Option(None, "--config", "-c", help="The experiment's [configs.NAME]."),
+    config: Optional[str] = typer.Option(None, "--config", "-c", help="A config name of the experiment (its "
+                                         "\\[configs.NAME] table)."),
     dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Dataset to verify on (default: the "
                                           "study's, or the experiment's first)."),
+    force: bool = typer.Option(False, "--force", help="Replace existing files that are not earlier exports of this "
+                               "config (never a folder or a device)."),
     verify: bool = typer.Option(False, "--verify", help="Run the exported artifact on the engine for every dev and "
                                 "test query and compare with the workbench's fused ranking."),
     splits: str = typer.Option("dev,test", "--splits", help="Splits --verify reads (comma-separated)."),
@@ -609,7 +612,7 @@ def export_cmd(
         if dataset is not None and study_file is not None and dataset != source.dataset:
             raise WorkbenchError(f"study {study_file} was tuned on {source.dataset}; --dataset {dataset} would "
                                  "verify it elsewhere: drop --dataset")
-        result = write(source, fmt, out, home=home, verify=verify, splits=split_list, log=_log)
+        result = write(source, fmt, out, home=home, verify=verify, splits=split_list, log=_log, force=force)
     except WorkbenchError as exc:
         _fail(exc)
     except OSError as exc:  # the path that failed (a file of the home, or --out), not always --out

@@ -81,6 +81,10 @@ NAME_RE = re.compile(r"[/\w.\- :]+")
 MAX_NAME = 100
 
 
+#: The most rows a config returns (OpenSearch's index.max_result_window; an exported SQL LIMIT stays a bigint).
+TOP_K_MAX = 10_000
+
+
 def check_name(name: Any) -> str:
     """What is wrong with ``name`` as a lane, config, embedder or reranker name, or ``""``.
 
@@ -455,8 +459,9 @@ def _config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneS
                                                                     and math.isfinite(min_score))):
         raise _err(path, f"{where}.min_score", "must be a number")
     top_k = spec.get("top_k", 100)
-    if _int_at_least(1)(top_k):
-        raise _err(path, f"{where}.top_k", "must be an integer >= 1")
+    if _int_at_least(1)(top_k) or top_k > TOP_K_MAX:
+        raise _err(path, f"{where}.top_k", f"must be an integer from 1 to {TOP_K_MAX:,} (rows shown, not scanned: "
+                                           "depth sets how deep each lane reads)")
     tb = spec.get("tiebreak_lane")
     if tb is not None and tb not in use:
         raise _err(path, f"{where}.tiebreak_lane", f"must be one of the config's lanes {use}")

@@ -9,8 +9,15 @@ What is exported (:class:`Source`): a study's chosen trial (``STUDY.toml``, as t
 
 Every engine format also writes ``<config>.export.json``: the json export plus what the engine artifact is
 (function, inputs, settings or pipeline) and, with ``verify``, the parity report
-(:mod:`workbench.export.parity`). The same report is kept in ``<home>/exports/<config>.<format>.json`` for the
-dashboard's study page.
+(:mod:`workbench.export.parity`). The same report is kept in ``<home>/exports/<name>.<format>.json`` for the
+dashboard's study page (``<name>``: the study's name, or ``<experiment file stem>.<config>``).
+
+**Files.** File names come from the config's name made safe (:func:`workbench.export.names.file_stem`: a name
+such as ``sub/dir`` stays in the folder). Every target is checked before anything is written: a path that is
+not a regular file (a folder, a device such as ``/dev/null``) is refused, and so is an existing file that is not
+a workbench export of the same config (its ``<config>.export.json``, or for ``json`` the file itself, with the
+export's ``provenance``) unless ``force``. Header values that may hold secrets (live lanes' ``headers`` and
+``env`` values other than ``${VAR}`` references) are written as ``***``.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from typing import Any, Callable, Sequence
 from workbench.errors import ConfigError
 
 FORMATS = ("json", "postgres", "opensearch")
+#: The files an engine format writes beside ``<stem>.export.json``.
+SUFFIXES = {"postgres": (".sql", ".statement.sql"), "opensearch": (".search.json", ".pipeline.json", ".opensearch.md")}
 
 
 @dataclass
@@ -99,17 +108,75 @@ def from_study(study_file: Path, storage: str, home: Path, log: Callable[[str], 
     return Source(None, None, st.dataset, config, label, study_file)
 
 
+def _is_export(path: Path) -> bool:
+    """Whether ``path`` is a json export the workbench wrote (an object with its ``provenance``)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and isinstance(doc.get("provenance"), dict)
+
+
+def check_targets(targets: Sequence[Path], ours: bool, force: bool) -> None:
+    """Refuse, before anything is written, a target that is not a regular file, or (without ``force``) an
+    existing file when ``ours`` is False (the folder holds no earlier export of this config).
+
+    Raises:
+        ConfigError: naming the path and the fix.
+    """
+    present = [t for t in targets if t.exists() and not t.is_symlink()]  # a link is replaced, its target kept
+    for t in present:
+        if not t.is_file():
+            kind = "a folder" if t.is_dir() else "not a regular file (a device, a socket or a pipe)"
+            raise ConfigError(f"--out: {t} is {kind}; the export would replace it: choose another --out")
+    if present and not ours and not force:
+        raise ConfigError(f"--out: {present[0]} exists and is not an earlier workbench export of this config; pass "
+                          "--force to replace it, or choose another --out")
+
+
+def masked(config_json: dict[str, Any]) -> dict[str, Any]:
+    """The json export with live lanes' literal ``headers`` and ``env`` values as ``***`` (``${VAR}`` references
+    are kept: they name a variable, not a secret)."""
+    import copy
+    import re
+
+    out = copy.deepcopy(config_json)
+    for lane in (out.get("lanes") or {}).values():
+        for key in ("headers", "env"):
+            table = lane.get(key) if isinstance(lane, dict) else None
+            if isinstance(table, dict):
+                for name, value in table.items():
+                    if not (isinstance(value, str) and re.fullmatch(r"[^$]*(\$\{[A-Za-z_][A-Za-z0-9_]*\}[^$]*)+",
+                                                                    value)):
+                        table[name] = "***"
+    return out
+
+
+def kept_report_name(source: Source) -> str:
+    """The name of the parity report kept in ``<home>/exports``: the study's name, or
+    ``<experiment stem>.<config>`` (two experiments' configs of one name keep apart)."""
+    from workbench.export.names import file_stem
+
+    prov = source.config_json.get("provenance", {})
+    if prov.get("study"):
+        return file_stem(str(prov["study"]))
+    return file_stem(f"{Path(str(prov.get('experiment', 'experiment'))).stem}.{source.cfg.name}")
+
+
 def write(source: Source, fmt: str, out: Path, *, home: Path, verify: bool = False,
-          splits: Sequence[str] = ("dev", "test"), log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+          splits: Sequence[str] = ("dev", "test"), log: Callable[[str], None] = lambda _m: None,
+          force: bool = False) -> dict[str, Any]:
     """Write ``source`` as ``fmt`` to ``out`` (a file for ``json``, a folder otherwise) and, with ``verify``, run
-    the parity check on the engine. Returns ``{"files": [...], "parity": report-json or None}``.
+    the parity check on the engine. Returns ``{"files": [...], "parity": report-json or None}``. Targets are
+    checked first (module docstring; ``force``: replace existing files that are not earlier exports).
 
     Raises:
         ConfigError: an unknown format, a config the engine cannot express (naming the lane), ``out`` of the
-            wrong shape.
+            wrong shape, a target that is not a regular file or (without ``force``) is someone else's file.
         PgError / OpenSearchError: the engine refuses the artifact.
     """
     from workbench.durable import atomic_write_text, mkdirs
+    from workbench.export.names import file_stem
 
     if fmt not in FORMATS:
         raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -118,11 +185,22 @@ def write(source: Source, fmt: str, out: Path, *, home: Path, verify: bool = Fal
             raise ConfigError("--verify runs an engine artifact; use it with --format postgres or opensearch")
         if out.is_dir():
             raise ConfigError(f"--out {out} is a folder; give a file path such as {out / 'config.json'}")
+        check_targets([out], _is_export(out), force)
         mkdirs(out.parent)
-        atomic_write_text(out, json.dumps(source.config_json, indent=1, default=str) + "\n")
+        atomic_write_text(out, json.dumps(masked(source.config_json), indent=1, default=str) + "\n")
         return {"files": [str(out)], "parity": None}
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; --format {fmt} writes several files: give a folder")
+    if fmt == "opensearch":
+        exp, cfg = source.resolved().exp, source.resolved().cfg
+        others = [ln for ln in cfg.lanes if exp.lanes[ln].kind != "opensearch"]
+        if others:  # before any work: a dataset build, lanes run
+            raise ConfigError(f"config {cfg.name}: lane {others[0]} (kind {exp.lanes[others[0]].kind}) "
+                              f"is not an OpenSearch lane, so the config is not one OpenSearch request; export a "
+                              f"config of opensearch lanes, or use --format postgres / json")
+    stem = file_stem(source.resolved().cfg.name)
+    meta = out / f"{stem}.export.json"
+    check_targets([out / f"{stem}{suffix}" for suffix in SUFFIXES[fmt]] + [meta], _is_export(meta), force)
     from workbench.data import catalog
     from workbench.experiment.cache import CandidateCache
 
@@ -143,14 +221,9 @@ def write(source: Source, fmt: str, out: Path, *, home: Path, verify: bool = Fal
         engine_info = {"function": artifact.function, "inputs": [p.__dict__ for p in artifact.params],
                        "settings": artifact.settings, "rows": artifact.limit}
     else:
-        from workbench.export import opensearch as os_export, parity
-
-        others = [ln for ln in source.cfg.lanes if source.exp.lanes[ln].kind != "opensearch"]
-        if others:
-            raise ConfigError(f"config {source.cfg.name}: lane {others[0]} (kind {source.exp.lanes[others[0]].kind}) "
-                              f"is not an OpenSearch lane, so the config is not one OpenSearch request; export a "
-                              f"config of opensearch lanes, or use --format postgres / json")
         from dataclasses import replace
+
+        from workbench.export import opensearch as os_export, parity
 
         cfg, stage_note = source.cfg, None
         if cfg.rerank is not None:  # not in the request: the application reranks what it returns
@@ -174,20 +247,21 @@ def write(source: Source, fmt: str, out: Path, *, home: Path, verify: bool = Fal
         engine_info = {"index": artifact.index, "pipeline_id": artifact.pipeline_id, "pipeline": artifact.pipeline,
                        "request": artifact.request, "min_score": artifact.min_score,
                        "differences": artifact.differences}
-    doc = {**source.config_json, fmt: engine_info, "parity": report.to_json() if report is not None else None}
+    doc = {**masked(source.config_json), fmt: engine_info,
+           "parity": report.to_json() if report is not None else None}
     files = artifact.files({"source": source.label, "dataset": source.dataset,
                             "code_commit": source.config_json.get("provenance", {}).get("code_commit"),
                             **({"parity": report.summary()} if report is not None else {})})
+    check_targets([out / name for name in files] + [meta], _is_export(meta), force)  # all, before any is written
     mkdirs(out)
     written = []
     for name, text in files.items():
         atomic_write_text(out / name, text)
         written.append(str(out / name))
-    meta = out / f"{source.cfg.name}.export.json"
     atomic_write_text(meta, json.dumps(doc, indent=1, default=str) + "\n")
     written.append(str(meta))
     if report is not None:
-        keep = home / "exports" / f"{source.cfg.name}.{fmt}.json"
+        keep = home / "exports" / f"{kept_report_name(source)}.{fmt}.json"
         mkdirs(keep.parent)
         atomic_write_text(keep, json.dumps({"source": source.label, **report.to_json()}, indent=1, default=str) + "\n")
     return {"files": written, "parity": report}

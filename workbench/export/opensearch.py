@@ -56,11 +56,11 @@ from __future__ import annotations
 import copy
 import json
 import math
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from workbench.export.names import pipeline_id
 from workbench.engines.os_client import describe
 from workbench.errors import ConfigError, OpenSearchError
 from workbench.eval.fusion import FusionSpec
@@ -144,26 +144,32 @@ class OpenSearchExport:
         """File name → text (``provenance``: key → value lines appended to the ``.md``): ``<name>.search.json`` (the request template), ``<name>.pipeline.json`` (the body of
         ``PUT _search/pipeline/<pipeline_id>``, absent for ``fusion = "none"``) and ``<name>.opensearch.md`` (how
         to install and call them, the formulas, the differences)."""
-        out = {f"{self.name}.search.json": json.dumps(self.request, indent=2, ensure_ascii=False) + "\n"}
+        from workbench.export.names import comment_text, file_stem
+
+        stem = file_stem(self.name)
+        out = {f"{stem}.search.json": json.dumps(self.request, indent=2, ensure_ascii=False) + "\n"}
         if self.pipeline is not None:
-            out[f"{self.name}.pipeline.json"] = json.dumps(self.pipeline, indent=2, ensure_ascii=False) + "\n"
-        prov = "".join(f"- {k}: {v}\n" for k, v in (provenance or {}).items())
-        out[f"{self.name}.opensearch.md"] = self._readme() + (f"\n## Provenance\n\n{prov}" if prov else "")
+            out[f"{stem}.pipeline.json"] = json.dumps(self.pipeline, indent=2, ensure_ascii=False) + "\n"
+        prov = "".join(f"- {comment_text(k)}: {comment_text(v)}\n" for k, v in (provenance or {}).items())
+        out[f"{stem}.opensearch.md"] = self._readme() + (f"\n## Provenance\n\n{prov}" if prov else "")
         return out
 
     def _readme(self) -> str:
         s, lanes = self.spec, list(self.lanes)
-        lines = [f"# {self.name}: engine-native export for {TARGET}", ""]
+        from workbench.export.names import comment_text, file_stem
+
+        stem = file_stem(self.name)
+        lines = [f"# {comment_text(self.name)}: engine-native export for {TARGET}", ""]
         if self.pipeline is not None:
             lines += ["## Install", "",
                       "The cluster needs the k-NN and neural-search plugins (not ml-commons). Create the pipeline once:",
-                      "", "```", f"PUT _search/pipeline/{self.pipeline_id}", f"<body: {self.name}.pipeline.json>",
+                      "", "```", f"PUT _search/pipeline/{self.pipeline_id}", f"<body: {stem}.pipeline.json>",
                       "```", "", "and send every query with it:", "", "```",
                       f"POST {self.index}/_search?search_pipeline={self.pipeline_id}",
-                      f"<body: {self.name}.search.json with the placeholders replaced>", "```", ""]
+                      f"<body: {stem}.search.json with the placeholders replaced>", "```", ""]
         else:
             lines += ["## Install", "", "Nothing to install: one lane, its own query.", "", "```",
-                      f"POST {self.index}/_search", f"<body: {self.name}.search.json with the placeholders replaced>",
+                      f"POST {self.index}/_search", f"<body: {stem}.search.json with the placeholders replaced>",
                       "```", ""]
         lines += ["## Placeholders", "",
                   "Replace these JSON *values* (build the request as an object and set the values; never paste the",
@@ -499,7 +505,7 @@ def build_opensearch_export(name: str, lanes: Mapping[str, Any], spec: FusionSpe
         subs = [_template(lane, depths[ln]) for ln, lane in lanes.items()]
         request = {"size": spec.top_k, "query": {"hybrid": {"pagination_depth": pdepth, "queries": subs}},
                    "_source": False}
-        pid = "wb-" + re.sub(r"[^A-Za-z0-9_.-]", "-", name)
+        pid = pipeline_id(name)
         if spec.method == "rrf":
             if not (1 <= spec.k <= 10000 and float(spec.k).is_integer()):
                 raise _refuse(name, f"rrf k = {spec.k!r}: the score-ranker-processor's rank_constant is an integer "

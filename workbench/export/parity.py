@@ -20,7 +20,6 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-from workbench.run import Run
 
 
 @dataclass
@@ -76,8 +75,9 @@ class ParityReport:
         for d in self.differences:
             causes[d.cause.split(":")[0]] = causes.get(d.cause.split(":")[0], 0) + 1
         why = ("; differences: " + ", ".join(f"{c} {n}" for c, n in sorted(causes.items()))) if causes else ""
-        return (f"{self.engine} parity@{self.k} {self.parity:.4f} ({self.identical}/{self.queries} queries identical), "
-                f"parity@10 {self.parity_at_10:.4f}{why}; exported call p50 {self.latency_ms['p50']:.1f} ms, "
+        at10 = f", parity@10 {self.parity_at_10:.4f}" if self.k != 10 else ""
+        return (f"{self.engine} parity@{self.k} {self.parity:.4f} ({self.identical}/{self.queries} queries identical)"
+                f"{at10}{why}; exported call p50 {self.latency_ms['p50']:.1f} ms, "
                 f"p95 {self.latency_ms['p95']:.1f} ms")
 
 
@@ -220,8 +220,16 @@ def verify_postgres(export, exp, cfg, ds, engine, cache, *, splits: Sequence[str
                                      f"{scores.get(b) if b in scores else 'not in the workbench top'}")
                     diffs.append(Difference(q.query_id, q.text, j + 1, want[j] if j < len(want) else None,
                                             got[q.query_id][j] if j < len(got[q.query_id]) else None, cause))
+        except psycopg.Error as exc:  # installed, but a call fails (a limit out of range, a type the driver sent)
+            raise PgError(f"the exported function of {cfg.name} failed when called for query {q.query_id}: "
+                          f"{pg._first_line(exc)}; the export is not usable as it stands") from None
         finally:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            try:
+                if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                    conn.rollback()
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            except psycopg.Error:
+                pass  # the scratch schema goes with the session's end at worst
     return ParityReport("postgres", cfg.name, ds.name, tuple(splits), k, len(queries), identical, identical10,
                         {"p50": percentile(lat, 50), "p95": percentile(lat, 95),
                          "mean": statistics.fmean(lat) if lat else 0.0},

@@ -241,12 +241,24 @@ class PostgresExport:
         return _PARAM.sub(lambda m: "%" if m.group(0) == "%%" else ref(m.group(1)), self.body)
 
     def function_sql(self) -> str:
-        """``CREATE OR REPLACE FUNCTION`` wrapping the statement, its settings as ``SET`` clauses."""
+        """``CREATE OR REPLACE FUNCTION`` wrapping the statement, its settings as ``SET`` clauses, marked with a
+        ``COMMENT`` naming its config; a guard before it refuses to replace a function of the same name in the
+        current schema that another config's export made (two config names that meet in one identifier)."""
         args = ", ".join(f"{p.name} {p.sql_type}" for p in self.params)
         sets = "".join(f"\n  SET {k} = {_lit(v)}" for k, v in self.settings.items())
-        return (f"CREATE OR REPLACE FUNCTION {_ident(self.function)}({args})\n"
+        mark = f"workbench export of config {self.name}"
+        guard = ("DECLARE other text; BEGIN SELECT obj_description(p.oid, 'pg_proc') INTO other FROM pg_proc p "
+                 f"WHERE p.proname = {_lit(self.function)} AND p.pronamespace = current_schema()::regnamespace "
+                 f"AND obj_description(p.oid, 'pg_proc') LIKE 'workbench export of config %' "
+                 f"AND obj_description(p.oid, 'pg_proc') <> {_lit(mark)} LIMIT 1; "
+                 f"IF FOUND THEN RAISE EXCEPTION '% already holds the %; rename one of the two configs', "
+                 f"{_lit(self.function)}, other; END IF; END")
+        return (f"DO {_lit(guard)};\n"
+                f"CREATE OR REPLACE FUNCTION {_ident(self.function)}({args})\n"
                 f"  RETURNS TABLE (doc_id text, score double precision)\n  LANGUAGE sql STABLE{sets}\n"
-                f"AS $wb_export$\n{self._render(lambda n: n)}\n$wb_export$;\n")
+                f"AS $wb_export$\n{self._render(lambda n: n)}\n$wb_export$;\n"
+                f"COMMENT ON FUNCTION {_ident(self.function)}({', '.join(p.sql_type for p in self.params)}) "
+                f"IS {_lit(mark)};\n")
 
     def statement_sql(self) -> str:
         """The statement for a driver: ``SET LOCAL`` lines, then the ``SELECT`` with ``$1 … $n``."""
@@ -256,19 +268,23 @@ class PostgresExport:
 
     def header(self, provenance: Mapping[str, Any] | None = None) -> str:
         """A comment block: what the file is, its inputs in order, the notes and the provenance."""
-        out = [f"-- {self.function}: config {self.name}, exported by `workbench export --format postgres`",
+        from workbench.export.names import comment_text as text
+
+        out = [f"-- {self.function}: config {text(self.name)}, exported by `workbench export --format postgres`",
                "-- Inputs, in order (bound by the driver, never spliced into SQL):"]
-        out += [f"--   ${i} {p.name} {p.sql_type}: {p.how}" for i, p in enumerate(self.params, start=1)]
-        out += [f"-- {n}" for n in self.notes]
+        out += [f"--   ${i} {p.name} {p.sql_type}: {text(p.how)}" for i, p in enumerate(self.params, start=1)]
+        out += [f"-- {text(n)}" for n in self.notes]
         for key, value in (provenance or {}).items():
-            out.append(f"-- {key}: {value}")
+            out.append(f"-- {text(key)}: {text(value)}")  # a name holding a line break cannot end the comment
         return "\n".join(out) + "\n"
 
     def files(self, provenance: Mapping[str, Any] | None = None) -> dict[str, str]:
         """File name → text: ``<name>.sql`` (the function) and ``<name>.statement.sql``."""
-        head = self.header(provenance)
-        return {f"{self.name}.sql": head + "\n" + self.function_sql(),
-                f"{self.name}.statement.sql": head + "-- Run in one transaction: BEGIN; <this>; COMMIT;\n"
+        from workbench.export.names import file_stem
+
+        head, stem = self.header(provenance), file_stem(self.name)
+        return {f"{stem}.sql": head + "\n" + self.function_sql(),
+                f"{stem}.statement.sql": head + "-- Run in one transaction: BEGIN; <this>; COMMIT;\n"
                 + self.statement_sql()}
 
     def call_sql(self) -> str:
@@ -286,8 +302,11 @@ class PostgresExport:
 
 
 def function_name(config: str) -> str:
-    """``wb_search_<config>`` in lower-case letters, digits and ``_`` (at most 63 bytes, PostgreSQL's limit)."""
-    return ("wb_search_" + re.sub(r"[^a-z0-9_]+", "_", config.lower()).strip("_"))[:63]
+    """``wb_search_<config>``: a lower-case identifier of at most 63 bytes (PostgreSQL's limit), distinct for
+    distinct config names (:func:`workbench.export.names.sql_ident`)."""
+    from workbench.export.names import sql_ident
+
+    return sql_ident("wb_search_", config)
 
 
 def build(cfg, exp, ds, engine) -> PostgresExport:
@@ -303,9 +322,13 @@ def build(cfg, exp, ds, engine) -> PostgresExport:
     if method in RANX_METHODS:
         raise ConfigError(f"{where}: fusion {method!r} is computed by ranx in Python; export a config fused by "
                           "rrf, weighted, combsum, combmnz or none, or use --format json")
+    from workbench.export.names import distinct
+
     scan = exp.depth
     parts: list[LanePart] = []
     params: dict[str, Param] = {}
+    vec_names = distinct("p_vec_", sorted({exp.lanes[ln].parsed().embedder for ln in cfg.lanes
+                                           if exp.lanes[ln].kind == "pgvector"}))
     for ln in cfg.lanes:
         spec = exp.lanes[ln]
         depth = scan if method == "none" else min(scan, (cfg.depth.get(ln) if isinstance(cfg.depth, Mapping)
@@ -334,7 +357,7 @@ def build(cfg, exp, ds, engine) -> PostgresExport:
                                       "(NFC, invisible characters removed)")
         if spec.kind == "pgvector":
             emb = spec.parsed().embedder
-            pname = "p_vec_" + re.sub(r"[^a-z0-9_]+", "_", emb.lower())
+            pname = vec_names[emb]
             params[pname] = Param(pname, "vector", f"the query embedded by [embedders.{emb}] "
                                   f"({lane.embedder.model_id}, dim {lane.embedder.dim}; NULL for an empty query)")
             parts.append(vector_part(ln, lane, lane.index_info(), scan, depth, pname))
