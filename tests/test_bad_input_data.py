@@ -203,7 +203,8 @@ def test_check_ratios_rejects_non_finite_and_non_numbers():
 
 def test_the_shipped_definitions_still_load():
     defs = catalog.load_definitions()
-    assert list(defs.datasets) == ["gita", "bilara-segments", "bilara-passages", "cst4-mn"]
+    assert list(defs.datasets) == ["gita", "bilara-segments", "bilara-passages", "cst4-mn", "bilara-filtered",
+                                   "cst4-mn-filtered", "gita-negatives"]
 
 
 @pytest.fixture
@@ -676,6 +677,9 @@ def test_required_sources_per_dataset():
         "bilara-segments": ("suttacentral-bilara", "ms-dpd"),
         "bilara-passages": ("suttacentral-bilara", "ms-dpd"),
         "cst4-mn": ("cst4-tipitaka-xml",),
+        "bilara-filtered": ("suttacentral-bilara", "ms-dpd"),
+        "cst4-mn-filtered": ("cst4-tipitaka-xml",),
+        "gita-negatives": ("gita",),
     }
 
 

@@ -11,7 +11,8 @@ from workbench.experiment.config import load_experiment
 from workbench.experiment.tracking import metric_key
 
 ROOT = Path(__file__).resolve().parent.parent
-KNOWN = {"gita", "bilara-segments", "bilara-passages", "cst4-mn"}
+KNOWN = {"gita", "bilara-segments", "bilara-passages", "cst4-mn", "bilara-filtered", "cst4-mn-filtered",
+         "gita-negatives"}
 
 BASE = """
 name = "t"

@@ -14,7 +14,12 @@ GRANULARITIES = ("segment", "passage", "paragraph", "verse", "sutta")
 
 #: Query types the builders produce. ``headword``: a bold headword of the CST aṭṭhakathā, answered by the
 #: commentary paragraphs that hold it in bold (:func:`workbench.data.querysets.builders.cst_bold_headwords`).
-QUERY_TYPES = ("paraphrase", "term", "reference", "page_ref", "headword")
+#: ``negative``: a query the corpus holds no answer to by construction (a reference out of range, which the
+#: grammar diagnoses: ``BG 19.1``, ``MN 200``); it has no judgments, and is scored by whether the answer is empty
+#: (:mod:`workbench.eval.answers`).
+QUERY_TYPES = ("paraphrase", "term", "reference", "page_ref", "headword", "negative")
+#: Query types with no relevant document by construction (:data:`QUERY_TYPES`).
+UNANSWERABLE_QUERY_TYPES = ("negative",)
 #: Query types whose built qrels are exact and complete: the reference grammar
 #: (:mod:`workbench.text.refs`) resolves the address to the documents it names. Human pools skip
 #: them and agreement is also reported without them (:mod:`workbench.judging.pooling`).

@@ -124,6 +124,15 @@ DEFAULTS: dict[str, Guideline] = {
         not_relevant="A root-text paragraph that only uses the word, and commentary that uses it without explaining "
                      "it; a word that merely begins or sounds alike is 0.",
         cannot_judge=_CANNOT),
+    "negative": Guideline(
+        "negative",
+        query="The query asks for something the corpus does not hold, by construction: a reference beyond the "
+              "text's end (BG 19.1: the Gita has 18 chapters; MN 200: the Majjhima has 152 suttas). A good search "
+              "answers it with nothing.",
+        highly_relevant="None: no document answers it.",
+        relevant="None: a verse or sutta with the same number in another chapter or collection is still 0.",
+        not_relevant="Every document.",
+        cannot_judge=_CANNOT),
 }
 
 

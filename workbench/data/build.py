@@ -357,6 +357,13 @@ def _build_locked(name: str, defs: Definitions, defn: dict[str, Any], data: Path
     except KeyError as exc:
         raise DataError(f"cannot build dataset {name}: a corpus record under {data} lacks the key {exc}; "
                         f"restore the corpus (or fix dataset.{name} in {defs.path})") from exc
+    if defn.get("negatives"):
+        from dataclasses import replace
+
+        from workbench.data.querysets.builders import negative_references
+
+        step("drawing negative queries")
+        built = replace(built, queries=[*built.queries, *negative_references(built.queries, defs.seed)])
     if defn.get("filters"):
         from dataclasses import replace
 

@@ -66,8 +66,9 @@ def default_definitions_path() -> Path:
 
 
 #: Keys every ``[dataset.NAME]`` may hold whatever its source: ``filters``, the facets filtered copies of its
-#: queries are drawn by (:func:`workbench.data.querysets.builders.filtered_variants`).
-GENERIC_KEYS = frozenset({"filters"})
+#: queries are drawn by (:func:`workbench.data.querysets.builders.filtered_variants`); ``negatives = true``:
+#: unanswerable queries from its references (:func:`workbench.data.querysets.builders.negative_references`).
+GENERIC_KEYS = frozenset({"filters", "negatives"})
 #: The facets ``filters`` may name.
 FILTER_FACETS = ("collection", "category", "book", "work", "chapter")
 
@@ -100,6 +101,8 @@ def _check_dataset(path: Path, name: str, d: object, datasets: dict[str, Any]) -
         if bad:
             raise ConfigError(f"{path}: {where}.query_types {bad} not available for source {show(src)}; "
                               f"choose from {list(known)}")
+    if "negatives" in d and not isinstance(d["negatives"], bool):
+        raise ConfigError(f"{path}: {where}.negatives must be true or false, got {show(d['negatives'])}")
     if "filters" in d:
         str_list(path, f"{where}.filters", d["filters"], known=FILTER_FACETS, nonempty=True,
                  example='["collection", "work"]')

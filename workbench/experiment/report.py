@@ -138,6 +138,32 @@ def by_filter_frame(result, measure: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def answers_frame(result) -> pd.DataFrame:
+    """Per (dataset, config) with unanswerable queries (:mod:`workbench.eval.answers`): the negatives and answerable
+    queries of the experiment's splits, the empty-answer rate on negatives and the false-empty rate as the config
+    ran (its own ``min_score``), and the ``min_score`` that maximises the abstention accuracy over the best scores
+    with both rates there. Empty when no dataset has negatives."""
+    from workbench.eval.answers import answer_rates, best_threshold, min_score_curve
+    from workbench.types import UNANSWERABLE_QUERY_TYPES
+
+    rows = []
+    for cr in result.configs:
+        ds = (getattr(result, "datasets", None) or {}).get(cr.dataset)
+        if ds is None:
+            continue
+        queries = [q for q in ds.queries if q.split in result.experiment.splits]
+        if not any(q.query_type in UNANSWERABLE_QUERY_TYPES for q in queries):
+            continue
+        rates = answer_rates(cr.run, queries, ds.qrels)
+        best = best_threshold(min_score_curve(cr.run, queries, ds.qrels)) or {}
+        rows.append({"dataset": cr.dataset, "config": cr.config.name, "negatives": rates["negatives"],
+                     "empty on negatives": rates["empty_on_negatives"], "false empty": rates["false_empty"],
+                     "best min_score": best.get("min_score", float("nan")),
+                     "→ empty on negatives": best.get("empty_on_negatives", float("nan")),
+                     "→ false empty": best.get("false_empty", float("nan"))})
+    return pd.DataFrame(rows)
+
+
 def render(result, type_measures: tuple[str, ...] = ("R@10", "nDCG@10", "RR@10")) -> str:
     """The comparison as text: per dataset (with the qrels layer it was judged by), configs × measures,
     then per query type."""
@@ -182,6 +208,12 @@ def render(result, type_measures: tuple[str, ...] = ("R@10", "nDCG@10", "RR@10")
             out.append(f"\n-- {ds}: filtered queries by selectivity ({measures[0]}; unfiltered: the same queries "
                        "without their filter; short: answered with fewer than min(top_k, admitted) documents) --")
             out.append(part.drop(columns=["dataset"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    ans = answers_frame(result)
+    for ds, part in (ans.groupby("dataset", sort=False) if not ans.empty else ()):
+        out.append(f"\n-- {ds}: unanswerable queries (empty on negatives: answered with nothing, higher is better; "
+                   "false empty: answerable queries answered with nothing; best min_score: the threshold on the "
+                   "best score that maximises (empty on negatives + 1 - false empty) / 2) --")
+        out.append(part.drop(columns=["dataset"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     lanes = [(d, lane, s) for (d, lane), s in result.lane_latency.items()]
     if lanes:
         out.append("\n-- lane latency (ms per query) --")

@@ -20,12 +20,13 @@ from typing import Iterable, Sequence
 from workbench.text import refs
 from workbench.data.loaders.dpd import Lexicon
 from workbench.data.loaders.gita import GitaCorpus, shared_translation_groups, word_meanings_pairs
-from workbench.data.querysets.split import DEFAULT_RATIOS, assign_splits, unit_interval
+from workbench.data.querysets.split import DEFAULT_RATIOS, assign_split, assign_splits, unit_interval
 from workbench.text.normalize import ascii_fold, gita_to_iast, match_form, to_cyrillic_many, tokens
 from workbench.text.translit import iast_to_devanagari_many
 from workbench.types import QUERY_TYPES, Document, Qrel, Query
 
-_ABBREV = {"paraphrase": "para", "term": "term", "reference": "ref", "page_ref": "page", "headword": "head"}
+_ABBREV = {"paraphrase": "para", "term": "term", "reference": "ref", "page_ref": "page", "headword": "head",
+           "negative": "neg"}
 _LETTERS = re.compile(r"^[^\W\d_]+$")
 
 
@@ -603,3 +604,40 @@ def filtered_variants(queries: Sequence[Query], qrels: Sequence[Qrel], documents
             out_r += [Qrel(qid, r.doc_id, r.relevance) for r in relevant[q.query_id]
                       if r.doc_id in of and of[r.doc_id].get(facet) == value]
     return out_q, out_r
+
+
+#: Negative queries drawn per dataset (:func:`negative_references`).
+NEGATIVES = 100
+_FIRST_NUMBER = re.compile(r"[0-9]+")
+
+
+def negative_references(queries: Sequence[Query], seed: int, n: int = NEGATIVES,
+                        ratios: tuple[float, float, float] = DEFAULT_RATIOS) -> list[Query]:
+    """Unanswerable queries (type ``negative``) made from a query set's reference queries: the first number moved
+    past the end of the text (``BG 2.47`` → ``BG 19.47``, ``Бг 2.47`` → ``Бг 21.47``, ``MN 10`` → ``MN 155``), kept
+    only when the reference grammar (:func:`workbench.text.refs.parse`) diagnoses it as out of range, so no
+    document can answer it. The text keeps its script and spelling; the number past the end is the book's last
+    (:attr:`workbench.text.refs.Book.limits`) plus 1–10, seeded. Ids ``<query_id>~neg``; each its own group
+    (``neg:<text>``), split by :func:`~workbench.data.querysets.split.assign_split`. At most ``n``, in the seeded
+    order ``sha256(seed:negative:<query_id>)``; no judgments.
+    """
+    out: dict[str, Query] = {}
+    picked = sorted((q for q in queries if q.query_type == "reference"),
+                    key=lambda q: unit_interval(seed, f"negative:{q.query_id}"))
+    for q in picked:
+        res = refs.parse(q.text)
+        if not isinstance(res.ref, refs.TextRef):
+            continue
+        limit = refs.BOOKS[res.ref.book].limits[0]
+        m = _FIRST_NUMBER.search(q.text)
+        if not isinstance(limit, int) or m is None or int(m.group()) != res.ref.numbers[0]:
+            continue
+        past = limit + 1 + int(unit_interval(seed, f"past:{q.query_id}") * 10)
+        text = q.text[:m.start()] + str(past) + q.text[m.end():]
+        if refs.parse(text).ref is not None or text in out:
+            continue
+        group = f"neg:{text}"
+        out[text] = Query(f"{q.query_id}~neg", text, "negative", q.language, assign_split(group, seed, ratios), group)
+        if len(out) >= n:
+            break
+    return list(out.values())

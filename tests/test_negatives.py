@@ -1,0 +1,82 @@
+"""Unanswerable queries and honest empty answers (:mod:`workbench.eval.answers`,
+:func:`workbench.data.querysets.builders.negative_references`).
+
+Hand-computed cases: a negative query answered empty scores 1 on the empty-answer rate and a padded answer 0; the
+``min_score`` curve read from best scores; and on the real gita: 100 references past the end of the text, each
+diagnosed by the grammar, in the script it was asked in, with no judgment, answered with nothing by the
+canonical-reference lane.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from workbench.eval.answers import answer_rates, best_threshold, min_score_curve
+from workbench.run import Hit, Run
+from workbench.types import Qrel, Query
+
+
+def Q(qid: str, qtype: str) -> Query:
+    return Query(qid, qid, qtype, "en", "test")
+
+
+QUERIES = [Q("n1", "negative"), Q("n2", "negative"), Q("a1", "term"), Q("a2", "term"), Q("u", "term")]
+QRELS = [Qrel("a1", "d1", 2), Qrel("a2", "d2", 1), Qrel("u", "d3", 0)]  # u: judged, nothing relevant
+
+
+def test_an_empty_answer_to_a_negative_scores_1_and_a_padded_one_0():
+    run = Run({"n1": [], "n2": [Hit("d9", 0.4)], "a1": [Hit("d1", 0.9)], "a2": [], "u": []}, "r")
+    assert answer_rates(run, QUERIES, QRELS) == {"negatives": 2, "empty_on_negatives": 0.5, "answerable": 2,
+                                                "false_empty": 0.5}
+    only_padded = answer_rates(run, [QUERIES[1]], QRELS)
+    assert only_padded["empty_on_negatives"] == 0.0 and math.isnan(only_padded["false_empty"])
+
+
+def test_the_min_score_curve_reads_both_rates_from_the_best_scores():
+    # best scores: negatives 0.2 and 0.5, answerable 0.9 and 0.4
+    run = Run({"n1": [Hit("x", 0.2)], "n2": [Hit("y", 0.5), Hit("z", 0.1)], "a1": [Hit("d1", 0.9)],
+               "a2": [Hit("d2", 0.4)]}, "r")
+    curve = min_score_curve(run, QUERIES[:4], QRELS, points=5)
+    # thresholds: -inf and the quartiles of (0.2, 0.4, 0.5, 0.9): 0.2, 0.35, 0.45, 0.6, 0.9
+    assert curve["min_score"].tolist() == pytest.approx([float("-inf"), 0.2, 0.35, 0.45, 0.6, 0.9])
+    assert curve["empty_on_negatives"].tolist() == [0.0, 0.0, 0.5, 0.5, 1.0, 1.0]
+    assert curve["false_empty"].tolist() == [0.0, 0.0, 0.0, 0.5, 0.5, 0.5]
+    best = best_threshold(curve)
+    assert best["min_score"] == pytest.approx(0.35) and best["abstention_accuracy"] == 0.75
+    # 0.35 answers both answerable queries and says nothing to the negative whose best is 0.2
+    assert best_threshold(min_score_curve(run, QUERIES[2:4], QRELS)) is None  # no negatives: no curve
+
+
+def test_the_gita_negatives_are_out_of_range_references_in_their_script(built_home, data_dir):
+    from retrievers.reference import ReferenceLane
+    from workbench.data import catalog
+    from workbench.text import refs
+    from workbench.text.scripts import script_of
+
+    ds = catalog.load("gita-negatives", catalog.load_definitions(), data_dir, built_home)
+    gita = catalog.load("gita", catalog.load_definitions(), data_dir, built_home)
+    neg = [q for q in ds.queries if q.query_type == "negative"]
+    assert len(neg) == 100 and len(ds.queries) == len(gita.queries) + 100
+    assert not {r.query_id for r in ds.qrels} & {q.query_id for q in neg}  # no judgment, by construction
+    source = {q.query_id: q for q in gita.queries}
+    for q in neg:
+        res = refs.parse(q.text)
+        assert res.ref is None and "has 18 chapters, not" in res.reason, (q.text, res.reason)
+        base = source[q.query_id.removesuffix("~neg")]
+        assert base.query_type == "reference" and script_of(q.text) == script_of(base.text)
+        assert 19 <= int(q.text.split()[-1].split(".")[0]) <= 28
+    asked = neg + [q for q in ds.queries if q.query_type == "reference"][:50]
+    rates = answer_rates(ReferenceLane("reference", ds.documents).search(asked, 10), asked, ds.qrels)
+    assert rates["empty_on_negatives"] == 1.0 and rates["false_empty"] == 0.0
+
+
+def test_negatives_must_be_true_or_false(tmp_path):
+    from workbench.data import catalog
+    from workbench.errors import ConfigError
+
+    path = tmp_path / "datasets.toml"
+    path.write_text('seed = 1\n[dataset.g]\nsource = "gita"\nnegatives = "yes"\n')
+    with pytest.raises(ConfigError, match="dataset.g.negatives must be true or false"):
+        catalog.load_definitions(path)
