@@ -164,7 +164,7 @@ def test_an_experiment_without_a_config_and_a_bad_export_exit_2(env, tmp_path):
            "provenance": {"experiment": f"{folder}/e.toml"}}
     (tmp_path / "x.json").write_text(json.dumps(bad))
     res = gate("--candidate", str(tmp_path / "x.json"), "--baseline", f"{folder}/e.toml:full", "-d", "gita")
-    assert res.exit_code == 2 and "top_k must be an integer >= 1" in res.output, res.output
+    assert res.exit_code == 2 and "top_k must be an integer from 1 to 10,000" in res.output, res.output
 
 
 def test_junit_names_the_config_of_each_case(env, tmp_path):
