@@ -30,7 +30,7 @@ def main() -> int:
 
     from retrievers.pgvector import VectorLane
     from workbench.data import catalog
-    from workbench.data.facets import FacetIndex, parse_filter
+    from workbench.data.facets import parse_filter
     from workbench.embedders import make_embedder
     from workbench.engines import pg_client as pg
     from workbench.engines.pg_index import index_dataset
@@ -53,7 +53,7 @@ def main() -> int:
         "SN 56 (6%)": {"collection": "sn56"}, "1% (18 passages)": {"doc_id": {"$in": ids[::100][:18]}},
         "0.5% (9 passages)": {"doc_id": {"$in": ids[::200][:9]}},
     }
-    index = FacetIndex(ds.documents)
+    index = ds.facet_index
     settings = [("off", 40, 20000), ("off", 200, 20000), ("strict_order", 40, 20000), ("relaxed_order", 40, 20000),
                 ("relaxed_order", 40, 1000), ("relaxed_order", 200, 20000)]
     k = args.k

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 
 import psycopg
 import pytest
@@ -52,6 +53,18 @@ def _empty(pg_dsn) -> JudgmentStore:
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("DROP SCHEMA wb_judge CASCADE")
     return JudgmentStore(pg_dsn)
+
+
+def _refused(pg_dsn, path) -> str:
+    """Restore ``path`` into an empty store: it must fail with a JudgeError and write nothing; its message."""
+    fresh = _empty(pg_dsn)
+    try:
+        with pytest.raises(JudgeError) as err:
+            bk.restore(fresh, path)
+        assert {t: len(rows) for t, rows in _dump(fresh).items()} == {t: 0 for t, _k, _s in bk.TABLES}
+    finally:
+        fresh.close()
+    return str(err.value)
 
 
 @pytest.mark.parametrize("name", ["judge.jsonl.gz", "judge.jsonl"])
@@ -219,12 +232,8 @@ def test_restore_holds_rater_names_to_the_name_rule(store, pg_dsn, tmp_path, nam
     row["row"]["name"] = name
     bad = tmp_path / "names.jsonl"
     bad.write_text("".join(lines[:r] + [json.dumps(row, ensure_ascii=False) + "\n"] + lines[r + 1:]), encoding="utf-8")
-    fresh = _empty(pg_dsn)
-    with pytest.raises(JudgeError) as err:
-        bk.restore(fresh, bad)
-    assert f"names.jsonl:{r + 1}: a raters row the store refuses: rater name {name!r} is not valid" in str(err.value)
-    assert {t: len(rows) for t, rows in _dump(fresh).items()} == {t: 0 for t, _k, _s in bk.TABLES}
-    fresh.close()
+    msg = _refused(pg_dsn, bad)
+    assert f"names.jsonl:{r + 1}: a raters row the store refuses: rater name {name!r} is not valid" in msg
 
 
 def test_a_gzip_backup_with_a_flipped_byte_is_one_line(store, pg_dsn, tmp_path):
@@ -235,11 +244,8 @@ def test_a_gzip_backup_with_a_flipped_byte_is_one_line(store, pg_dsn, tmp_path):
     start = data.index(0, 10) + 1 if data[3] & 0x08 else 10  # past the header (and the file name gzip.open writes)
     data[start + 2] ^= 0xFF  # the deflate block header: zlib.error "invalid code lengths set" (a traceback before)
     path.write_bytes(bytes(data))
-    fresh = _empty(pg_dsn)
-    with pytest.raises(JudgeError, match=r"b\.jsonl\.gz cannot be read whole \(.*\); the file is damaged or cut off"):
-        bk.restore(fresh, path)
-    assert {t: len(rows) for t, rows in _dump(fresh).items()} == {t: 0 for t, _k, _s in bk.TABLES}
-    fresh.close()
+    assert re.search(r"b\.jsonl\.gz cannot be read whole \(.*\); the file is damaged or cut off",
+                     _refused(pg_dsn, path))
 
 
 def test_a_dangling_id_the_file_check_misses_is_one_line_and_nothing_is_written(store, pg_dsn, tmp_path):
@@ -252,12 +258,8 @@ def test_a_dangling_id_the_file_check_misses_is_one_line_and_nothing_is_written(
     row["row"]["pool_id"] = 999
     bad = tmp_path / "bad.jsonl"
     bad.write_text("".join(lines[:n] + [json.dumps(row) + "\n"] + lines[n + 1:]), encoding="utf-8")
-    fresh = _empty(pg_dsn)
-    with pytest.raises(JudgeError, match=r"the store refuses the queue_pools rows \(.*foreign key.*\); nothing "
-                                         r"was restored"):
-        bk.restore(fresh, bad)
-    assert {t: len(rows) for t, rows in _dump(fresh).items()} == {t: 0 for t, _k, _s in bk.TABLES}
-    fresh.close()
+    assert re.search(r"the store refuses the queue_pools rows \(.*foreign key.*\); nothing was restored",
+                     _refused(pg_dsn, bad))
 
 
 def test_backup_refuses_an_existing_file_without_force_and_warns_on_a_store_without_judgments(

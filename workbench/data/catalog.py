@@ -26,6 +26,7 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
@@ -250,6 +251,13 @@ class Dataset:
     queries: list[Query]
     qrels: list[Qrel]
     manifest: dict[str, Any]
+
+    @cached_property
+    def facet_index(self):
+        """The documents' :class:`workbench.data.facets.FacetIndex` (built on first use, then kept)."""
+        from workbench.data.facets import FacetIndex
+
+        return FacetIndex(self.documents)
 
 
 def load(name: str, defs: Definitions | None = None, data: Path | None = None, home: Path | None = None,

@@ -130,6 +130,7 @@ def parse_filter(raw: Any) -> Filter | None:
     clauses: list[Clause] = []
     canonical: dict[str, Any] = {}
     for facet in sorted(raw):
+        canon: dict[str, Any] = {}
         spec = raw[facet]
         if facet not in FACETS:
             raise ValueError(f"filter facet {facet!r} is not one of {', '.join(FACETS)}")
@@ -153,18 +154,20 @@ def parse_filter(raw: Any) -> Filter | None:
                     kind = "a number" if ordered else "a string"
                     raise ValueError(f"filter facet {facet!r}: value {v!r} must be {kind}")
             clauses.append(Clause(facet, op, values))
-        canonical[facet] = {op: (list(c.values) if c.op == "$in" else c.values[0])
-                            for op, c in ((c.op, c) for c in clauses if c.facet == facet)}
-        if set(canonical[facet]) == {"$eq"}:
-            canonical[facet] = canonical[facet]["$eq"]
+            canon[op] = list(values) if op == "$in" else values[0]
+        canonical[facet] = canon["$eq"] if set(canon) == {"$eq"} else canon
     return Filter(tuple(clauses), json.dumps(canonical, ensure_ascii=False, sort_keys=True, separators=(",", ":")))
 
 
 def facet_values(docs: Iterable[Any]) -> dict[str, set]:
     """Every value each facet takes over ``docs`` (what :func:`check_filter` checks against)."""
+    return _values(facets(d) for d in docs)
+
+
+def _values(of: Iterable[Mapping[str, Any]]) -> dict[str, set]:
     seen: dict[str, set] = {}
-    for d in docs:
-        for facet, value in facets(d).items():
+    for f in of:
+        for facet, value in f.items():
             seen.setdefault(facet, set()).update(value if isinstance(value, list) else [value])
     return seen
 
@@ -191,7 +194,9 @@ def admitted(flt: Filter | None, docs: Iterable[Any]) -> list[str]:
 
 
 class FacetIndex:
-    """The facets of a dataset's documents, and the documents each filter admits (computed once per filter).
+    """The facets of a dataset's documents, the values each facet takes (:attr:`values`) and the documents each
+    filter admits (computed once per filter). A loaded dataset keeps one
+    (:attr:`workbench.data.catalog.Dataset.facet_index`).
 
     Args:
         docs: the dataset's :class:`workbench.types.Document` list.
@@ -200,6 +205,8 @@ class FacetIndex:
     def __init__(self, docs: Iterable[Any]) -> None:
         self._facets = {d.doc_id: facets(d) for d in docs}
         self._admitted: dict[str, frozenset[str]] = {}
+        #: facet → every value it takes (:func:`facet_values`).
+        self.values = _values(self._facets.values())
 
     def admitted(self, filter_text: str) -> frozenset[str] | None:
         """The doc_ids a filter (canonical JSON, :attr:`workbench.types.Query.filter`) admits; None for ``""``."""

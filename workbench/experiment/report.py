@@ -101,10 +101,9 @@ def by_filter_frame(result, measure: str) -> pd.DataFrame:
     difference, and ``short``: how many filtered queries were answered with fewer than ``min(top_k, admitted)``
     documents although the filter admits more (an HNSW scan that stopped before k rows passed the filter). Empty
     when no dataset has filtered queries."""
-    from workbench.data.facets import SELECTIVITY_BUCKETS, FacetIndex, selectivity_bucket
+    from workbench.data.facets import SELECTIVITY_BUCKETS, selectivity_bucket
 
     rows = []
-    index_of: dict = {}
     for cr in result.configs:
         ds = (getattr(result, "datasets", None) or {}).get(cr.dataset)
         per_q = cr.evaluation.per_query
@@ -113,7 +112,7 @@ def by_filter_frame(result, measure: str) -> pd.DataFrame:
         filtered = {q.query_id: q for q in ds.queries if q.filter}
         if not filtered:
             continue
-        index = index_of.setdefault(cr.dataset, FacetIndex(ds.documents))
+        index = ds.facet_index
         value = dict(zip(per_q["query_id"], per_q[measure]))
         n_docs = max(len(ds.documents), 1)
         buckets: dict[str, list] = {}

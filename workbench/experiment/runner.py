@@ -327,20 +327,22 @@ def _apply_filters(result: "LaneResult", spec: LaneSpec, ds: catalog.Dataset, qu
     """Hold a lane's run to its queries' filters (:func:`filter_hits`); a lane that cannot filter natively is
     filtered after the fact, and a note says so (it may return fewer than k for a filtered query); a native lane
     that returned hits its filter excludes gets a note too (a live system ignoring the filter)."""
-    filtered = [q for q in queries if q.filter]
-    if not filtered:
+    if not any(q.filter for q in queries):
         return
-    from workbench.data.facets import FacetIndex
-
-    result.run, removed = filter_hits(result.run, queries, FacetIndex(ds.documents))
-    if not retriever_kind(spec.kind).filters_natively(spec.parsed()):
-        result.notes.append(_after_the_fact(spec, len(filtered)))
+    result.run, removed = filter_hits(result.run, queries, ds.facet_index)
+    note = _after_the_fact(spec, queries)
+    if note:
+        result.notes.append(note)
     elif removed:
         result.notes.append(f"returned {removed} hit(s) that their queries' filters exclude (removed); the system "
                             "does not apply the filter it is sent")
 
 
-def _after_the_fact(spec: LaneSpec, n: int) -> str:
+def _after_the_fact(spec: LaneSpec, queries) -> str | None:
+    """The note for a lane that cannot apply its queries' filters itself, or None (it can, or none has one)."""
+    n = sum(1 for q in queries if q.filter)
+    if not n or retriever_kind(spec.kind).filters_natively(spec.parsed()):
+        return None
     return (f"kind {spec.kind} cannot apply a filter itself: the hits of its {n} filtered queries are filtered "
             "after the fact, so such a query may get fewer hits than the depth")
 
@@ -360,9 +362,9 @@ def lane_result(spec: LaneSpec, ds: catalog.Dataset, engine: Engine, cache: Cand
     got = cache.get(parts)
     if got is not None:
         cached = LaneResult(got[0], got[1], cached=True)
-        n = sum(1 for q in engine.lane_queries(ds, spec) if q.filter)
-        if n and not retriever_kind(spec.kind).filters_natively(spec.parsed()):
-            cached.notes.append(_after_the_fact(spec, n))
+        note = _after_the_fact(spec, engine.lane_queries(ds, spec))
+        if note:
+            cached.notes.append(note)
         return cached
     queries = engine.lane_queries(ds, spec)
     log(f"{ds.name}: running lane {spec.name} on {len(queries)} queries")

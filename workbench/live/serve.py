@@ -61,16 +61,6 @@ class Served:
     dataset: str
 
 
-class _Facets:
-    """A dataset's facet values (to check a request's filter) and its :class:`~workbench.data.facets.FacetIndex`."""
-
-    def __init__(self, docs) -> None:
-        from workbench.data.facets import FacetIndex, facet_values
-
-        self.values = facet_values(docs)
-        self.index = FacetIndex(docs)
-
-
 class Searcher:
     """One config on one dataset, answering one query at a time (lanes open once; calls serialised, as the lane
     protocol asks: an instance is used by one thread at a time).
@@ -108,7 +98,6 @@ class Searcher:
         needed = list(dict.fromkeys((*self.cfg.lanes, *exp.reranker_lanes(self.cfg))))
         self.lanes = {n: self.engine.lane(self.ds, exp.lanes[n]) for n in needed}
         self.docs = {d.doc_id: d for d in self.ds.documents}
-        self.facets = _Facets(self.ds.documents)
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
 
@@ -125,8 +114,7 @@ class Searcher:
         for the others (:func:`workbench.experiment.runner.filter_hits`).
         """
         from workbench.data.facets import check_filter, parse_filter
-        from workbench.experiment.runner import filter_hits
-        from workbench.experiment.runner import config_run
+        from workbench.experiment.runner import config_run, filter_hits
         from workbench.text.query import clean
         from workbench.types import Query
 
@@ -140,14 +128,14 @@ class Searcher:
             flt = parse_filter(filters if filters != [] else None)
         except ValueError as exc:
             raise BadRequest(INVALID, str(exc)[:300]) from None
-        problem = check_filter(flt, self.facets.values, self.served.dataset) if flt is not None else ""
+        problem = check_filter(flt, self.ds.facet_index.values, self.served.dataset) if flt is not None else ""
         if problem:
             raise BadRequest(INVALID, problem[:300])
         k = min(k, self.cfg.top_k)
         q = Query(f"s{next(self._ids)}", clean(text), "paraphrase", "und", "test", filter=flt.text if flt else "")
         try:
             with self._lock:
-                runs = {n: filter_hits(lane.search([q], self.exp.depth), [q], self.facets.index)[0]
+                runs = {n: filter_hits(lane.search([q], self.exp.depth), [q], self.ds.facet_index)[0]
                         for n, lane in self.lanes.items()}
                 run = config_run(self.cfg, runs, self.ds, self.engine, [q])
         except WorkbenchError as exc:
