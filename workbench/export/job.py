@@ -110,6 +110,8 @@ def from_study(study_file: Path, storage: str, home: Path, log: Callable[[str], 
 
 def _is_export(path: Path) -> bool:
     """Whether ``path`` is a json export the workbench wrote (an object with its ``provenance``)."""
+    if not path.is_file():  # never read a FIFO or a device (a FIFO blocks, /dev/zero never ends)
+        return False
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -124,7 +126,7 @@ def check_targets(targets: Sequence[Path], ours: bool, force: bool) -> None:
     Raises:
         ConfigError: naming the path and the fix.
     """
-    present = [t for t in targets if t.exists() and not t.is_symlink()]  # a link is replaced, its target kept
+    present = [t for t in targets if t.exists()]  # a link is judged by what it points at (/dev/stdout: a pipe)
     for t in present:
         if not t.is_file():
             kind = "a folder" if t.is_dir() else "not a regular file (a device, a socket or a pipe)"
