@@ -72,6 +72,16 @@ def test_json_export_refuses_devices_folders_and_foreign_files_and_masks_secrets
     assert headers == {"Authorization": "Bearer ${PROD_KEY}", "X-Literal": "***"}
     assert written["lanes"]["prod"]["env"] == {"RAW": "***"}
     job.write(_source(CONFIG), "json", foreign, home=tmp_path)  # an earlier export of it: replaced without --force
+    other = {**CONFIG, "provenance": {"experiment": "e.toml", "config": "d"}}
+    with pytest.raises(ConfigError, match="is not an earlier workbench export of this config"):
+        job.write(_source(other), "json", foreign, home=tmp_path)  # config d never replaces config c's export
+    assert json.loads(foreign.read_text())["provenance"]["config"] == "c"
+    study = {**CONFIG, "provenance": {"study": "s1", "experiment": "e.toml", "config": "c"}}
+    with pytest.raises(ConfigError, match="pass --force"):
+        job.write(_source(study), "json", foreign, home=tmp_path)  # a study's export is not the config's
+    assert job.identity(study) == ("study", "s1") and job.identity({}) == ()
+    with pytest.raises(ConfigError, match="is not a folder; --format postgres writes several files"):
+        job.write(_source(CONFIG), "postgres", foreign, home=tmp_path)
 
 
 def test_a_blocked_target_in_a_folder_export_stops_before_anything_is_written(tmp_path):
@@ -81,7 +91,7 @@ def test_a_blocked_target_in_a_folder_export_stops_before_anything_is_written(tm
     (out / "c.sql").write_text("-- the function shipped last week\n")
     with pytest.raises(ConfigError, match="c.export.json is a folder"):
         job.check_targets([out / "c.sql", out / "c.statement.sql", out / "c.export.json"],
-                          job._is_export(out / "c.export.json"), False)
+                          job._is_export(out / "c.export.json", _source(CONFIG)), False)
     assert (out / "c.sql").read_text() == "-- the function shipped last week\n"
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from workbench.errors import ConfigError
 
@@ -108,15 +108,28 @@ def from_study(study_file: Path, storage: str, home: Path, log: Callable[[str], 
     return Source(None, None, st.dataset, config, label, study_file)
 
 
-def _is_export(path: Path) -> bool:
-    """Whether ``path`` is a json export the workbench wrote (an object with its ``provenance``)."""
+def identity(config_json: Mapping[str, Any]) -> tuple[str, ...]:
+    """What names one exported config: ``("study", name)`` for a tuned study's config, else
+    ``("config", experiment file, config name)``; ``()`` when the json carries no provenance."""
+    prov = config_json.get("provenance")
+    if not isinstance(prov, dict):
+        return ()
+    if prov.get("study"):
+        return ("study", str(prov["study"]))
+    return ("config", str(prov.get("experiment")), str(prov.get("config")))
+
+
+def _is_export(path: Path, source: Source) -> bool:
+    """Whether ``path`` is an earlier workbench export of ``source``'s config: a json object whose
+    ``provenance`` names the same study, or the same experiment and config (another config's export is
+    someone else's file: replacing it needs ``--force``)."""
     if not path.is_file():  # never read a FIFO or a device (a FIFO blocks, /dev/zero never ends)
         return False
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(doc, dict) and isinstance(doc.get("provenance"), dict)
+    return isinstance(doc, dict) and identity(doc) != () and identity(doc) == identity(source.config_json)
 
 
 def check_targets(targets: Sequence[Path], ours: bool, force: bool) -> None:
@@ -159,10 +172,11 @@ def kept_report_name(source: Source) -> str:
     ``<experiment stem>.<config>`` (two experiments' configs of one name keep apart)."""
     from workbench.export.names import file_stem
 
-    prov = source.config_json.get("provenance", {})
-    if prov.get("study"):
-        return file_stem(str(prov["study"]))
-    return file_stem(f"{Path(str(prov.get('experiment', 'experiment'))).stem}.{source.cfg.name}")
+    ident = identity(source.config_json)
+    if ident[:1] == ("study",):
+        return file_stem(ident[1])
+    experiment = ident[1] if ident else "experiment"
+    return file_stem(f"{Path(experiment).stem}.{source.cfg.name}")
 
 
 def write(source: Source, fmt: str, out: Path, *, home: Path, verify: bool = False,
@@ -187,12 +201,12 @@ def write(source: Source, fmt: str, out: Path, *, home: Path, verify: bool = Fal
             raise ConfigError("--verify runs an engine artifact; use it with --format postgres or opensearch")
         if out.is_dir():
             raise ConfigError(f"--out {out} is a folder; give a file path such as {out / 'config.json'}")
-        check_targets([out], _is_export(out), force)
+        check_targets([out], _is_export(out, source), force)
         mkdirs(out.parent)
         atomic_write_text(out, json.dumps(masked(source.config_json), indent=1, default=str) + "\n")
         return {"files": [str(out)], "parity": None}
     if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file; --format {fmt} writes several files: give a folder")
+        raise ConfigError(f"--out {out} is not a folder; --format {fmt} writes several files: give a folder")
     if fmt == "opensearch":
         exp, cfg = source.resolved().exp, source.resolved().cfg
         others = [ln for ln in cfg.lanes if exp.lanes[ln].kind != "opensearch"]
@@ -202,7 +216,7 @@ def write(source: Source, fmt: str, out: Path, *, home: Path, verify: bool = Fal
                               f"config of opensearch lanes, or use --format postgres / json")
     stem = file_stem(source.resolved().cfg.name)
     meta = out / f"{stem}.export.json"
-    check_targets([out / f"{stem}{suffix}" for suffix in SUFFIXES[fmt]] + [meta], _is_export(meta), force)
+    check_targets([out / f"{stem}{suffix}" for suffix in SUFFIXES[fmt]] + [meta], _is_export(meta, source), force)
     from workbench.data import catalog
     from workbench.experiment.cache import CandidateCache
 
@@ -254,7 +268,7 @@ def write(source: Source, fmt: str, out: Path, *, home: Path, verify: bool = Fal
     files = artifact.files({"source": source.label, "dataset": source.dataset,
                             "code_commit": source.config_json.get("provenance", {}).get("code_commit"),
                             **({"parity": report.summary()} if report is not None else {})})
-    check_targets([out / name for name in files] + [meta], _is_export(meta), force)  # all, before any is written
+    check_targets([out / name for name in files] + [meta], _is_export(meta, source), force)  # all, before any is written
     mkdirs(out)
     written = []
     for name, text in files.items():
