@@ -47,6 +47,8 @@ def _engineer_pages() -> list:
         st.Page(HERE / "overview.py", title="Overview", icon=":material/leaderboard:", default=True),  # served at /
         st.Page(HERE / "compare.py", title="Compare two configs", icon=":material/compare_arrows:", url_path="compare"),
         st.Page(HERE / "query.py", title="Query drill-down", icon=":material/manage_search:", url_path="query"),
+        st.Page(HERE / "filters.py", title="Filters and empty answers", icon=":material/filter_alt:",
+                url_path="filters"),
         st.Page(HERE / "study.py", title="Study", icon=":material/tune:", url_path="study"),
         st.Page(HERE / "gate.py", title="Gate", icon=":material/traffic:", url_path="gate"),
     ]

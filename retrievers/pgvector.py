@@ -210,6 +210,16 @@ class PgVectorKind(RetrieverKind):
     code = (_sql, pg, indexer, doctext)
     native_filters = True
 
+    def exact_twin(self, params: PgVectorParams) -> dict | None:
+        """``exact = true``: every row scanned (None for a lane that is exact already). The HNSW settings an exact
+        scan ignores are set to their defaults, so the twins of lanes that differ only in them are one cached
+        run."""
+        if params.exact:
+            return None
+        fields = PgVectorParams.model_fields
+        return {"exact": True, **{key: fields[key].default for key in ("ef_search", "iterative_scan",
+                                                                        "max_scan_tuples")}}
+
     def open(self, name: str, params: PgVectorParams, ds, res) -> VectorLane:
         """The lane on ``ds``'s index built with ``params.embedder`` (built when missing)."""
         info = res.pg_index(ds, params.embedder)

@@ -230,7 +230,7 @@ def test_every_run_is_finished_with_its_artifacts_and_names_its_writer(board):
             assert {"study.toml", "report.json", "export.json", "trials.csv"} <= set(listed)
 
 
-@pytest.mark.parametrize("page", ["overview", "compare", "query", "study", "gate"])
+@pytest.mark.parametrize("page", ["overview", "compare", "query", "filters", "study", "gate"])
 def test_an_empty_home_says_what_to_run(page, tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path))
@@ -261,6 +261,7 @@ def test_every_page_renders_in_headless_chromium(board, tmp_path):
         expect = {"overview": ["Overview", "board/rrf", "paraphrase (n=600)"],
                   "compare": ["Compare two configs", "Wins (B better)", "queries differ"],
                   "query": ["Query drill-down", "Qrels", "lanes: vector, fts, ref"],
+                  "filters": ["Filters and empty answers", "no filtered and no unanswerable queries"],
                   "study": ["Chosen trial", "Optimisation history", "Export the chosen trial"],
                   "gate": ["REGRESSION", "reference"]}
         problems = []

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = Path(os.environ.get("WORKBENCH_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "scholar"
 #: What the test's guidelines file says for paraphrases (only there: term and reference keep the built-in texts).
 PARA_2 = "TEST-GUIDE: 2 when the verse is the one the query retells."
-ENGINEER_PAGES = ("Overview", "Compare two configs", "Query drill-down", "Study", "Gate")
+ENGINEER_PAGES = ("Overview", "Compare two configs", "Query drill-down", "Filters and empty answers", "Study", "Gate")
 
 
 # ------------------------------------------------------------------ set-up

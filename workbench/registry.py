@@ -149,6 +149,12 @@ class RetrieverKind(Declaration):
         """Whether this lane applies a query's filter itself (default :attr:`native_filters`)."""
         return self.native_filters
 
+    def exact_twin(self, params: Any) -> dict[str, Any] | None:
+        """The parameters that turn this approximate lane into its exact twin, the ground truth its recall is
+        measured against (:mod:`workbench.eval.ann`): merged over the lane's parameters as written. None: the
+        lane is exact already, or the kind has no approximate search (the default)."""
+        return None
+
     def open(self, name: str, params: Any, ds: Any, res: Any):
         """A live :class:`~workbench.protocols.Retriever` named ``name`` on dataset ``ds``.
 

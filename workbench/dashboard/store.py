@@ -246,6 +246,25 @@ def live_answers(parent_artifact_uri: str, dataset: str, lane: str) -> dict | No
     return got if isinstance(got, dict) else None
 
 
+def report_table(parent_artifact_uri: str, name: str) -> pd.DataFrame | None:
+    """One of an eval's report tables (``reports/<name>.csv``:
+    :func:`workbench.experiment.report.report_tables`), or ``None`` when that eval logged none of that name
+    (no filtered queries, no negatives, or an older run).
+
+    Raises:
+        DataError: the file is there but unreadable.
+    """
+    if not parent_artifact_uri:
+        return None
+    path = _artifact_path(parent_artifact_uri, f"reports/{name}.csv")
+    if not path.is_file():
+        return None
+    try:
+        return pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cannot read {path} ({exc}); run `workbench eval` again") from None
+
+
 @dataclass
 class DatasetFiles:
     """A built dataset as the dashboard needs it: queries (``query_id``-indexed), qrels, documents.

@@ -282,3 +282,48 @@ def qrels_table(qrels: Mapping[str, int], runs: Mapping[str, Run], query_id: str
     for lab in runs:
         out[f"rank in {lab}"] = out[f"rank in {lab}"].astype("Int64")
     return out
+
+
+def ann_figure(ann: pd.DataFrame, k: int = 10):
+    """Plotly lines, one per approximate lane (:func:`workbench.experiment.report.ann_check_frame`): its recall of
+    the exact top ``k`` (left) and its share of under-returned queries (right) per selectivity bucket, widest
+    first, the unfiltered queries last."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from workbench.data.facets import SELECTIVITY_BUCKETS
+    from workbench.eval.ann import UNFILTERED
+
+    order = [UNFILTERED] + [label for _low, label in SELECTIVITY_BUCKETS]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(f"ann R@{k} (share of the exact top {k} found)",
+                                                        "short % (fewer rows than the exact scan)"))
+    for lane, part in ann.groupby("lane", sort=False):
+        part = part.set_index("selectivity").reindex([b for b in order if b in set(part["selectivity"])])
+        hover = [f"n {int(n)}, p50 {p:.1f} ms" for n, p in zip(part["n"], part["p50 ms"])]
+        fig.add_trace(go.Scatter(x=list(part.index), y=part[f"ann R@{k}"], name=lane, legendgroup=lane,
+                                 mode="lines+markers", text=hover), row=1, col=1)
+        fig.add_trace(go.Scatter(x=list(part.index), y=part["short %"], name=lane, legendgroup=lane,
+                                 showlegend=False, mode="lines+markers", text=hover), row=1, col=2)
+    fig.update_yaxes(range=[0, 1.02], row=1, col=1)
+    fig.update_yaxes(range=[0, 102], row=1, col=2)
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=40, b=10))
+    return fig
+
+
+def min_score_figure(curve: pd.DataFrame, chosen: Mapping[str, float] | None = None):
+    """Plotly lines, one per config (:func:`workbench.experiment.report.min_score_curve_frame`): the empty-answer
+    rate on negatives against the false-empty rate as ``min_score`` rises (hover: the threshold); ``chosen``
+    (config → its ``empty on negatives``/``false empty`` as it ran) marked as points."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for config, part in curve.groupby("config", sort=False):
+        fig.add_trace(go.Scatter(x=part["false_empty"], y=part["empty_on_negatives"], mode="lines+markers",
+                                 name=config, text=[f"min_score {m:.4g}" for m in part["min_score"]]))
+    for config, (empty, false_empty) in (chosen or {}).items():
+        fig.add_trace(go.Scatter(x=[false_empty], y=[empty], mode="markers", marker_symbol="star", marker_size=14,
+                                 name=f"{config} as it ran"))
+    fig.update_layout(height=420, xaxis_title="false empty (answerable queries answered with nothing)",
+                      yaxis_title="empty on negatives", xaxis_range=[-0.02, 1.02], yaxis_range=[-0.02, 1.02],
+                      margin=dict(l=10, r=10, t=20, b=10))
+    return fig

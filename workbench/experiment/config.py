@@ -15,6 +15,8 @@ Layout::
     depth = 100                           # candidates per lane kept in the cache
     splits = ["train", "dev", "test"]     # optional; queries of these splits are evaluated
     qrels = "built"                       # optional; built | human | merged (workbench.judging.layers)
+    ann_check = true                      # optional; HNSW lanes against an exact scan (workbench.eval.ann);
+                                          # default: on datasets whose queries carry filters
 
     [index]                               # optional HNSW build parameters
     m = 16
@@ -230,6 +232,9 @@ class Experiment:
     qrels: str = "built"
     #: ``[rerankers.NAME]`` tables.
     rerankers: dict[str, RerankerSpec] = field(default_factory=dict)
+    #: ``ann_check``: measure each approximate lane (HNSW) against its exact twin on a dataset
+    #: (:mod:`workbench.eval.ann`): True on every dataset, False never, None only where queries carry filters.
+    ann_check: bool | None = None
 
     def reranker_lanes(self, config: "FusedConfig") -> tuple[str, ...]:
         """The lanes the rerank stage of ``config`` reads (empty without a rerank stage)."""
@@ -263,7 +268,7 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
     path = Path(path)
     raw = read_toml(path, "experiment", "see experiments/ for examples")
     allowed_top = {"name", "description", "datasets", "measures", "depth", "splits", "index", "embedders", "lanes",
-                   "configs", "qrels", "rerankers"}
+                   "configs", "qrels", "rerankers", "ann_check"}
     extra = set(raw) - allowed_top
     if extra:
         raise _err(path, "top level", f"has unknown key(s) {sorted(extra)}; allowed: {sorted(allowed_top)}")
@@ -338,8 +343,12 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
         configs[cname] = _config(path, cname, spec, lanes, rerankers)
     if not configs:
         raise _err(path, "configs", "defines no [configs.NAME] table; add at least one")
+    ann_check = raw.get("ann_check")
+    if ann_check is not None and not isinstance(ann_check, bool):
+        raise _err(path, "ann_check", "must be true (measure every approximate lane against its exact twin), false "
+                                      "(never), or left out (only on datasets whose queries carry filters)")
     return Experiment(path, name, tuple(datasets), tuple(measures), depth, tuple(splits), index, embedders, lanes,
-                      configs, raw, qrels, rerankers)
+                      configs, raw, qrels, rerankers, ann_check)
 
 
 def _check_name(path: Path, where: str, name: Any) -> None:

@@ -137,22 +137,55 @@ def by_filter_frame(result, measure: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def ann_check_frame(result, k: int = 10) -> pd.DataFrame:
+    """Per (dataset, approximate lane, selectivity bucket) of the experiment's splits (:mod:`workbench.eval.ann`):
+    the lane's search settings (``ef_search``, ``iterative_scan``, ``max_scan_tuples`` where it has them), ``n``,
+    the lane's recall@``k`` of its exact twin's top ``k`` (``ann R@k``), the queries it under-returned
+    (``short``: fewer rows than the exact scan at the same depth) and its latency p50 / p95 (ms) on those queries.
+    Empty when the job measured no exact twin (``ann_check``)."""
+    from workbench.eval.ann import ann_frame, ann_summary
+
+    rows = []
+    for (dsname, lane), twin in getattr(result, "exact", {}).items():
+        ds = result.datasets.get(dsname)
+        lr = result.lanes.get((dsname, lane))
+        if ds is None or lr is None:
+            continue
+        queries = [q for q in ds.queries if q.split in result.experiment.splits]
+        admitted = {q.query_id: len(ds.facet_index.admitted(q.filter) or ()) for q in queries if q.filter}
+        params = result.experiment.lanes[lane].canonical()
+        settings = {key: params[key] for key in ("ef_search", "iterative_scan", "max_scan_tuples") if key in params}
+        frame = ann_frame(lr.run, twin.run, queries, admitted, len(ds.documents), k)
+        for _i, r in ann_summary(frame, lr.latencies_ms).iterrows():
+            rows.append({"dataset": dsname, "lane": lane, **settings, "selectivity": r["selectivity"], "n": r["n"],
+                         f"ann R@{k}": r["ann_recall"], "short": r["short"], "short %": 100 * r["short_rate"],
+                         "p50 ms": r["p50 ms"], "p95 ms": r["p95 ms"]})
+    return pd.DataFrame(rows)
+
+
+def _with_negatives(result):
+    """``(config result, dataset, the queries of the experiment's splits)`` for each config evaluated on a
+    dataset whose splits hold unanswerable queries (:data:`workbench.types.UNANSWERABLE_QUERY_TYPES`)."""
+    from workbench.types import UNANSWERABLE_QUERY_TYPES
+
+    for cr in result.configs:
+        ds = (getattr(result, "datasets", None) or {}).get(cr.dataset)
+        if ds is None:
+            continue
+        queries = [q for q in ds.queries if q.split in result.experiment.splits]
+        if any(q.query_type in UNANSWERABLE_QUERY_TYPES for q in queries):
+            yield cr, ds, queries
+
+
 def answers_frame(result) -> pd.DataFrame:
     """Per (dataset, config) with unanswerable queries (:mod:`workbench.eval.answers`): the negatives and answerable
     queries of the experiment's splits, the empty-answer rate on negatives and the false-empty rate as the config
     ran (its own ``min_score``), and the ``min_score`` that maximises the abstention accuracy over the best scores
     with both rates there. Empty when no dataset has negatives."""
     from workbench.eval.answers import answer_rates, best_threshold, min_score_curve
-    from workbench.types import UNANSWERABLE_QUERY_TYPES
 
     rows = []
-    for cr in result.configs:
-        ds = (getattr(result, "datasets", None) or {}).get(cr.dataset)
-        if ds is None:
-            continue
-        queries = [q for q in ds.queries if q.split in result.experiment.splits]
-        if not any(q.query_type in UNANSWERABLE_QUERY_TYPES for q in queries):
-            continue
+    for cr, ds, queries in _with_negatives(result):
         rates = answer_rates(cr.run, queries, ds.qrels)
         best = best_threshold(min_score_curve(cr.run, queries, ds.qrels)) or {}
         rows.append({"dataset": cr.dataset, "config": cr.config.name, "negatives": rates["negatives"],
@@ -161,6 +194,35 @@ def answers_frame(result) -> pd.DataFrame:
                      "→ empty on negatives": best.get("empty_on_negatives", float("nan")),
                      "→ false empty": best.get("false_empty", float("nan"))})
     return pd.DataFrame(rows)
+
+
+def min_score_curve_frame(result, points: int = 11) -> pd.DataFrame:
+    """Per (dataset, config) with unanswerable queries, the ``min_score`` trade-off curve of the experiment's
+    splits (:func:`workbench.eval.answers.min_score_curve` at ``points`` thresholds): ``min_score``,
+    ``empty_on_negatives``, ``false_empty``, ``abstention_accuracy``. Empty when no dataset has negatives."""
+    from workbench.eval.answers import min_score_curve
+
+    parts = []
+    for cr, ds, queries in _with_negatives(result):
+        curve = min_score_curve(cr.run, queries, ds.qrels, points)
+        if not curve.empty:
+            parts.append(curve.assign(dataset=cr.dataset, config=cr.config.name))
+    if not parts:
+        return pd.DataFrame()
+    frame = pd.concat(parts, ignore_index=True)
+    return frame[["dataset", "config", "min_score", "empty_on_negatives", "false_empty", "abstention_accuracy"]]
+
+
+def report_tables(result) -> dict[str, pd.DataFrame]:
+    """The report's tables of filtered search and empty answers, by the name the tracking logs them under
+    (``reports/<name>.csv`` on an eval's parent run, read by the dashboard's "Filters and empty answers" page):
+    ``by_filter`` (of the experiment's first measure), ``ann_check``, ``answers`` and ``min_score_curve``; empty
+    tables left out."""
+    canonical = list(result.configs[0].evaluation.measures) if result.configs else []
+    tables = {"by_filter": by_filter_frame(result, canonical[0]) if canonical else pd.DataFrame(),
+              "ann_check": ann_check_frame(result), "answers": answers_frame(result),
+              "min_score_curve": min_score_curve_frame(result)}
+    return {name: frame for name, frame in tables.items() if not frame.empty}
 
 
 def render(result, type_measures: tuple[str, ...] = ("R@10", "nDCG@10", "RR@10")) -> str:
@@ -207,12 +269,25 @@ def render(result, type_measures: tuple[str, ...] = ("R@10", "nDCG@10", "RR@10")
             out.append(f"\n-- {ds}: filtered queries by selectivity ({measures[0]}; unfiltered: the same queries "
                        "without their filter; short: answered with fewer than min(top_k, admitted) documents) --")
             out.append(part.drop(columns=["dataset"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    ac = ann_check_frame(result)
+    for ds, part in (ac.groupby("dataset", sort=False) if not ac.empty else ()):
+        out.append(f"\n-- {ds}: approximate lanes against an exact scan by selectivity (ann R@10: share of the "
+                   "exact top 10 the lane found; short: fewer rows than the exact scan at the same depth) --")
+        out.append(part.drop(columns=["dataset"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     ans = answers_frame(result)
     for ds, part in (ans.groupby("dataset", sort=False) if not ans.empty else ()):
         out.append(f"\n-- {ds}: unanswerable queries (empty on negatives: answered with nothing, higher is better; "
                    "false empty: answerable queries answered with nothing; best min_score: the threshold on the "
                    "best score that maximises (empty on negatives + 1 - false empty) / 2) --")
         out.append(part.drop(columns=["dataset"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    curve = min_score_curve_frame(result)
+    for ds, part in (curve.groupby("dataset", sort=False) if not curve.empty else ()):
+        out.append(f"\n-- {ds}: the min_score trade-off (each row: a threshold on the best score; raising it empties "
+                   "more negatives and more answerable queries) --")
+        wide = part.assign(at=[f"{e:.2f}/{f:.2f}" for e, f in zip(part["empty_on_negatives"], part["false_empty"])])
+        for config, rows in wide.groupby("config", sort=False):
+            out.append(f"{config}: " + "  ".join(f"{m:.4g}→{a}" for m, a in zip(rows["min_score"], rows["at"])))
+        out.append("(min_score→empty on negatives/false empty)")
     lanes = [(d, lane, s) for (d, lane), s in result.lane_latency.items()]
     if lanes:
         out.append("\n-- lane latency (ms per query) --")

@@ -90,6 +90,8 @@ class JobResult:
     qrels_layer: str = "built"
     #: dataset → its qrels of that layer (:class:`workbench.judging.layers.LayerQrels`).
     qrels: dict[str, Any] = field(default_factory=dict)
+    #: (dataset, lane) → the lane's exact twin's result (:func:`exact_twins`; ``ann_check``).
+    exact: dict[tuple[str, str], LaneResult] = field(default_factory=dict)
 
 
 class Engine:
@@ -412,6 +414,25 @@ def lane_candidates(exp: Experiment, ds: catalog.Dataset, engine: Engine, cache:
     return {name: lane_result(exp.lanes[name], ds, engine, cache, exp.depth, log) for name in exp.lanes_used()}
 
 
+def exact_twins(exp: Experiment, ds: catalog.Dataset, engine: Engine, cache: CandidateCache,
+                log: Callable[[str], None] = lambda _m: None) -> dict[str, LaneResult]:
+    """Lane name → the result of its exact twin (:meth:`workbench.registry.RetrieverKind.exact_twin`: the same
+    lane scanning every row, named ``<lane>~exact``, cached like any lane) for every used approximate lane, when
+    the experiment's ``ann_check`` asks for it on ``ds`` (None: only if a query of ``ds`` carries a filter).
+    Empty when it does not."""
+    check = exp.ann_check if exp.ann_check is not None else any(q.filter for q in ds.queries)
+    if not check:
+        return {}
+    out = {}
+    for name in exp.lanes_used():
+        spec = exp.lanes[name]
+        twin = retriever_kind(spec.kind).exact_twin(spec.parsed())
+        if twin is not None:
+            out[name] = lane_result(LaneSpec(f"{name}~exact", spec.kind, {**spec.params, **twin}), ds, engine, cache,
+                                    exp.depth, log)
+    return out
+
+
 def fused_run(cfg: FusedConfig, runs: dict[str, Run]) -> Run:
     """The fused run of ``cfg`` from its lanes' runs (:func:`workbench.eval.fusion.fuse`; ``none`` included),
     before any rerank stage."""
@@ -531,6 +552,8 @@ def run_experiment(exp: Experiment, *, home: Path | None = None, progress: bool 
             for lane_name, lr in lanes.items():
                 result.lanes[(name, lane_name)] = lr
                 result.lane_latency[(name, lane_name)] = latency_or_nan(list(lr.latencies_ms.values()))
+            for lane_name, lr in exact_twins(exp, ds, engine, cache, log).items():
+                result.exact[(name, lane_name)] = lr
             for cfg in exp.configs.values():
                 result.configs.append(evaluate_config(exp, ds, cfg, lanes, lq, engine))
     finally:

@@ -19,7 +19,8 @@
   on the parent run the experiment TOML and, per dataset, every lane's candidates
   (``lanes/<dataset>.parquet``: :func:`lane_frame`), and a live lane's raw answers and failures
   (``live/<dataset>/<lane>.json``, when it asked the system rather than the cache), so the dashboard can show which
-  lanes found a document, at which rank and score, without querying any service.
+  lanes found a document, at which rank and score, without querying any service; and the report's tables of
+  filtered search and empty answers (``reports/<name>.csv``: :func:`workbench.experiment.report.report_tables`).
 
 Runs under kills (what readers may trust):
 
@@ -433,6 +434,13 @@ def log_job(result, home: Path) -> str:
                     (t / "live" / ds / f"{lane}.json").write_text(json.dumps(
                         {"raw": lr.raw, "failures": {q: list(f) for q, f in lr.failures.items()}},
                         ensure_ascii=False), encoding="utf-8")
+            from workbench.experiment.report import report_tables
+
+            tables = report_tables(result)
+            if tables:  # filtered search and empty answers, for the dashboard's page of them
+                (t / "reports").mkdir()
+                for name, frame in tables.items():
+                    frame.to_csv(t / "reports" / f"{name}.csv", index=False)
             parent_artifacts = _upload(client, pid, t)
         for cr in result.configs:
             tags = {"dataset": cr.dataset, "config": cr.config.name, "workbench.kind": "config",
