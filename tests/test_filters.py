@@ -199,3 +199,34 @@ def test_opensearch_lanes_filter_natively(os_cluster, gita):
     chapter = OpenSearchLane("os_fuzzy", es, index.name, "fuzzy", url=url).search(
         [Q("k", "karma", parse_filter({"chapter": {"$lte": 3}}).text)], 100)
     assert chapter["k"] and {int(h.doc_id[2:].split(".")[0]) for h in chapter["k"]} <= {1, 2, 3}
+
+
+def test_a_filter_no_document_meets_and_a_facet_with_no_copies_are_refused(gita, built_home, tmp_path):
+    """Found by a newcomer: both loaded silently (a query measured on an empty corpus; a dataset with no filtered
+    query although its definition asks for them)."""
+    import shutil
+
+    from workbench.data import catalog
+    from workbench.data.querysets.builders import filtered_variants
+
+    src = catalog.dataset_dir("gita", built_home)
+    home = tmp_path / "home"
+    shutil.copytree(src, catalog.dataset_dir("gita", home))
+    qpath = catalog.dataset_dir("gita", home) / "queries.tsv"
+    rows = qpath.read_text(encoding="utf-8").splitlines()
+    header = rows[0].split("\t")
+    cut = ["query_id", "text", "query_type", "language", "split", "group"]
+    assert header[:6] == cut
+    lines = [r.split("\t")[:6] for r in rows[1:]]
+    lines.append(["gita-empty", "karma", "term", "sa", "test", "", '{"chapter":{"$gt":5,"$lt":3}}'])
+    qpath.write_text("\n".join(["\t".join(cut + ["filter"])] + ["\t".join(r + [""] * (7 - len(r))) for r in lines])
+                     + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"queries.tsv: query gita-empty: filter .* admits no document of gita \(no "
+                                        r"document meets every clause at once\); loosen the filter or drop the query"):
+        catalog.load("gita", home=home, check=False)
+    with pytest.raises(ValueError, match=r"filters = \['collection'\]: no query's relevant documents share one value "
+                                         r"of collection \(the documents' facets: chapter, doc_id, granularity, "
+                                         r"language, work\)"):
+        filtered_variants(gita.queries, gita.qrels, gita.documents, ["collection"], 1)
+    copies, _qrels = filtered_variants(gita.queries, gita.qrels, gita.documents, ["chapter"], 1)
+    assert copies and all(q.query_id.endswith("~chapter") and q.filter.startswith('{"chapter":') for q in copies)

@@ -168,6 +168,35 @@ def test_a_served_config_reads_back_identically_through_http_and_mcp(home, pg_ds
         assert len(mine.per_query) >= 50
 
 
+def test_serve_applies_a_filter_sent_by_get_as_by_post(home, pg_dsn, tmp_path):
+    """A newcomer found GET ignoring ``filters=``: the hits of both methods are the same, all in chapter 2 (the
+    gita's 72 verses of it), and a bad filter is a 400 naming the facet, by either method."""
+    import urllib.error
+    import urllib.parse
+
+    local = tmp_path / "local.toml"
+    local.write_text(_local("gita"))
+    flt = '{"chapter": 2}'
+    with serving(local, "hybrid", "gita", _env(home, pg_dsn), tmp_path / "serve.log") as base:
+        got = json.loads(urllib.request.urlopen(
+            f"{base}/search?" + urllib.parse.urlencode({"q": "the self is never born", "k": 20, "filters": flt}),
+            timeout=60).read())
+        req = urllib.request.Request(f"{base}/search", json.dumps(
+            {"query": "the self is never born", "k": 20, "filters": json.loads(flt)}).encode(),
+            {"Content-Type": "application/json"})
+        posted = json.loads(urllib.request.urlopen(req, timeout=60).read())
+        bad = []
+        for url in (f"{base}/search?" + urllib.parse.urlencode({"q": "karma", "filters": '{"sutta": "x"}'}),):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(url, timeout=60)
+            bad.append((err.value.code, json.loads(err.value.read())))
+    ids = [h["doc_id"] for h in got["result"]["hits"]]
+    assert got["ok"] and len(ids) == 20 and all(i.startswith("bg2.") for i in ids), ids
+    assert [h for h in got["result"]["hits"]] == [h for h in posted["result"]["hits"]]
+    code, env = bad[0]
+    assert code == 400 and env["error"]["code"] == "invalid_argument" and "'sutta'" in env["error"]["message"]
+
+
 def test_mcp_over_stdio_reads_back_identically(home, pg_dsn, tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_HOME", str(home))
     monkeypatch.setenv("WORKBENCH_PG_DSN", pg_dsn)

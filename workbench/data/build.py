@@ -370,7 +370,10 @@ def _build_locked(name: str, defs: Definitions, defn: dict[str, Any], data: Path
         from workbench.data.querysets.builders import filtered_variants
 
         step("drawing filtered queries")
-        fq, fr = filtered_variants(built.queries, built.qrels, built.documents, defn["filters"], defs.seed)
+        try:
+            fq, fr = filtered_variants(built.queries, built.qrels, built.documents, defn["filters"], defs.seed)
+        except ValueError as exc:
+            raise ConfigError(f"cannot build dataset {name} (dataset.{name} in {defs.path}): {exc}") from exc
         built = replace(built, queries=[*built.queries, *fq], qrels=[*built.qrels, *fr])
     kept = f"the previous build in {out} is kept" if out.is_dir() else "nothing was kept"
     tmp = out.with_name(f".{name}-build-{os.getpid()}-{secrets.token_hex(4)}")

@@ -34,7 +34,7 @@ from workbench.data.build import (BUILDER_VERSION, OUTPUTS, build_dataset, build
                                   counts, dataset_dir, hash_inputs, modified_outputs, read_manifest, valid_counts)
 from workbench.data.definitions import Definitions, is_int, show, str_list
 from workbench.data.sources import SOURCES, Built, input_files, query_types_of, required_sources
-from workbench.errors import ConfigError, StaleError
+from workbench.errors import ConfigError, DataError, StaleError
 from workbench.io.formats import read_documents, read_qrels, read_queries
 from workbench.settings import PROJECT_ROOT
 from workbench.settings import data_dir as _data_dir
@@ -279,8 +279,13 @@ def load(name: str, defs: Definitions | None = None, data: Path | None = None, h
     from workbench.data.facets import facet_values
 
     documents = read_documents(d / "documents.jsonl")
-    return Dataset(name, documents, read_queries(d / "queries.tsv", lambda: facet_values(documents), name),
-                   read_qrels(d / "qrels.txt"), manifest)
+    ds = Dataset(name, documents, read_queries(d / "queries.tsv", lambda: facet_values(documents), name),
+                 read_qrels(d / "qrels.txt"), manifest)
+    empty = next((q for q in ds.queries if q.filter and not ds.facet_index.admitted(q.filter)), None)
+    if empty is not None:  # each clause names a value some document has, but no document has them all
+        raise DataError(f"{d / 'queries.tsv'}: query {empty.query_id}: filter {empty.filter[:120]} admits no document "
+                        f"of {name} (no document meets every clause at once); loosen the filter or drop the query")
+    return ds
 
 
 def ensure(name: str, defs: Definitions | None = None, data: Path | None = None, home: Path | None = None,

@@ -211,7 +211,7 @@ def http_app(searcher: Searcher, mcp: Any):
         if request.method == "GET":
             text, k_raw = request.query_params.get("q"), request.query_params.get("k", "10")
             k: Any = int(k_raw) if re.fullmatch(r"[0-9]{1,9}", k_raw.strip()) else k_raw  # not "²" (isdigit)
-            filters = None
+            filters = request.query_params.get("filters")  # the filter's JSON text, as in the body
         else:
             try:
                 body = await request.json()

@@ -573,7 +573,8 @@ def filtered_variants(queries: Sequence[Query], qrels: Sequence[Qrel], documents
         ``(queries, qrels)`` of the copies only.
 
     Raises:
-        ValueError: a facet name that is not one of :data:`workbench.data.facets.FACETS` (or is ``doc_id``).
+        ValueError: a facet name that is not one of :data:`workbench.data.facets.FACETS` (or is ``doc_id``), or one
+            that yields no copy (the documents lack it, or no query's answers share one value of it).
     """
     from workbench.data.facets import FACETS, facets, parse_filter
 
@@ -596,6 +597,11 @@ def filtered_variants(queries: Sequence[Query], qrels: Sequence[Qrel], documents
             if len(values) != 1 or None in values:
                 continue
             picked.append((unit_interval(seed, f"filter:{facet}:{q.query_id}"), q, values.pop()))
+        if not picked:
+            present = sorted({f for doc in of.values() for f, v in doc.items() if v not in (None, "", [])})
+            raise ValueError(f"filters = [{facet!r}]: no query's relevant documents share one value of {facet} "
+                             f"(the documents' facets: {', '.join(present)}), so no filtered copy can be drawn; "
+                             "name a facet the documents have")
         picked.sort(key=lambda t: t[0])
         for _u, q, value in picked[:per_facet]:
             text = parse_filter({facet: value}).text
