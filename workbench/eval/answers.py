@@ -26,6 +26,12 @@ from workbench.io.formats import BINARY_THRESHOLD
 from workbench.types import UNANSWERABLE_QUERY_TYPES
 
 
+def abstention_accuracy(empty_on_negatives: float, false_empty: float) -> float:
+    """``(empty_on_negatives + 1 - false_empty) / 2``: the balanced accuracy of the answer/abstain decision
+    (module docstring), 0-1, higher is better."""
+    return (empty_on_negatives + 1 - false_empty) / 2
+
+
 def _split(queries: Sequence[Any], qrels: Sequence[Any]) -> tuple[list[str], list[str]]:
     """(negative query ids, answerable query ids) among ``queries``."""
     relevant = {r.query_id for r in qrels if r.relevance >= BINARY_THRESHOLD}
@@ -67,7 +73,7 @@ def min_score_curve(run: Any, queries: Sequence[Any], qrels: Sequence[Any], poin
         empty_neg = sum(1 for q in negative if top[q] is None or top[q] < t) / len(negative)
         false_empty = sum(1 for q in answerable if top[q] is None or top[q] < t) / len(answerable)
         rows.append({"min_score": t, "empty_on_negatives": empty_neg, "false_empty": false_empty,
-                     "abstention_accuracy": (empty_neg + 1 - false_empty) / 2})
+                     "abstention_accuracy": abstention_accuracy(empty_neg, false_empty)})
     return pd.DataFrame(rows)
 
 

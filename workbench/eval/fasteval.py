@@ -70,13 +70,16 @@ class CandidateMatrix:
         qrels: ``(query_id, doc_id, relevance)`` triples (TREC graded qrels).
         query_ids: the queries to evaluate (typically the train split); those without any
             judgment are dropped, as :func:`workbench.eval.evaluate.evaluate` drops them.
+        keep_unjudged: keep them instead (unanswerable queries, whose answer is judged by being empty:
+            :meth:`empty`); their measures are 0.
 
     Attributes:
         query_ids: the evaluated queries, in the given order.
         lanes: lane names.
     """
 
-    def __init__(self, runs: Mapping[str, Run], qrels: Sequence, query_ids: Sequence[str]):
+    def __init__(self, runs: Mapping[str, Run], qrels: Sequence, query_ids: Sequence[str], *,
+                 keep_unjudged: bool = False):
         judged: dict[str, dict[str, int]] = {}
         for r in qrels:
             qid, doc, rel = (r.query_id, r.doc_id, r.relevance) if hasattr(r, "query_id") else r
@@ -84,7 +87,7 @@ class CandidateMatrix:
         from workbench.io.formats import BINARY_THRESHOLD
 
         self.threshold = BINARY_THRESHOLD
-        self.query_ids = [q for q in query_ids if judged.get(q)]
+        self.query_ids = [q for q in query_ids if judged.get(q) or keep_unjudged]
         self.lanes = list(runs)
         Q = len(self.query_ids)
         columns: list[list[str]] = []
@@ -129,6 +132,12 @@ class CandidateMatrix:
             self._ideal.append(np.array(sorted((max(g, 0) for g in js.values()), reverse=True), dtype=float))
         self._rows = np.arange(Q)[:, None]
         self._idcg: dict[int, np.ndarray] = {}
+
+    def empty(self, s: FusionSpec) -> np.ndarray:
+        """(Q,) bool: whether setting ``s`` answers each query with no document (every hit below its
+        ``min_score``, or no lane returned anything), as :func:`workbench.eval.fusion.fuse_spec` would."""
+        cols, _scores = self.rank(s, 1)
+        return cols[:, 0] < 0 if cols.shape[1] else np.ones(len(self.query_ids), dtype=bool)
 
     # ------------------------------------------------------------ fusion
 

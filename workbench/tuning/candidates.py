@@ -107,6 +107,22 @@ class Candidates:
             self._matrices[engine_key][split] = CandidateMatrix(runs, self.view.qrels, qids)
         return self._matrices[engine_key][split]
 
+    def negatives(self, engine_key: tuple, split: str) -> CandidateMatrix:
+        """The candidate matrix of the split's unanswerable queries (:data:`workbench.types.
+        UNANSWERABLE_QUERY_TYPES`: no judgment by construction, kept all the same), for the abstention part of
+        the objective (:func:`workbench.tuning.objective.abstention`)."""
+        from workbench.types import UNANSWERABLE_QUERY_TYPES
+
+        key = ("negatives", engine_key)
+        if key not in self._matrices:
+            self._matrices[key] = {}
+        if split not in self._matrices[key]:
+            runs = {lane: self.lane_run(lane, dict(ov))[0] for lane, ov in engine_key}
+            qids = [q.query_id for q in self.ds.queries
+                    if q.split == split and q.query_type in UNANSWERABLE_QUERY_TYPES]
+            self._matrices[key][split] = CandidateMatrix(runs, [], qids, keep_unjudged=True)
+        return self._matrices[key][split]
+
     def latencies(self, engine_key: tuple, lanes: tuple[str, ...], query_ids: list[str]) -> np.ndarray:
         """Per-query latency (ms) of a fused config: the sum of its lanes' cached latencies."""
         ov = dict(engine_key)

@@ -95,13 +95,49 @@ def rerank_input(cands: Candidates, engine_key: tuple, split: str, m: CandidateM
     return cands.rerank_scores(engine_key, split, stage.reranker, ranked), stage.depth, stage.weight
 
 
+def answer_shares(m: CandidateMatrix, negatives: CandidateMatrix, s: FusionSpec | None) -> dict[str, float]:
+    """``{"empty_on_negatives", "false_empty", "abstention_accuracy"}`` of setting ``s``
+    (:mod:`workbench.eval.answers`): the share of the unanswerable queries of ``negatives`` it answers with
+    nothing, the share of the answerable queries of ``m`` (at least one relevant judgment) it answers with
+    nothing, and their balanced accuracy. A setting with no lane answers nothing (accuracy 0.5)."""
+    from workbench.eval.answers import abstention_accuracy
+
+    if s is None:
+        empty_neg = false_empty = 1.0
+    else:
+        answerable = m.n_rel > 0
+        empty_neg = float(negatives.empty(s).mean()) if negatives.query_ids else 0.0
+        false_empty = float(m.empty(s)[answerable].mean()) if answerable.any() else 0.0
+    return {"empty_on_negatives": empty_neg, "false_empty": false_empty,
+            "abstention_accuracy": abstention_accuracy(empty_neg, false_empty)}
+
+
+def abstention(m: CandidateMatrix, negatives: CandidateMatrix, s: FusionSpec | None) -> float:
+    """The abstention accuracy of :func:`answer_shares`."""
+    return answer_shares(m, negatives, s)["abstention_accuracy"]
+
+
 def objective_value(study: Study, m: CandidateMatrix, s: FusionSpec | None, queries: dict,
-                    rerank: tuple[np.ndarray, int, float] | None = None) -> float:
-    """The study's objective on matrix ``m``: the measure's mean, or the weighted mean of per-type means.
+                    rerank: tuple[np.ndarray, int, float] | None = None,
+                    negatives: CandidateMatrix | None = None) -> float:
+    """The study's objective on matrix ``m``: the measure's mean, or the weighted mean of per-type means; with
+    ``objective.abstention`` w > 0, ``(1 - w) * that + w *`` :func:`abstention` on ``negatives`` (the split's
+    unanswerable queries).
 
     Args:
         rerank: the rerank stage after fusion, as :func:`rerank_input` gives it (None: fusion alone).
+        negatives: :meth:`workbench.tuning.candidates.Candidates.negatives` of the same setting and split.
     """
+    quality = _quality(study, m, s, queries, rerank)
+    w = getattr(study, "abstention", 0.0)
+    if not w or negatives is None:
+        return quality
+    return (1 - w) * quality + w * abstention(m, negatives, s)
+
+
+def _quality(study: Study, m: CandidateMatrix, s: FusionSpec | None, queries: dict,
+             rerank: tuple[np.ndarray, int, float] | None) -> float:
+    """The measure's mean on ``m``, or the weighted mean of its per-type means (0.0 without lanes or queries)."""
     if s is None or not m.query_ids:
         return 0.0
     vals = m.evaluate(s, [study.measure], rerank)[study.measure]
@@ -123,7 +159,8 @@ def trial_value(study: Study, cands: Candidates, params: dict[str, Any], split: 
     key = cands.engine_key(params)
     m = cands.matrix(key, split)
     s = setting_from(study, params)
-    return objective_value(study, m, s, cands.queries, rerank_input(cands, key, split, m, s, rerank_from(study, params)))
+    return objective_value(study, m, s, cands.queries, rerank_input(cands, key, split, m, s, rerank_from(study, params)),
+                           _negatives(study, cands, key, split))
 
 
 def baseline_value(study: Study, cands: Candidates, split: str | None = None) -> float:
@@ -132,7 +169,13 @@ def baseline_value(study: Study, cands: Candidates, split: str | None = None) ->
     key = cands.engine_key({})
     m = cands.matrix(key, split)
     s = baseline_setting(study)
-    return objective_value(study, m, s, cands.queries, rerank_input(cands, key, split, m, s, baseline_rerank(study)))
+    return objective_value(study, m, s, cands.queries, rerank_input(cands, key, split, m, s, baseline_rerank(study)),
+                           _negatives(study, cands, key, split))
+
+
+def _negatives(study: Study, cands: Candidates, key: tuple, split: str) -> CandidateMatrix | None:
+    """The split's unanswerable queries' matrix when the objective weighs abstention, else None."""
+    return cands.negatives(key, split) if getattr(study, "abstention", 0.0) else None
 
 
 def staged_run(cands: Candidates, engine_key: tuple, split: str, s: FusionSpec, stage: RerankStage | None) -> Run:
@@ -164,7 +207,7 @@ def make_objective(study: Study, cands: Candidates) -> Callable[[Any], Any]:
         m = cands.matrix(key, study.split)
         s = setting_from(study, params)
         rr = rerank_input(cands, key, study.split, m, s, rerank_from(study, params))
-        value = objective_value(study, m, s, cands.queries, rr)
+        value = objective_value(study, m, s, cands.queries, rr, _negatives(study, cands, key, study.split))
         if not study.latency:
             return value
         lat = cands.latencies(key, s.lanes, m.query_ids) if s is not None else np.zeros(1)

@@ -84,7 +84,8 @@ def summary(result: StudyResult) -> str:
     others = ", ".join(f"{n} {s}" for s, n in sorted(states.items()) if s != "complete")
     lines = [f"study {st.name}: {states.get('complete', 0)} trials on {st.dataset} ({st.split})"
              + (f" (and {others})" if others else "") + f", objective {st.measure}"
-             + (" weighted by query type" if st.type_weights else ""),
+             + (" weighted by query type" if st.type_weights else "")
+             + (f", {1 - st.abstention:g} x it + {st.abstention:g} x abstention accuracy" if st.abstention else ""),
              f"  qrels: {q.layer}" + (f" (sha256 {q.sha256[:12]}, {q.human_pairs} human grades"
                                       + (f", {q.stale} stale judgments left out" if q.stale else "")
                                       + (f", {q.queries_left_out} queries without a human grade left out"
@@ -120,6 +121,9 @@ def summary(result: StudyResult) -> str:
                          f"{r.mean_diff:+.4f}  p={r.p_value:.4f}  adjusted p={r.p_adjusted:.4f}")
         lines.append(f"    (p adjusted over the {len(rep.measures) + len(rep.by_query_type)} tests above by "
                      f"{P_ADJUST_NAME[P_ADJUST]})")
+        for who, a in rep.answers.items():
+            lines.append(f"    answers ({who}): empty on negatives {a['empty_on_negatives']:.3f}, false empty "
+                         f"{a['false_empty']:.3f}, abstention accuracy {a['abstention_accuracy']:.3f}")
     if result.sensitivity:
         lines.append("  sensitivity (objective at -10% / +10% of each numeric parameter):")
         for r in result.sensitivity:

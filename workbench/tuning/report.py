@@ -116,7 +116,8 @@ class SplitReport:
         by_query_type: query type -> :class:`TypeComparison`.
         note: why the split has no queries.
 
-    JSON: ``{"queries", "measures", "<measure> by query_type"}``, or ``{"queries": 0, "note"}``.
+    JSON: ``{"queries", "measures", "<measure> by query_type"}`` (and ``"answers"`` when the study weighs
+    abstention), or ``{"queries": 0, "note"}``.
     """
 
     queries: int
@@ -124,6 +125,9 @@ class SplitReport:
     by_type_measure: str = ""
     by_query_type: dict[str, TypeComparison] = field(default_factory=dict)
     note: str = ""
+    #: With ``objective.abstention``: ``{"chosen": {...}, "baseline": {...}}``, each
+    #: :func:`workbench.tuning.objective.answer_shares` on the split (empty when the study does not weigh it).
+    answers: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         if not self.queries:
@@ -132,6 +136,8 @@ class SplitReport:
         out[_BY_TYPE_KEY.format(measure=self.by_type_measure)] = {t: r.to_json() for t, r in self.by_query_type.items()}
         if self.note:
             out["note"] = self.note
+        if self.answers:
+            out["answers"] = self.answers
         return out
 
     @classmethod
@@ -144,7 +150,8 @@ class SplitReport:
             raise TypeError("measures and the per-query-type table must be objects")
         return cls(int(d["queries"]), {str(m): MeasureComparison.from_json(r) for m, r in measures.items()},
                    by_type_measure if key in d else "",
-                   {str(t): TypeComparison.from_json(r) for t, r in by_type.items()}, str(d.get("note", "")))
+                   {str(t): TypeComparison.from_json(r) for t, r in by_type.items()}, str(d.get("note", "")),
+                   {str(k): {str(a): float(b) for a, b in v.items()} for k, v in (d.get("answers") or {}).items()})
 
 
 @dataclass(frozen=True)

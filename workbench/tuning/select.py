@@ -15,8 +15,8 @@ from workbench.errors import ConfigError
 from workbench.eval.fusion import FusionSpec
 from workbench.eval.stats import bootstrap_ci, paired_test
 from workbench.tuning.candidates import Candidates
-from workbench.tuning.objective import (baseline_rerank, baseline_setting, baseline_value, objective_value,
-                                        rerank_from, rerank_input, setting_from, staged_run)
+from workbench.tuning.objective import (answer_shares, baseline_rerank, baseline_setting, baseline_value,
+                                        objective_value, rerank_from, rerank_input, setting_from, staged_run)
 from workbench.tuning.report import (MeasureComparison, QrelsSummary, SplitReport, StudyEvaluation, StudyResult,
                                      TrainSummary, TypeComparison, ci_pair)
 from workbench.tuning.space import Range, Study
@@ -39,11 +39,12 @@ def sensitivity(study: Study, cands: Candidates, params: dict[str, Any]) -> list
     """
     key = cands.engine_key(params)
     m = cands.matrix(key, study.split)
+    negatives = cands.negatives(key, study.split) if study.abstention else None
 
     def value(p: dict[str, Any]) -> float:
         s = setting_from(study, p)
         return objective_value(study, m, s, cands.queries,
-                               rerank_input(cands, key, study.split, m, s, rerank_from(study, p)))
+                               rerank_input(cands, key, study.split, m, s, rerank_from(study, p)), negatives)
 
     setting = setting_from(study, params)
     base = value(params)
@@ -150,7 +151,12 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any],
             by_type[t] = TypeComparison(int(mask.sum()), float(a.mean()), float(b.mean()),
                                         **paired_test(a, b, study.seed))
         rows, by_type = _holm(rows, by_type)
-        out[split] = SplitReport(len(qids), rows, study.measure, by_type)
+        answers = {}
+        if study.abstention:  # empty answers depend on fusion alone (a rerank stage reorders, never drops)
+            answers = {"chosen": answer_shares(cands.matrix(key, split), cands.negatives(key, split), setting),
+                       "baseline": answer_shares(cands.matrix(base_lanes_key, split),
+                                                 cands.negatives(base_lanes_key, split), baseline_setting(study))}
+        out[split] = SplitReport(len(qids), rows, study.measure, by_type, answers=answers)
     return out
 
 

@@ -17,6 +17,7 @@ lanes a fused config may use, the baseline config, the objective and the search 
     measure = "R@10"                  # R@k, P@k, RR@k, nDCG@k or Judged@k
     weights = { term = 1.0, page_ref = 1.0 }   # optional: a weighted mean of per-query-type means
     latency = false                   # true: also minimise p95 latency (ms) -> a Pareto front
+    abstention = 0.5                  # optional: weight of empty answers to unanswerable queries (0-1)
 
     [space]
     fusion = ["rrf", "weighted"]      # a list is a categorical choice
@@ -107,6 +108,9 @@ class Study:
     #: The qrels layer trials and the honest report are scored on (:mod:`workbench.judging.layers`):
     #: the study file's ``qrels``, else its experiment's; ``workbench tune --qrels`` overrides both.
     qrels: str = "built"
+    #: ``objective.abstention``: the weight w of the abstention accuracy on unanswerable queries; the objective
+    #: is ``(1 - w) * measure + w * accuracy`` (:func:`workbench.tuning.objective.objective_value`). 0: off.
+    abstention: float = 0.0
 
 
 def _err(path: Path, where: str, msg: str) -> ConfigError:
@@ -197,8 +201,12 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not 0 <= tolerance < 1:
         raise _err(path, "tolerance", "must be a number in [0, 1): how far below the best objective a flatter trial may be")
     obj = raw.get("objective", {})
-    if not isinstance(obj, dict) or set(obj) - {"measure", "weights", "latency"}:
-        raise _err(path, "objective", "must be a table with measure, optional weights and latency")
+    if not isinstance(obj, dict) or set(obj) - {"measure", "weights", "latency", "abstention"}:
+        raise _err(path, "objective", "must be a table with measure, optional weights, latency and abstention")
+    abstention = obj.get("abstention", 0.0)
+    if not isinstance(abstention, (int, float)) or isinstance(abstention, bool) or not 0 <= abstention <= 1:
+        raise _err(path, "objective.abstention", "must be a number from 0 to 1: the weight of the abstention accuracy "
+                   "on unanswerable queries (workbench.eval.answers) against the measure")
     measure = obj.get("measure", "R@10")
     if not supported(measure):
         raise _err(path, "objective.measure", f"{measure!r} is not computed in memory; use R@k, P@k, RR@k, nDCG@k "
@@ -260,7 +268,8 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
                    "the lanes' cached latencies and has no reranker time; drop [space.rerank] (and use a baseline "
                    "without a rerank stage) or set latency = false")
     return Study(path, name, exp, dataset, tuple(lanes), baseline, trials, seed, split, measure,
-                 {k: float(v) for k, v in tw.items()} if tw else None, latency, space, float(tolerance), raw, qrels)
+                 {k: float(v) for k, v in tw.items()} if tw else None, latency, space, float(tolerance), raw, qrels,
+                 float(abstention))
 
 
 def _space(path: Path, raw: Any, lanes: list[str], exp: Any) -> dict[str, Any]:

@@ -57,6 +57,7 @@ from workbench.tuning.recovery import ensure_baseline, fail_dead_trials
 from workbench.tuning.select import choose_and_report
 from workbench.tuning.report import StudyResult
 from workbench.tuning.space import Study, baseline_params, study_rerankers
+from workbench.types import UNANSWERABLE_QUERY_TYPES
 from workbench.tuning.storage import storage_failure, storage_for, trial_lock
 
 #: The trial states that take a place of ``--trials N``: complete ones, and running ones (on their way to
@@ -143,6 +144,8 @@ def definition(study: Study) -> dict[str, Any]:
     layer = getattr(study, "qrels", "built")
     if layer != "built":  # studies stored before qrels layers (all built) keep their definition
         d["qrels"] = layer
+    if study.abstention:  # studies stored before the abstention weight (none) keep their definition
+        d["abstention"] = study.abstention
     # the rerank stage (studies stored before it, which could not rerank, keep their definition): the
     # baseline's stage and the kind and parameters of every reranker a trial may use (another model
     # folder scores other values)
@@ -401,6 +404,11 @@ def check_split(study: Study, cands: Candidates) -> None:
                          "--qrels merged")
     if not qs:
         raise ConfigError(f"{study.path}: dataset {study.dataset} has no {study.split} queries; choose another split")
+    if getattr(study, "abstention", 0.0) and not any(q.split == study.split and q.query_type in
+                                                     UNANSWERABLE_QUERY_TYPES for q in cands.ds.queries):
+        raise ConfigError(f"{study.path}: objective.abstention weighs empty answers to unanswerable queries, but "
+                          f"{study.dataset} has no {study.split} query of type negative; use a dataset with "
+                          "negatives = true (gita-negatives, bilara-filtered) or drop objective.abstention")
     missing = [t for t, w in (study.type_weights or {}).items() if w > 0 and t not in types]
     if missing:
         raise ConfigError(f"{study.path}: objective.weights weighs query type(s) {missing} that have no "
