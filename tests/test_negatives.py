@@ -4,7 +4,8 @@
 Hand-computed cases: a negative query answered empty scores 1 on the empty-answer rate and a padded answer 0; the
 ``min_score`` curve read from best scores; and on the real gita: 100 references past the end of the text, each
 diagnosed by the grammar, in the script it was asked in, with no judgment, answered with nothing by the
-canonical-reference lane.
+canonical-reference lane; and 50 Pali lemmas of the DPD of which no form occurs in the gita or the bilara
+passages (:func:`workbench.data.querysets.builders.absent_lemmas`).
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ def test_the_gita_negatives_are_out_of_range_references_in_their_script(built_ho
 
     ds = catalog.load("gita-negatives", catalog.load_definitions(), data_dir, built_home)
     gita = catalog.load("gita", catalog.load_definitions(), data_dir, built_home)
-    neg = [q for q in ds.queries if q.query_type == "negative"]
-    assert len(neg) == 100 and len(ds.queries) == len(gita.queries) + 100
+    neg = [q for q in ds.queries if q.query_type == "negative" and q.query_id.endswith("~neg")]
+    absent = [q for q in ds.queries if q.query_id.startswith("absent~")]
+    assert len(neg) == 100 and len(absent) == 50 and len(ds.queries) == len(gita.queries) + 150
     assert not {r.query_id for r in ds.qrels} & {q.query_id for q in neg}  # no judgment, by construction
     source = {q.query_id: q for q in gita.queries}
     for q in neg:
@@ -72,11 +74,38 @@ def test_the_gita_negatives_are_out_of_range_references_in_their_script(built_ho
     assert rates["empty_on_negatives"] == 1.0 and rates["false_empty"] == 0.0
 
 
-def test_negatives_must_be_true_or_false(tmp_path):
+@pytest.mark.parametrize("value, needle", [('"yes"', "dataset.g.negatives must be a list"),
+                                           ('["references", "topics"]', r"unknown value\(s\) \['topics'\]"),
+                                           ("[]", "is empty; list at least one of references, absent_lemmas")])
+def test_negatives_must_be_true_false_or_known_kinds(tmp_path, value, needle):
     from workbench.data import catalog
     from workbench.errors import ConfigError
 
     path = tmp_path / "datasets.toml"
-    path.write_text('seed = 1\n[dataset.g]\nsource = "gita"\nnegatives = "yes"\n')
-    with pytest.raises(ConfigError, match="dataset.g.negatives must be true or false"):
+    path.write_text(f'seed = 1\n[dataset.g]\nsource = "gita"\nnegatives = {value}\n')
+    with pytest.raises(ConfigError, match=needle):
         catalog.load_definitions(path)
+
+
+@pytest.mark.parametrize("name", ["gita", "bilara-passages"])
+def test_absent_lemmas_occur_in_no_document_in_any_form(built_home, data_dir, name):
+    """Recomputed here from the tokens of every text: no form of the lemma (nor its IAST text) folds to the ASCII
+    of any token of the corpus, and no compound of the corpus is made of it."""
+    from workbench.data import catalog
+    from workbench.data.loaders.dpd import load_dpd
+    from workbench.data.querysets.builders import absent_lemmas
+    from workbench.text.normalize import ascii_fold, tokens
+
+    ds = catalog.load(name, catalog.load_definitions(), data_dir, built_home)
+    lexicon = load_dpd(data_dir)
+    got = absent_lemmas(ds.documents, lexicon, 20261129)
+    assert len(got) == 50 and len({q.query_id for q in got}) == 50
+    assert {q.split for q in got} == {"train", "dev", "test"}  # the order's hash is not the split's
+    corpus = {ascii_fold(t) for d in ds.documents for x in d.texts for t in tokens(x.text)}
+    compounds = {m for t in corpus for lemma in lexicon.lemmas(t) for m in lexicon.members(lemma)}
+    for q in got:
+        assert q.query_type == "negative" and q.language == "pi" and q.group == f"absent:{q.text}"
+        forms = {q.text, *lexicon.forms_of(q.text)}
+        assert not {ascii_fold(f) for f in forms} & corpus, q.text
+        assert q.text not in compounds, q.text
+    assert got == absent_lemmas(ds.documents, lexicon, 20261129)  # seeded: the same draw

@@ -169,6 +169,11 @@ def test_the_embedding_model_is_an_engine_parameter_checked_at_load(tmp_path):
     (tmp_path / "experiment.toml").write_text(exp)
     st = load_study(tmp_path / "study.toml", known_datasets={"gita"})
     assert st.space["engine"]["vec"]["embedder"] == ("h", "h2")
+    # an engine parameter the lane leaves at its default starts the baseline at that default (max_scan_tuples 20000)
+    tune_fixture.write(tmp_path, base + '[space.engine.vec]\nmax_scan_tuples = [1000, 20000]\n')
+    (tmp_path / "experiment.toml").write_text(exp)
+    params, notes = baseline_params(load_study(tmp_path / "study.toml", known_datasets={"gita"}))
+    assert params["engine.vec.max_scan_tuples"] == 20000 and not any("max_scan_tuples" in n for n in notes)
     (tmp_path / "study.toml").write_text(base + '[space.engine.vec]\nembedder = ["h", "minilm"]\n')
     with pytest.raises(ConfigError, match=r"names embedder\(s\) \['minilm'\] the experiment does not declare"):
         load_study(tmp_path / "study.toml", known_datasets={"gita"})

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workbench import durable
-from workbench.data.definitions import Definitions
+from workbench.data.definitions import Definitions, negative_kinds
 from workbench.data.sources import input_files, source_of
 from workbench.errors import ConfigError, DataError, StorageError
 from workbench.io.formats import BINARY_THRESHOLD, write_documents, write_qrels, write_queries
@@ -357,13 +357,20 @@ def _build_locked(name: str, defs: Definitions, defn: dict[str, Any], data: Path
     except KeyError as exc:
         raise DataError(f"cannot build dataset {name}: a corpus record under {data} lacks the key {exc}; "
                         f"restore the corpus (or fix dataset.{name} in {defs.path})") from exc
-    if defn.get("negatives"):
+    kinds = negative_kinds(defn)
+    if kinds:
         from dataclasses import replace
 
-        from workbench.data.querysets.builders import negative_references
+        from workbench.data.querysets import builders
 
         step("drawing negative queries")
-        built = replace(built, queries=[*built.queries, *negative_references(built.queries, defs.seed)])
+        negatives = builders.negative_references(built.queries, defs.seed) if "references" in kinds else []
+        if "absent_lemmas" in kinds:
+            from workbench.data.loaders.dpd import load_dpd
+
+            step("loading ms-dpd")
+            negatives += builders.absent_lemmas(built.documents, load_dpd(data), defs.seed)
+        built = replace(built, queries=[*built.queries, *negatives])
     if defn.get("filters"):
         from dataclasses import replace
 

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from workbench.data.build import (BUILDER_VERSION, OUTPUTS, build_dataset, build_stamp, build_state, code_fingerprint,
                                   counts, dataset_dir, hash_inputs, modified_outputs, read_manifest, valid_counts)
-from workbench.data.definitions import Definitions, is_int, show, str_list
+from workbench.data.definitions import NEGATIVE_KINDS, Definitions, is_int, negative_kinds, show, str_list
 from workbench.data.sources import SOURCES, Built, input_files, query_types_of, required_sources
 from workbench.errors import ConfigError, DataError, StaleError
 from workbench.io.formats import read_documents, read_qrels, read_queries
@@ -67,9 +67,10 @@ def default_definitions_path() -> Path:
 
 
 #: Keys every ``[dataset.NAME]`` may hold whatever its source: ``filters``, the facets filtered copies of its
-#: queries are drawn by (:func:`workbench.data.querysets.builders.filtered_variants`); ``negatives = true``:
-#: unanswerable queries from its references (:func:`workbench.data.querysets.builders.negative_references`).
+#: queries are drawn by (:func:`workbench.data.querysets.builders.filtered_variants`); ``negatives``: the
+#: unanswerable queries it draws (:data:`NEGATIVE_KINDS`).
 GENERIC_KEYS = frozenset({"filters", "negatives"})
+
 #: The facets ``filters`` may name.
 FILTER_FACETS = ("collection", "category", "book", "work", "chapter")
 
@@ -103,7 +104,8 @@ def _check_dataset(path: Path, name: str, d: object, datasets: dict[str, Any]) -
             raise ConfigError(f"{path}: {where}.query_types {bad} not available for source {show(src)}; "
                               f"choose from {list(known)}")
     if "negatives" in d and not isinstance(d["negatives"], bool):
-        raise ConfigError(f"{path}: {where}.negatives must be true or false, got {show(d['negatives'])}")
+        str_list(path, f"{where}.negatives", d["negatives"], known=NEGATIVE_KINDS, nonempty=True,
+                 example='["references", "absent_lemmas"]')
     if "filters" in d:
         str_list(path, f"{where}.filters", d["filters"], known=FILTER_FACETS, nonempty=True,
                  example='["collection", "work"]')

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from workbench.errors import ConfigError
 
@@ -88,3 +88,18 @@ def str_list(path: Path, key: str, value: object, *, known: tuple[str, ...] | No
     if twice:
         raise ConfigError(f"{path}: {key} lists {twice} more than once; list each once")
     return value
+
+
+#: What ``negatives`` may list: ``references`` (out-of-range references:
+#: :func:`workbench.data.querysets.builders.negative_references`; ``negatives = true`` means these alone) and
+#: ``absent_lemmas`` (DPD lemmas the corpus does not hold: :func:`workbench.data.querysets.builders.absent_lemmas`).
+NEGATIVE_KINDS = ("references", "absent_lemmas")
+
+
+def negative_kinds(defn: Mapping[str, Any]) -> tuple[str, ...]:
+    """The kinds of unanswerable queries a dataset section draws (:data:`NEGATIVE_KINDS`): ``negatives = true`` →
+    references; a list → those; absent or false → none."""
+    neg = defn.get("negatives", False)
+    if neg is True:
+        return ("references",)
+    return tuple(neg) if isinstance(neg, list) else ()

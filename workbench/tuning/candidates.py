@@ -97,13 +97,19 @@ class Candidates:
             out.append((lane, tuple(sorted(ov.items()))))
         return tuple(out)
 
+    def split_queries(self, split: str) -> list:
+        """The queries of ``split`` trials and reports are scored on: those the study's qrels layer evaluates,
+        and with ``queries = "filtered"`` only those that carry a filter."""
+        subset = getattr(self.study, "queries", "all")
+        return [q for q in self.view.queries if q.split == split and (subset != "filtered" or q.filter)]
+
     def matrix(self, engine_key: tuple, split: str) -> CandidateMatrix:
         """The candidate matrix of the study's lanes for one engine setting and split."""
         if engine_key not in self._matrices:
             self._matrices[engine_key] = {}
         if split not in self._matrices[engine_key]:
             runs = {lane: self.lane_run(lane, dict(ov))[0] for lane, ov in engine_key}
-            qids = [q.query_id for q in self.view.queries if q.split == split]
+            qids = [q.query_id for q in self.split_queries(split)]
             self._matrices[engine_key][split] = CandidateMatrix(runs, self.view.qrels, qids)
         return self._matrices[engine_key][split]
 

@@ -127,7 +127,7 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any],
     stage = rerank_from(study, params)
     base_lanes_key = cands.engine_key({})  # the baseline as written: no engine overrides
     for split in ("dev", "test"):
-        qs = [q for q in cands.view.queries if q.split == split]
+        qs = cands.split_queries(split)
         if not qs:
             why = " with a human grade" if cands.layer.layer == "human" else ""
             out[split] = SplitReport(0, note=f"no {split} queries{why} in {cands.ds.name}")

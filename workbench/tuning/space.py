@@ -11,6 +11,7 @@ lanes a fused config may use, the baseline config, the objective and the search 
     trials = 300
     seed = 20261129
     split = "train"                   # the split trials are scored on (dev and test stay held out)
+    queries = "filtered"              # optional: only the queries that carry a filter (default: all)
     qrels = "merged"                  # optional: built | human | merged; default the experiment's qrels
 
     [objective]
@@ -69,7 +70,7 @@ from workbench.io.toml import read_toml
 #: Fusion methods a study may choose between (ranx's are slower per trial: :mod:`workbench.eval.fusion`).
 FUSION_CHOICES = METHODS
 TOP_LEVEL = {"name", "description", "experiment", "dataset", "lanes", "baseline", "trials", "seed", "split",
-             "objective", "space", "tolerance", "qrels"}
+             "objective", "space", "tolerance", "qrels", "queries"}
 SPACE_KEYS = {"fusion", "k", "norm", "min_score", "top_k", "weights", "depth", "lanes", "engine", "rerank"}
 RERANK_KEYS = ("reranker", "depth", "weight")
 #: ``rerank.reranker`` value of a trial without a rerank stage.
@@ -111,6 +112,13 @@ class Study:
     #: ``objective.abstention``: the weight w of the abstention accuracy on unanswerable queries; the objective
     #: is ``(1 - w) * measure + w * accuracy`` (:func:`workbench.tuning.objective.objective_value`). 0: off.
     abstention: float = 0.0
+    #: ``queries``: the queries trials and the honest report are scored on, :data:`QUERY_SUBSETS` (``filtered``:
+    #: only those that carry a filter, so a filtered-search setting is tuned on what it changes).
+    queries: str = "all"
+
+
+#: The query subsets a study may be scored on (``queries = ...``).
+QUERY_SUBSETS = ("all", "filtered")
 
 
 def _err(path: Path, where: str, msg: str) -> ConfigError:
@@ -197,6 +205,10 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     split = raw.get("split", "train")
     if split not in ("train", "dev"):
         raise _err(path, "split", "must be train (or dev); test is held out for the honest report")
+    subset = raw.get("queries", "all")
+    if subset not in QUERY_SUBSETS:
+        raise _err(path, "queries", f"must be one of {', '.join(QUERY_SUBSETS)} (filtered: only the queries that carry "
+                   f"a filter, in every split), got {subset!r}")
     tolerance = raw.get("tolerance", 0.005)
     if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not 0 <= tolerance < 1:
         raise _err(path, "tolerance", "must be a number in [0, 1): how far below the best objective a flatter trial may be")
@@ -269,7 +281,7 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
                    "without a rerank stage) or set latency = false")
     return Study(path, name, exp, dataset, tuple(lanes), baseline, trials, seed, split, measure,
                  {k: float(v) for k, v in tw.items()} if tw else None, latency, space, float(tolerance), raw, qrels,
-                 float(abstention))
+                 float(abstention), subset)
 
 
 def _space(path: Path, raw: Any, lanes: list[str], exp: Any) -> dict[str, Any]:
@@ -499,7 +511,7 @@ def baseline_params(study: Study) -> tuple[dict[str, Any], list[str]]:
         d = cfg.depth.get(lane) if isinstance(cfg.depth, dict) else cfg.depth
         want[f"depth.{lane}"] = d if d is not None else study.experiment.depth
         for param in sp.get("engine", {}).get(lane, {}):
-            want[f"engine.{lane}.{param}"] = lanes_spec[lane].params.get(param)
+            want[f"engine.{lane}.{param}"] = lanes_spec[lane].canonical().get(param)  # its default when unwritten
     from workbench.experiment.config import RerankStage
 
     stage = cfg.rerank or RerankStage(NO_RERANK)  # no stage: the defaults where a trial of the space must rerank

@@ -146,6 +146,8 @@ def definition(study: Study) -> dict[str, Any]:
         d["qrels"] = layer
     if study.abstention:  # studies stored before the abstention weight (none) keep their definition
         d["abstention"] = study.abstention
+    if study.queries != "all":
+        d["queries"] = study.queries
     # the rerank stage (studies stored before it, which could not rerank, keep their definition): the
     # baseline's stage and the kind and parameters of every reranker a trial may use (another model
     # folder scores other values)
@@ -394,7 +396,7 @@ def check_split(study: Study, cands: Candidates) -> None:
     Raises:
         ConfigError: naming the split, the dataset and the types it has.
     """
-    qs = [q for q in cands.view.queries if q.split == study.split]
+    qs = cands.split_queries(study.split)
     types = sorted({q.query_type for q in qs})
     if not qs and cands.layer.layer == "human" and any(q.split == study.split for q in cands.ds.queries):
         from workbench.judging.store import JudgeError
@@ -402,6 +404,9 @@ def check_split(study: Study, cands: Candidates) -> None:
         raise JudgeError(f"{study.path}: no {study.split} query of {study.dataset} has a human grade yet, so the human "
                          "layer has nothing to tune on; judge a pool first (`workbench judge pool`) or use "
                          "--qrels merged")
+    if not qs and getattr(study, "queries", "all") == "filtered":
+        raise ConfigError(f"{study.path}: queries = \"filtered\", but no {study.split} query of {study.dataset} carries a "
+                          "filter; use a dataset with filters (bilara-filtered, cst4-mn-filtered) or drop the key")
     if not qs:
         raise ConfigError(f"{study.path}: dataset {study.dataset} has no {study.split} queries; choose another split")
     if getattr(study, "abstention", 0.0) and not any(q.split == study.split and q.query_type in

@@ -647,3 +647,45 @@ def negative_references(queries: Sequence[Query], seed: int, n: int = NEGATIVES,
         if len(out) >= n:
             break
     return list(out.values())
+
+
+def absent_lemmas(documents: Sequence[Document], lexicon: Lexicon, seed: int, n: int = NEGATIVES // 2,
+                  ratios: tuple[float, float, float] = DEFAULT_RATIOS, min_len: int = 6) -> list[Query]:
+    """Unanswerable term queries (type ``negative``): Pali lemmas of the DPD that the corpus does not hold. A lemma
+    qualifies when no token of any text of any document (every field and language) is one of its inflected
+    forms, is a form of a compound made of it (:meth:`~workbench.data.loaders.dpd.Lexicon.members`), or folds to
+    the same ASCII as one of its forms (so a folded full-text lane cannot match it either); it is one word of at
+    least ``min_len`` letters with an English meaning. Text: the lemma in IAST, as a reader types a term; language
+    ``pi``; id ``absent~<ascii>``; group ``absent:<lemma>``, split by
+    :func:`~workbench.data.querysets.split.assign_split`. At most ``n``, in the seeded order
+    ``sha256(seed:absent-order:<lemma>)`` (not the group's hash, which picks the split); no judgments (no document
+    holds the word, so none answers a term query for it).
+    """
+    present: set[str] = set()
+    folded: set[str] = set()
+    cache: dict[str, tuple[str, ...]] = {}
+    for d in documents:
+        for t in d.texts:
+            for tok in tokens(t.text):
+                if tok not in cache:
+                    cache[tok] = lexicon.lemmas(tok)
+                    folded.add(ascii_fold(tok))
+                present.update(cache[tok])
+    for lemma in list(present):
+        present.update(lexicon.members(lemma))
+    candidates = [lemma for lemma in lexicon.all_lemmas()
+                  if lemma not in present and len(lemma) >= min_len and lemma.isalpha()]
+    out: list[Query] = []
+    ids: set[str] = set()
+    for lemma in sorted(candidates, key=lambda w: unit_interval(seed, f"absent-order:{w}")):
+        key = ascii_fold(lemma)
+        if key in ids or any(ascii_fold(f) in folded for f in (lemma, *lexicon.forms_of(lemma))):
+            continue
+        if not any(e.meaning_en for e in lexicon.lemma_entries(lemma)):
+            continue
+        ids.add(key)
+        group = f"absent:{lemma}"
+        out.append(Query(f"absent~{key}", lemma, "negative", "pi", assign_split(group, seed, ratios), group))
+        if len(out) >= n:
+            break
+    return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from workbench.data.definitions import Definitions
+from workbench.data.definitions import Definitions, negative_kinds
 from workbench.data.sources import bilara, cst4, gita, passages
 from workbench.data.sources.base import Built, Source
 from workbench.errors import ConfigError
@@ -45,13 +45,17 @@ def required_sources(defn: dict[str, Any], defs: Definitions) -> tuple[str, ...]
     """The data sources (folders under the data directory) a dataset's build reads.
 
     gita → ``gita``; bilara and bilara-passages → ``suttacentral-bilara``, plus ``ms-dpd``
-    when the term query type is built; cst4 → ``cst4-tipitaka-xml``. Optional sources
+    when the term query type is built; cst4 → ``cst4-tipitaka-xml``; ``ms-dpd`` too for a dataset whose
+    ``negatives`` draw ``absent_lemmas``. Optional sources
     (``suttacentral-bilara-ru-sv``) are not listed.
 
     Raises:
         ConfigError: an unknown source.
     """
-    return source_of(defn).corpora(defn, defs)
+    corpora = source_of(defn).corpora(defn, defs)
+    if "absent_lemmas" in negative_kinds(defn) and "ms-dpd" not in corpora:
+        corpora += ("ms-dpd",)
+    return corpora
 
 
 def input_files(defn: dict[str, Any], defs: Definitions, data: Path) -> list[Path]:
@@ -60,4 +64,9 @@ def input_files(defn: dict[str, Any], defs: Definitions, data: Path) -> list[Pat
     Raises:
         ConfigError: an unknown source.
     """
-    return source_of(defn).input_files(defn, defs, data)
+    files = source_of(defn).input_files(defn, defs, data)
+    if "absent_lemmas" in negative_kinds(defn):  # the lexicon the absent lemmas are drawn from
+        from workbench.data.sources.base import tree
+
+        files = sorted(set(files) | set(tree(data, "ms-dpd")))
+    return files
