@@ -197,3 +197,30 @@ def test_one_judged_floor_default_on_the_pair_path_and_in_a_gate_file(env, tmp_p
     status = "pass" if pair_judged["mean"] >= 0.1 else "warn"
     assert pair_judged["status"] == file_judged["status"] == status
     assert "(floor 0.1)" in pair.stdout and "(floor 0.1)" in filed.stdout
+
+
+def test_a_gate_holds_a_floor_on_empty_answers_to_unanswerable_queries(env, tmp_path):
+    """On gita-negatives (references past the end of the text, Pali lemmas the gita lacks): the reference lane
+    alone answers none of them (it answers only references the grammar resolves), so its empty rate is 1 and it
+    passes a floor of 0.6; the vector lane pads every one (0) and fails it."""
+    from workbench.data import catalog
+
+    folder, home = env
+    exp = folder / "neg.toml"
+    exp.write_text(experiment_toml("gate-neg", ["R@10"], {"ref": {"lanes": ["ref"]}, "vec": {"lanes": ["vector"]}},
+                                   datasets=("gita-negatives",)))
+    (tmp_path / "g.toml").write_text(f'experiment = "{exp}"\nempty_floor = 0.6\njudged_floor = 0.0\n'
+                                     'splits = ["test"]\n[expected.gita-negatives.ref]\n"R@10" = 0.0\n'
+                                     '[expected.gita-negatives.vec]\n"R@10" = 0.0\n')
+    res = gate(str(tmp_path / "g.toml"), "--junit", str(tmp_path / "g.xml"))
+    assert res.exit_code == 1, res.output
+    n = sum(1 for q in catalog.load("gita-negatives", home=home).queries
+            if q.query_type == "negative" and q.split == "test")
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("Empty answers of the candidate")]
+    assert len(lines) == 2 and n >= 20
+    assert lines[0].startswith(f"Empty answers of the candidate: 1.000 of {n} unanswerable queries (floor 0.6)")
+    assert lines[0].endswith("(ceiling 1): **pass**")
+    assert lines[1].startswith(f"Empty answers of the candidate: 0.000 of {n} unanswerable queries (floor 0.6)")
+    assert lines[1].endswith("**fail**")
+    cases = [c for c in ET.parse(tmp_path / "g.xml").getroot().iter("testcase") if c.get("name") == "empty answers"]
+    assert [c.find("failure") is None for c in cases] == [True, False]

@@ -169,6 +169,37 @@ def test_judged_coverage_by_hand():
     assert judged_check(run, qrels, queries, k=4, policy=failing)["status"] == "fail"
 
 
+def test_empty_answers_by_hand():
+    """Of 2 unanswerable queries n1 is answered with nothing and n2 padded (0.5); of 2 answerable ones a2 is answered
+    with nothing (false empty 0.5); u has only a non-relevant judgment and counts as neither."""
+    from workbench.gate.decide import answers_check
+    from workbench.gate.report import markdown
+
+    run = Run({"n1": [], "n2": [Hit("d9", 0.1)], "a1": [Hit("d1", 0.9)], "a2": [], "u": []})
+    queries = [Query("n1", "BG 19.1", "negative", "en", "test"), Query("n2", "MN 200", "negative", "en", "test"),
+               Query("a1", "a", "term", "en", "test"), Query("a2", "b", "term", "en", "test"),
+               Query("u", "c", "term", "en", "test")]
+    qrels = [Qrel("a1", "d1", 1), Qrel("a2", "d2", 2), Qrel("u", "d3", 0)]
+    assert answers_check(run, qrels, queries) == {}  # the defaults check nothing
+    got = answers_check(run, qrels, queries, policy=GatePolicy(empty_floor=0.5))
+    assert got == {"negatives": 2, "empty_on_negatives": 0.5, "floor": 0.5, "answerable": 2, "false_empty": 0.5,
+                   "ceiling": 1.0, "status": "pass"}
+    assert answers_check(run, qrels, queries, policy=GatePolicy(empty_floor=0.6))["status"] == "fail"
+    assert answers_check(run, qrels, queries, policy=GatePolicy(false_empty_ceiling=0.4))["status"] == "fail"
+    assert answers_check(run, qrels, queries[2:], policy=GatePolicy(empty_floor=0.6)) == {}  # no negatives: no check
+    res = GateResult("gita-negatives", "e.toml:seed", "expected values", 0.01, [], {}, [],
+                     answers=answers_check(run, qrels, queries, policy=GatePolicy(empty_floor=0.6)))
+    assert res.exit_code == 1
+    assert GateResult.from_json(res.to_json()).answers == res.answers
+    case = ET.fromstring(junit([res])).findall("testcase")[-1]
+    assert case.get("name") == "empty answers" and case.find("failure").get("message") == (
+        "empty on negatives 0.500 (floor 0.6), false empty 0.500 (ceiling 1)")
+    assert ("Empty answers of the candidate: 0.500 of 2 unanswerable queries (floor 0.6), 0.500 of 2 answerable "
+            "ones (ceiling 1): **fail**") in markdown(res)
+    with pytest.raises(ConfigError, match=r"--empty-floor must be a number in \[0, 1\] \(got 1.5\)"):
+        GatePolicy().override({"empty_floor": 1.5})
+
+
 # ---------------------------------------------------------------- JUnit
 
 

@@ -657,6 +657,10 @@ def gate_cmd(
     judged_floor: Optional[float] = typer.Option(None, "--judged-floor", min=0.0, max=1.0,
                                                  help=_policy_help("judged_floor")),
     judged_action: Optional[str] = typer.Option(None, "--judged-action", help=_policy_help("judged_action")),
+    empty_floor: Optional[float] = typer.Option(None, "--empty-floor", min=0.0, max=1.0,
+                                                help=_policy_help("empty_floor")),
+    false_empty_ceiling: Optional[float] = typer.Option(None, "--false-empty-ceiling", min=0.0, max=1.0,
+                                                        help=_policy_help("false_empty_ceiling")),
     markdown_out: Optional[Path] = typer.Option(None, "--markdown", help="Also write the Markdown summary here."),
     junit_out: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
     seed: int = typer.Option(_GATE_SEED, "--seed", min=0, max=2**32 - 1, help="Bootstrap seed."),
@@ -666,7 +670,8 @@ def gate_cmd(
 ) -> None:
     """Gate a candidate against a baseline or expected values: exit 0 pass, 1 regression, 2 usage or data error.
 
-    The policy options (--margin, --min-queries, --judged-floor, --judged-action) override a gate file's
+    The policy options (--margin, --min-queries, --judged-floor, --judged-action, --empty-floor,
+    --false-empty-ceiling) override a gate file's
     values, which override the defaults of workbench.gate.policy.GatePolicy; the rules are in workbench.gate.decide.
     """
     from workbench import durable
@@ -676,7 +681,7 @@ def gate_cmd(
     from workbench.settings import data_dir, home_dir
 
     options = {"margin": margin, "min_queries": min_queries, "judged_floor": judged_floor,
-               "judged_action": judged_action}
+               "judged_action": judged_action, "empty_floor": empty_floor, "false_empty_ceiling": false_empty_ceiling}
     try:
         data_dir()
         home = home_dir()
@@ -703,7 +708,8 @@ def gate_cmd(
         command = ["workbench", "gate"] + ([str(gate_file)] if gate_file is not None else [])
         for opt, val in (("--candidate", candidate), ("--baseline", baseline), ("--dataset", dataset),
                          ("--margin", margin), ("--min-queries", min_queries), ("--judged-floor", judged_floor),
-                         ("--judged-action", judged_action), ("--qrels", qrels)):
+                         ("--judged-action", judged_action), ("--empty-floor", empty_floor),
+                         ("--false-empty-ceiling", false_empty_ceiling), ("--qrels", qrels)):
             command += [opt, str(val)] if val is not None else []
         if gate_file is None:  # the measures as gated: canonical names (MRR@10 -> RR@10), in order
             command += [x for m in dict.fromkeys(c.measure for r in results for c in r.checks) for x in ("-m", m)]

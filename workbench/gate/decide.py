@@ -15,7 +15,10 @@
   above, and a fail whose adjusted p-value is 0.05 or more says so in its note;
 * judged coverage: mean Judged@k of the candidate below ``judged_floor`` warns (or
   fails with ``judged_action = "fail"``) and lists the unjudged documents of its top k,
-  best-ranked first, to judge next.
+  best-ranked first, to judge next;
+* honest empty answers (when the policy asks: ``empty_floor`` > 0 or ``false_empty_ceiling`` < 1, and the
+  splits hold unanswerable queries): **fail** when fewer unanswerable queries than the floor are answered with
+  nothing, or more answerable ones than the ceiling (:func:`answers_check`).
 
 :func:`gate_pair` and :func:`gate_expected` gate one candidate
 (:class:`~workbench.gate.sources.Ranking`) and return a :class:`GateResult` of :class:`Check` objects,
@@ -96,7 +99,8 @@ class GateResult:
     """Everything the gate found for one candidate; ``exit_code`` 0 pass, 1 regression.
 
     ``margin`` is the policy's δ (absolute, in the measures' units); ``judged`` is :func:`judged_check`'s
-    dict (empty when not checked); ``losses`` is :func:`losses`'s list.
+    dict (empty when not checked); ``losses`` is :func:`losses`'s list; ``answers`` is :func:`answers_check`'s
+    dict (empty when not checked).
     """
 
     dataset: str
@@ -110,6 +114,8 @@ class GateResult:
     #: The qrels layer both rankings were judged by, and :func:`workbench.judging.layers.qrels_sha256` of it.
     qrels: str = "built"
     qrels_sha256: str = ""
+    #: :func:`answers_check`'s dict (empty when not checked).
+    answers: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> list[Check]:
@@ -117,11 +123,13 @@ class GateResult:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.failed or self.judged.get("status") == "fail" else 0
+        return 1 if self.failed or "fail" in (self.judged.get("status"), self.answers.get("status")) else 0
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict: the fields (checks as :meth:`Check.to_json`) and ``exit_code``."""
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "checks"}
+        """A JSON-ready dict: the fields (checks as :meth:`Check.to_json`; ``answers`` only when checked) and
+        ``exit_code``."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)
+             if f.name != "checks" and (f.name != "answers" or self.answers)}  # older reports have no answers
         d["checks"] = [c.to_json() for c in self.checks]
         d["exit_code"] = self.exit_code
         return json.loads(json.dumps(d, default=str, allow_nan=True))
@@ -146,7 +154,18 @@ class GateResult:
             raise TypeError("checks, losses and warnings must be lists")
         return cls(str(d["dataset"]), str(d["candidate"]), str(d["baseline"]), float(d["margin"]),
                    [Check.from_json(c) for c in d["checks"]], dict(judged), list(losses), [str(w) for w in warnings],
-                   str(d.get("qrels", "built")), str(d.get("qrels_sha256", "")))
+                   str(d.get("qrels", "built")), str(d.get("qrels_sha256", "")), _answers_of(d.get("answers")))
+
+
+def _answers_of(value: Any) -> dict[str, Any]:
+    """A stored :func:`answers_check` dict, checked (reports written before it have none)."""
+    if not value:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"answers must be an object, not {type(value).__name__}")
+    for key in ANSWERS_KEYS:
+        value[key]  # noqa: B018 - presence check
+    return dict(value)
 
 
 def _strata(per_query) -> list[tuple[str, Any]]:
@@ -249,6 +268,35 @@ def judged_check(run: Run, qrels, queries, *, k: int = 10, policy: GatePolicy = 
     to_judge = sorted(unjudged.items(), key=lambda x: (x[1], x[0]))[:50]
     return {"k": k, "mean": mean, "floor": floor, "status": status,
             "to_judge": [{"query_id": q, "doc_id": d, "rank": r} for (q, d), r in to_judge]}
+
+
+#: Keys of a non-empty ``GateResult.answers`` (:func:`answers_check`).
+ANSWERS_KEYS = ("negatives", "empty_on_negatives", "floor", "answerable", "false_empty", "ceiling", "status")
+
+
+def answers_check(run: Run, qrels, queries, *, policy: GatePolicy = GatePolicy()) -> dict[str, Any]:
+    """Honest empty answers (:func:`workbench.eval.answers.answer_rates`) of ``run`` over ``queries`` against
+    ``policy.empty_floor`` and ``policy.false_empty_ceiling``: ``fail`` when the share of unanswerable queries
+    answered with nothing is below the floor, or the share of answerable ones answered with nothing is above the
+    ceiling. Empty (not checked) when both are switched off (0 and 1) or ``queries`` hold no unanswerable query.
+
+    Returns:
+        ``{"negatives", "empty_on_negatives", "floor", "answerable", "false_empty", "ceiling", "status"}``
+        (rates 0-1; ``status`` pass | fail).
+    """
+    from workbench.eval.answers import answer_rates
+
+    floor, ceiling = policy.empty_floor, policy.false_empty_ceiling
+    if floor <= 0 and ceiling >= 1:
+        return {}
+    rates = answer_rates(run, queries, qrels)
+    if not rates["negatives"]:
+        return {}
+    false_empty = rates["false_empty"] if rates["answerable"] else 0.0
+    ok = rates["empty_on_negatives"] >= floor and false_empty <= ceiling
+    return {"negatives": rates["negatives"], "empty_on_negatives": rates["empty_on_negatives"], "floor": floor,
+            "answerable": rates["answerable"], "false_empty": false_empty, "ceiling": ceiling,
+            "status": "pass" if ok else "fail"}
 
 
 def losses(cand: Ranking, base: Ranking | None, cand_pq, base_pq, qrels, measure: str, k: int,
@@ -371,7 +419,15 @@ def gate_pair(candidate: Ranking, baseline: Ranking, dataset, *, measures: Seque
     k = int(str(measures[0]).rsplit("@", 1)[1]) if "@" in str(measures[0]) else 10
     lost = losses(candidate, baseline, cand_pq, base_pq, dataset.qrels, measures[0], k)
     return _stamp(GateResult(dataset.name, candidate.label, baseline.label, policy.margin, checks, judged, lost,
-                             list(dict.fromkeys(candidate.warnings + baseline.warnings))), layer)
+                             list(dict.fromkeys(candidate.warnings + baseline.warnings)),
+                             answers=_answers(candidate, dataset, splits, policy)), layer)
+
+
+def _answers(candidate: Ranking, dataset, splits: Sequence[str], policy: GatePolicy) -> dict[str, Any]:
+    """:func:`answers_check` over every query of ``splits`` (negatives have no judgment, so the measures'
+    queries leave them out)."""
+    return answers_check(candidate.run, dataset.qrels, [q for q in dataset.queries if q.split in splits],
+                         policy=policy)
 
 
 def gate_expected(candidate: Ranking, expected: dict[str, float], dataset, *, policy: GatePolicy = GatePolicy(),
@@ -388,4 +444,5 @@ def gate_expected(candidate: Ranking, expected: dict[str, float], dataset, *, po
     checks = expected_checks(cand_pq, expected, policy=policy)
     judged = judged_check(candidate.run, dataset.qrels, queries, k=judged_k, policy=policy)
     return _stamp(GateResult(dataset.name, candidate.label, "expected values", policy.margin, checks, judged, [],
-                             list(dict.fromkeys(candidate.warnings))), layer)
+                             list(dict.fromkeys(candidate.warnings)),
+                             answers=_answers(candidate, dataset, splits, policy)), layer)

@@ -1,7 +1,8 @@
 """The gate's policy and gate files.
 
-**Policy.** δ (``margin``), ``min_queries``, ``judged_floor`` and ``judged_action`` are one
-:class:`GatePolicy`, declared once with its defaults (0.01, 30, 0.1, ``"warn"``): a CLI option
+**Policy.** δ (``margin``), ``min_queries``, ``judged_floor``, ``judged_action``, ``empty_floor`` and
+``false_empty_ceiling`` are one :class:`GatePolicy`, declared once with its defaults (0.01, 30, 0.1, ``"warn"``,
+0, 1): a CLI option
 wins, else the gate file's key, else the default, on both the paired and the expected-values
 path.
 
@@ -48,7 +49,11 @@ class GatePolicy(BaseModel):
       (``judged_action`` ``"warn"``, it never fails a gate by itself) and lists the documents to
       judge next. 0 would switch the check off for everyone; a gate whose qrels are complete by
       construction sets 0 explicitly and says why (``experiments/gate-seeds.toml``);
-    * ``judged_action`` ``"warn"``.
+    * ``judged_action`` ``"warn"``;
+    * ``empty_floor`` 0 and ``false_empty_ceiling`` 1: honest empty answers are not checked unless a gate asks
+      (:func:`~workbench.gate.decide.answers_check`: a candidate that pads its answers to unanswerable queries
+      below the floor, or empties answerable ones above the ceiling, fails). Off by default because most query
+      sets hold no unanswerable query; a gate over one that does states its own.
 
     Frozen; unknown fields are refused.
 
@@ -70,11 +75,17 @@ class GatePolicy(BaseModel):
         "accepted without judged_action"))
     judged_action: Literal["warn", "fail"] = Field("warn", description=(
         "what a mean Judged@10 below judged_floor does: warn (listing the documents to judge next) or fail the gate"))
+    empty_floor: float = Field(0.0, ge=0.0, le=1.0, allow_inf_nan=False, description=(
+        "the lowest share of the dataset's unanswerable queries (type negative) the candidate must answer with "
+        "nothing, 0-1; below it the gate fails (0: not checked)"))
+    false_empty_ceiling: float = Field(1.0, ge=0.0, le=1.0, allow_inf_nan=False, description=(
+        "the highest share of answerable queries (a relevant judgment) the candidate may answer with nothing, 0-1; "
+        "above it the gate fails (1: not checked)"))
 
     #: How the CLI spells each field (``--judged-floor``); messages about CLI values use these names.
     OPTIONS: typing.ClassVar[dict[str, str]] = {
         "margin": "--margin", "min_queries": "--min-queries", "judged_floor": "--judged-floor",
-        "judged_action": "--judged-action"}
+        "judged_action": "--judged-action", "empty_floor": "--empty-floor", "false_empty_ceiling": "--false-empty-ceiling"}
 
     @classmethod
     def expects(cls, key: str) -> str:

@@ -44,6 +44,11 @@ def markdown(res: GateResult) -> str:
         lines += ["", f"Judged@{j['k']} of the candidate: {j['mean']:.3f} (floor {j['floor']:g}): **{j['status']}**"]
         if j["status"] != "pass" and j["to_judge"]:
             lines.append("Judge next: " + ", ".join(f"`{t['query_id']}` → `{t['doc_id']}`" for t in j["to_judge"][:10]))
+    a = res.answers
+    if a:
+        lines += ["", f"Empty answers of the candidate: {a['empty_on_negatives']:.3f} of {a['negatives']} unanswerable "
+                      f"queries (floor {a['floor']:g}), {a['false_empty']:.3f} of {a['answerable']} answerable ones "
+                      f"(ceiling {a['ceiling']:g}): **{a['status']}**"]
     if res.losses:
         lines += ["", "Queries that lost most:", ""]
         for loss in res.losses[:10]:
@@ -77,6 +82,14 @@ def _junit_suite(res: GateResult) -> ET.Element:
         if j["status"] == "fail":
             failures += 1
             ET.SubElement(case, "failure", message="judged coverage below the floor")
+    a = res.answers
+    if a:
+        case = ET.SubElement(suite, "testcase", classname=classname, name="empty answers")
+        if a["status"] == "fail":
+            failures += 1
+            ET.SubElement(case, "failure", message=f"empty on negatives {a['empty_on_negatives']:.3f} (floor "
+                                                   f"{a['floor']:g}), false empty {a['false_empty']:.3f} (ceiling "
+                                                   f"{a['ceiling']:g})")
     suite.set("tests", str(len(suite)))
     suite.set("failures", str(failures))
     return suite
