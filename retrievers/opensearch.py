@@ -20,7 +20,12 @@ One class, :class:`OpenSearchLane`, with a ``mode``:
 * ``semantic`` — ``knn`` on ``content.vector`` (Lucene HNSW) with ``k`` = the depth and
   ``method_parameters.ef_search`` = ``max(ef_search, k)``. Raw score: **cosine
   similarity** = ``2 * _score - 1`` (the lucene engine's ``cosinesimil`` score is
-  ``(1 + cos) / 2``), higher is better.
+  ``(1 + cos) / 2``), higher is better. A query's filter goes inside the k-NN query
+  (``filter_mode = "efficient"``, the default: the lucene engine returns k admitted neighbours) or after it
+  (``"post"``: ``post_filter`` on the k nearest, so a selective filter leaves fewer than k, as mint's design
+  does). ``exact = true`` scores every admitted vector with the k-NN score script (``knn_score``,
+  ``cosinesimil``, which scores ``(1 + cos) / 2`` as the HNSW does, measured: the same cosines to 1e-5): the
+  ground truth the HNSW lane is measured against (:mod:`workbench.eval.ann`).
 
 * ``template`` — the query a team really sends: a JSON file of query DSL (``template = "PATH"``, relative to the
   working folder or the repository) with placeholders as whole JSON string values (:data:`PLACEHOLDERS`):
@@ -65,6 +70,8 @@ from workbench.run import Hit, Run
 from workbench.types import Query
 
 MODES = ("fuzzy", "exact", "lemma", "page_ref", "semantic", "template")
+#: Where the semantic mode applies a query's filter: inside the k-NN query (efficient) or after it (post).
+FILTER_MODES = ("efficient", "post")
 
 FUZZINESS = ("AUTO", "0", "1", "2")
 EF_SEARCH_MAX = 10000
@@ -118,7 +125,8 @@ class OpenSearchLane:
 
     def __init__(self, name: str, es, index: str, mode: str, *, url: str = "", embedder: Any = None,
                  fuzziness: str = "AUTO", operator: str = "or", ef_search: int = 100, max_query_chars: int = 1000,
-                 transliterate: bool = False, template: Any = None):
+                 transliterate: bool = False, template: Any = None, filter_mode: str = "efficient",
+                 exact: bool = False):
         if mode not in MODES:
             raise ConfigError(f"lane {name}: mode must be one of {', '.join(MODES)}, got {mode!r}")
         if str(fuzziness) not in FUZZINESS:
@@ -133,6 +141,11 @@ class OpenSearchLane:
                               f"got {max_query_chars!r}")
         if mode == "semantic" and embedder is None:
             raise ConfigError(f"lane {name}: mode 'semantic' needs an embedder")
+        if filter_mode not in FILTER_MODES:
+            raise ConfigError(f"lane {name}: filter_mode must be one of {', '.join(FILTER_MODES)}, got {filter_mode!r}")
+        if (filter_mode != "efficient" or exact) and mode != "semantic":
+            raise ConfigError(f"lane {name}: filter_mode and exact apply to the semantic mode, not {mode!r}")
+        self.filter_mode, self.exact = filter_mode, bool(exact)
         if mode == "template":
             problem = template_problem(template, embedder is not None)
             if problem:
@@ -158,7 +171,8 @@ class OpenSearchLane:
         if self.mode == "lemma":
             out.update(operator=self.operator)
         if self.mode == "semantic":
-            out.update(ef_search=self.ef_search, model_id=self.embedder.model_id)
+            out.update(ef_search=self.ef_search, model_id=self.embedder.model_id, filter_mode=self.filter_mode,
+                       exact=self.exact)
         if self.mode == "template":
             import hashlib
             import json
@@ -215,12 +229,27 @@ class OpenSearchLane:
                                      {"constant_score": {"filter": {"term": {"pages": key}}, "boost": 1.0}}],
                           "minimum_should_match": 1}}
         else:
-            knn: dict[str, Any] = {"vector": [float(x) for x in vector], "k": k,
-                                   "method_parameters": {"ef_search": max(self.ef_search, k)}}
-            if clauses:
-                knn["filter"] = {"bool": {"filter": clauses}}
-                clauses = []
-            q = {"knn": {"content.vector": knn}}
+            vec = [float(x) for x in vector]
+            post = None
+            if self.exact:  # every admitted vector scored (the k-NN score script): the ground truth of the HNSW
+                q = {"script_score": {"query": {"bool": {"filter": clauses}} if clauses else {"match_all": {}},
+                                      "script": {"source": "knn_score", "lang": "knn", "params": {
+                                          "field": "content.vector", "query_value": vec,
+                                          "space_type": "cosinesimil"}}}}
+            else:
+                knn: dict[str, Any] = {"vector": vec, "k": k,
+                                       "method_parameters": {"ef_search": max(self.ef_search, k)}}
+                if clauses and self.filter_mode == "efficient":
+                    knn["filter"] = {"bool": {"filter": clauses}}
+                elif clauses:  # "post": the k nearest, then the filter (fewer than k may pass)
+                    post = {"bool": {"filter": clauses}}
+                q = {"knn": {"content.vector": knn}}
+            clauses = []
+            body = {"size": k, "query": q, "sort": [{"_score": "desc"}, {"doc_id": "asc"}], "track_scores": True,
+                    "track_total_hits": False, "_source": False}
+            if post is not None:
+                body["post_filter"] = post
+            return body
         if clauses:
             q = {"bool": {"must": [q], "filter": clauses}}
         return {"size": k, "query": q, "sort": [{"_score": "desc"}, {"doc_id": "asc"}], "track_scores": True,
@@ -266,7 +295,7 @@ class OpenSearchLane:
             if resp is not None:
                 for h in resp["hits"]["hits"]:
                     score = float(h["_score"])
-                    if self.mode == "semantic":
+                    if self.mode == "semantic":  # back to the cosine: both score (1 + cos) / 2
                         score = 2.0 * score - 1.0
                     hits.append(Hit(h["sort"][1] if len(h.get("sort", [])) > 1 else h["_id"], score))
             rows[q.query_id] = hits
@@ -351,6 +380,11 @@ class SemanticParams(_OsParams):
     mode: Literal["semantic"]
     embedder: str = Field(min_length=1, description="the [embedders.NAME] whose vectors the index holds")
     ef_search: int = Field(100, ge=1, le=EF_SEARCH_MAX, description="HNSW candidate list size (raised to the depth)")
+    filter_mode: Literal["efficient", "post"] = Field(
+        "efficient", description="a query's filter inside the k-NN query (the lucene engine's efficient filtering: "
+        "k admitted neighbours) or after it (post_filter: the k nearest, then the filter)")
+    exact: bool = Field(False, description="every admitted vector scored by the k-NN score script instead of the "
+                        "HNSW graph (the ANN ground truth)")
 
 
 class TemplateParams(_OsParams):
@@ -408,6 +442,14 @@ class OpenSearchKind(RetrieverKind):
             text = json.dumps(read_template(params.template), sort_keys=True, ensure_ascii=False)
             extra["template"] = hashlib.sha256(text.encode()).hexdigest()[:16]
         return extra
+
+    def exact_twin(self, params) -> dict | None:
+        """``semantic``: ``exact = true`` (the k-NN score script), with the HNSW settings it ignores at their
+        defaults (one cached run per embedder); None for the other modes and an exact lane."""
+        if params.mode != "semantic" or params.exact:
+            return None
+        fields = SemanticParams.model_fields
+        return {"exact": True, "ef_search": fields["ef_search"].default, "filter_mode": fields["filter_mode"].default}
 
     def max_depth(self, params) -> int:
         """OpenSearch returns at most :data:`K_MAX` hits (``index.max_result_window`` and the k-NN limit)."""

@@ -201,6 +201,42 @@ def test_opensearch_lanes_filter_natively(os_cluster, gita):
     assert chapter["k"] and {int(h.doc_id[2:].split(".")[0]) for h in chapter["k"]} <= {1, 2, 3}
 
 
+
+def test_opensearch_knn_efficient_filtering_post_filtering_and_the_exact_script(os_cluster, gita):
+    """mint's k-NN takes its top k and then filters (``filter_mode = "post"``): under a filter admitting 3 of 701
+    verses most queries keep fewer than 3; efficient filtering keeps all 3 for every query; the k-NN score script
+    (``exact = true``) ranks the 3 as the exact cosine does, with the same cosines (1e-5) as the HNSW lane."""
+    import numpy as np
+
+    from retrievers.opensearch import OpenSearchLane
+    from workbench.engines.os_index import index_dataset
+
+    es, url = os_cluster
+    index = index_dataset(es, url, gita, EMB)
+    qs = _queries(gita, parse_filter({"doc_id": {"$in": THREE}}).text)
+    lanes = {m: OpenSearchLane(f"os_{m}", es, index.name, "semantic", url=url, embedder=EMB, **kw)
+             for m, kw in (("efficient", {}), ("post", {"filter_mode": "post"}), ("exact", {"exact": True}))}
+    runs = {m: lane.search(qs, 10) for m, lane in lanes.items()}
+    post_short = [q.query_id for q in qs if len(runs["post"][q.query_id]) < 3]
+    assert len(post_short) >= 15, post_short  # the 10 nearest of 701 seldom hold the 3 admitted verses
+    assert all({h.doc_id for h in runs["post"][q.query_id]} <= set(THREE) for q in qs)
+    docs = {d.doc_id: d for d in gita.documents}
+    from workbench.text.doctext import index_text
+
+    vecs = {d: np.asarray(EMB.embed_passages([index_text(docs[d])])[0]) for d in THREE}
+    for q in qs:
+        exact = runs["exact"][q.query_id]
+        assert sorted(h.doc_id for h in exact) == THREE == sorted(h.doc_id for h in runs["efficient"][q.query_id])
+        v = np.asarray(EMB.embed_queries([q.text])[0])
+        want = {d: float(v @ vecs[d] / (np.linalg.norm(v) * np.linalg.norm(vecs[d]))) for d in THREE}
+        assert [h.doc_id for h in exact] == sorted(THREE, key=lambda d: (-want[d], d))
+        eff = {h.doc_id: h.score for h in runs["efficient"][q.query_id]}
+        assert all(abs(h.score - want[h.doc_id]) < 1e-5 for h in exact)
+        assert all(abs(h.score - eff[h.doc_id]) < 1e-5 for h in exact)
+    with pytest.raises(Exception, match="filter_mode and exact apply to the semantic mode"):
+        OpenSearchLane("bad", es, index.name, "fuzzy", url=url, filter_mode="post")
+
+
 def test_a_filter_no_document_meets_and_a_facet_with_no_copies_are_refused(gita, built_home, tmp_path):
     """Found by a newcomer: both loaded silently (a query measured on an empty corpus; a dataset with no filtered
     query although its definition asks for them)."""

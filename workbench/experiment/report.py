@@ -154,7 +154,8 @@ def ann_check_frame(result, k: int = 10) -> pd.DataFrame:
         queries = [q for q in ds.queries if q.split in result.experiment.splits]
         admitted = {q.query_id: len(ds.facet_index.admitted(q.filter) or ()) for q in queries if q.filter}
         params = result.experiment.lanes[lane].canonical()
-        settings = {key: params[key] for key in ("ef_search", "iterative_scan", "max_scan_tuples") if key in params}
+        settings = {key: params[key] for key in ("ef_search", "iterative_scan", "max_scan_tuples", "filter_mode")
+                    if key in params}
         frame = ann_frame(lr.run, twin.run, queries, admitted, len(ds.documents), k)
         for _i, r in ann_summary(frame, lr.latencies_ms).iterrows():
             rows.append({"dataset": dsname, "lane": lane, **settings, "selectivity": r["selectivity"], "n": r["n"],
