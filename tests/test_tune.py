@@ -158,6 +158,11 @@ def test_latency_as_a_second_objective_gives_a_pareto_front(tmp_path):
     # the synthetic latencies: good costs 1 ms, bad 2 ms per query; good alone is both best and fastest
     assert res.chosen in front and res.chosen.values[0] == 1.0 and res.chosen.values[1] == pytest.approx(1.0)
     assert res.chosen_setting.lanes == ("good",)
+    from workbench.tuning.outputs import summary
+
+    text = summary(res)
+    assert "objective R@1 and p95 latency (ms)" in text
+    assert f"= 1.0000 (p95 1.0 ms, from the Pareto front of {len(front)})" in text
 
 
 def test_the_embedding_model_is_an_engine_parameter_checked_at_load(tmp_path):

@@ -85,14 +85,18 @@ def summary(result: StudyResult) -> str:
     lines = [f"study {st.name}: {states.get('complete', 0)} trials on {st.dataset} ({st.split})"
              + (f" (and {others})" if others else "") + f", objective {st.measure}"
              + (" weighted by query type" if st.type_weights else "")
+             + (" and p95 latency (ms)" if st.latency else "")
+             + (", on the queries that carry a filter" if st.queries == "filtered" else "")
              + (f", {1 - st.abstention:g} x it + {st.abstention:g} x abstention accuracy" if st.abstention else ""),
              f"  qrels: {q.layer}" + (f" (sha256 {q.sha256[:12]}, {q.human_pairs} human grades"
                                       + (f", {q.stale} stale judgments left out" if q.stale else "")
                                       + (f", {q.queries_left_out} queries without a human grade left out"
                                          if q.queries_left_out and q.layer == "human" else "") + ")"
                                       if q.sha256 else ""),
-             f"  {st.split}: chosen trial {result.chosen.number} = {result.chosen.values[0]:.4f}   "
-             f"baseline {st.baseline} = {result.baseline_value:.4f}"]
+             f"  {st.split}: chosen trial {result.chosen.number} = {result.chosen.values[0]:.4f}"
+             + (f" (p95 {result.chosen.values[1]:.1f} ms, from the Pareto front of {len(result.optuna_study.best_trials)})"
+                if st.latency and len(result.chosen.values) > 1 else "")
+             + f"   baseline {st.baseline} = {result.baseline_value:.4f}"]
     for note in result.notes:
         lines.append(f"  note: {note}")
     s = result.chosen_setting
