@@ -262,3 +262,15 @@ def test_term_r10_by_script_with_the_gap_over_the_same_words():
                      "gap": (7, 0.75), "gap (same words)": (4, 0.5)}
     # without the datasets (a result read back) there is no same-words row
     assert "gap (same words)" not in set(by_script_frame(NS(configs=[cr]), "R@10").script)
+
+
+def test_an_error_in_a_template_lane_names_its_key_not_the_mode(tmp_path):
+    """A newcomer found ``lanes.os.template.exact``: the union's tag ``template`` is also a field of that mode."""
+    text = BASE.replace('[configs.both]', '[lanes.os]\nkind = "opensearch"\nmode = "template"\ntemplate = "t.json"\n'
+                        'exact = true\n[configs.both]')
+    with pytest.raises(ConfigError, match=r"lanes\.os\.exact ") as err:
+        load(tmp_path, text)
+    assert "lanes.os.template.exact" not in str(err.value)
+    with pytest.raises(ConfigError, match=r"lanes\.os\.filter_mode"):
+        load(tmp_path, text.replace('mode = "template"\ntemplate = "t.json"\nexact = true',
+                                    'mode = "semantic"\nembedder = "e"\nfilter_mode = "pre"'))

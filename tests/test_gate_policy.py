@@ -183,10 +183,16 @@ def test_empty_answers_by_hand():
     assert answers_check(run, qrels, queries) == {}  # the defaults check nothing
     got = answers_check(run, qrels, queries, policy=GatePolicy(empty_floor=0.5))
     assert got == {"negatives": 2, "empty_on_negatives": 0.5, "floor": 0.5, "answerable": 2, "false_empty": 0.5,
-                   "ceiling": 1.0, "status": "pass"}
+                   "ceiling": 1.0, "status": "pass", "note": ""}
     assert answers_check(run, qrels, queries, policy=GatePolicy(empty_floor=0.6))["status"] == "fail"
     assert answers_check(run, qrels, queries, policy=GatePolicy(false_empty_ceiling=0.4))["status"] == "fail"
-    assert answers_check(run, qrels, queries[2:], policy=GatePolicy(empty_floor=0.6)) == {}  # no negatives: no check
+    # no negatives: the ceiling is still checked, the floor cannot be and the note says so (a newcomer found both silent)
+    none = answers_check(run, qrels, queries[2:], policy=GatePolicy(empty_floor=0.6, false_empty_ceiling=0.4))
+    assert (none["negatives"], none["false_empty"], none["status"]) == (0, 0.5, "fail") and "not checked" in none["note"]
+    only_floor = answers_check(run, qrels, queries[2:], policy=GatePolicy(empty_floor=0.6))
+    assert only_floor["status"] == "pass" and "floor is not checked" in only_floor["note"]
+    assert "no unanswerable query in the gated splits (floor 0.6 not checked), 0.500 of 2 answerable ones" in \
+        markdown(GateResult("gita", "c", "expected values", 0.01, [], {}, [], answers=only_floor))
     res = GateResult("gita-negatives", "e.toml:seed", "expected values", 0.01, [], {}, [],
                      answers=answers_check(run, qrels, queries, policy=GatePolicy(empty_floor=0.6)))
     assert res.exit_code == 1

@@ -186,15 +186,22 @@ def test_serve_applies_a_filter_sent_by_get_as_by_post(home, pg_dsn, tmp_path):
             {"Content-Type": "application/json"})
         posted = json.loads(urllib.request.urlopen(req, timeout=60).read())
         bad = []
-        for url in (f"{base}/search?" + urllib.parse.urlencode({"q": "karma", "filters": '{"sutta": "x"}'}),):
+        typo = urllib.request.Request(f"{base}/search", json.dumps({"query": "karma", "filter": {"chapter": 2}}).encode(),
+                                      {"Content-Type": "application/json"})
+        deep = "[" * 5000 + "]" * 5000
+        for req in (f"{base}/search?" + urllib.parse.urlencode({"q": "karma", "filters": '{"sutta": "x"}'}), typo,
+                    f"{base}/search?" + urllib.parse.urlencode({"q": "karma", "filters": deep})):
             with pytest.raises(urllib.error.HTTPError) as err:
-                urllib.request.urlopen(url, timeout=60)
+                urllib.request.urlopen(req, timeout=60)
             bad.append((err.value.code, json.loads(err.value.read())))
     ids = [h["doc_id"] for h in got["result"]["hits"]]
     assert got["ok"] and len(ids) == 20 and all(i.startswith("bg2.") for i in ids), ids
     assert [h for h in got["result"]["hits"]] == [h for h in posted["result"]["hits"]]
     code, env = bad[0]
     assert code == 400 and env["error"]["code"] == "invalid_argument" and "'sutta'" in env["error"]["message"]
+    assert bad[1][0] == 400 and "unknown key(s) ['filter']" in bad[1][1]["error"]["message"]  # not unfiltered hits
+    assert bad[2][0] == 400 and "nested too deeply" in bad[2][1]["error"]["message"]  # not a 502
+    assert 'filters = "{filters}"' in (tmp_path / "serve.log").read_text()  # the lane table it prints sends them
 
 
 def test_mcp_over_stdio_reads_back_identically(home, pg_dsn, tmp_path, monkeypatch):

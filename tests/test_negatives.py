@@ -93,7 +93,7 @@ def test_absent_lemmas_occur_in_no_document_in_any_form(built_home, data_dir, na
     of any token of the corpus, and no compound of the corpus is made of it."""
     from workbench.data import catalog
     from workbench.data.loaders.dpd import load_dpd
-    from workbench.data.querysets.builders import absent_lemmas
+    from workbench.data.querysets.builders import absent_lemmas, absent_stem
     from workbench.text.normalize import ascii_fold, tokens
 
     ds = catalog.load(name, catalog.load_definitions(), data_dir, built_home)
@@ -108,4 +108,6 @@ def test_absent_lemmas_occur_in_no_document_in_any_form(built_home, data_dir, na
         forms = {q.text, *lexicon.forms_of(q.text)}
         assert not {ascii_fold(f) for f in forms} & corpus, q.text
         assert q.text not in compounds, q.text
+        stem = absent_stem(ascii_fold(q.text))
+        assert not any(t.startswith(stem) for t in corpus), (q.text, stem)  # no other tense of it (akkosissanti)
     assert got == absent_lemmas(ds.documents, lexicon, 20261129)  # seeded: the same draw

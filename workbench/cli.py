@@ -1315,7 +1315,8 @@ def serve_cmd(
     _log(f"serving {config} of {experiment} on {searcher.served.dataset} at {base}/search and MCP at {base}/mcp "
          f"({'access token required' if bearer else 'this machine only, no token'}; Ctrl-C stops it). As a lane:\n"
          f'[lanes.served]\nkind = "http"\nurl = "{base}/search"\nmethod = "POST"\n'
-         f'body = {{query = "{{query}}", k = "{{k}}"}}\nhits = "result.hits"\nid = "doc_id"\nscore = "score"\n'
+         f'body = {{query = "{{query}}", k = "{{k}}", filters = "{{filters}}"}}\nhits = "result.hits"\nid = "doc_id"\n'
+         f'score = "score"\n'
          f'snapshot = "{config}"{auth_line}')
     sys.stdout.flush()
     sock.listen(128)

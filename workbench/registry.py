@@ -383,13 +383,25 @@ def _constraint(f: Any) -> str:
     return ", ".join(bits)
 
 
+def _discriminator(kind: type[Declaration] | Declaration) -> str | None:
+    """The field that picks the model of a kind whose ``Params`` is a discriminated union (``mode``), or None."""
+    import typing
+
+    params = getattr(kind, "Params", None)
+    for meta in getattr(params, "__metadata__", ()) if typing.get_origin(params) is typing.Annotated else ():
+        if getattr(meta, "discriminator", None):
+            return str(meta.discriminator)
+    return None
+
+
 def describe_error(kind: type[Declaration] | Declaration, exc: ValidationError, given: Mapping[str, Any], where: str) -> str:
     """The first error of ``exc`` as one line naming ``<where>.<key>``, the value and the fix."""
     err = exc.errors(include_url=False)[0]
     loc = [str(p) for p in err["loc"]]
     model = kind._model_for(given)
-    if len(loc) > 1 and loc[0] not in model.model_fields:  # a discriminated union's tag comes first
-        loc = loc[1:]
+    tag = _discriminator(kind)
+    if len(loc) > 1 and (loc[0] not in model.model_fields or (tag and loc[0] == str(given.get(tag)))):
+        loc = loc[1:]  # a discriminated union's tag comes first (also when the tag's value names a field)
     key = ".".join(loc)
     at = f"{where}.{key}" if where and key else (where or key)
     typ = err["type"]

@@ -286,8 +286,8 @@ def qrels_table(qrels: Mapping[str, int], runs: Mapping[str, Run], query_id: str
 
 def ann_figure(ann: pd.DataFrame, k: int = 10):
     """Plotly lines, one per approximate lane (:func:`workbench.experiment.report.ann_check_frame`): its recall of
-    the exact top ``k`` (left) and its share of under-returned queries (right) per selectivity bucket, widest
-    first, the unfiltered queries last."""
+    the exact top ``k`` (left) and its share of under-returned queries (right) per selectivity bucket: the
+    unfiltered queries first, then the buckets from the widest filter to the narrowest."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 

@@ -122,6 +122,9 @@ def parse_filter(raw: Any) -> Filter | None:
         except ValueError as exc:
             raise ValueError(f"filter {raw[:80]!r} is not JSON ({exc.msg}); write e.g. {{\"collection\": \"dn\"}}") \
                 from None
+        except RecursionError:
+            raise ValueError(f"filter {raw[:80]!r} is nested too deeply; a filter is one object of facets, e.g. "
+                             "{\"collection\": \"dn\"}") from None
     if not isinstance(raw, Mapping):
         raise ValueError(f"a filter must be a JSON object of facets, got {type(raw).__name__}; "
                          "write e.g. {\"collection\": \"dn\"}")
@@ -183,7 +186,7 @@ def check_filter(flt: Filter, values: Mapping[str, set], dataset: str) -> str:
         if c.op in ("$eq", "$in"):
             missing = [v for v in c.values if v not in have]
             if missing:
-                sample = ", ".join(repr(v) for v in sorted(have, key=str)[:12])
+                sample = ", ".join(repr(v) for v in sorted(have, key=lambda v: (isinstance(v, str), v))[:12])
                 return f"{c.facet} = {missing[0]!r}: no document of {dataset} has it (values: {sample}…)"
     return ""
 

@@ -57,8 +57,8 @@ def answer_rates(run: Any, queries: Sequence[Any], qrels: Sequence[Any]) -> dict
 
 
 def min_score_curve(run: Any, queries: Sequence[Any], qrels: Sequence[Any], points: int = 21) -> pd.DataFrame:
-    """Both rates of the module docstring at ``points`` thresholds: 0 (nothing dropped beyond what the run already
-    dropped) and the quantiles of the queries' best scores, ascending. Columns ``min_score``,
+    """Both rates of the module docstring at ``-inf`` (nothing dropped beyond what the run already dropped) and at
+    ``points`` quantiles of the queries' best scores (fewer where quantiles coincide), ascending. Columns ``min_score``,
     ``empty_on_negatives``, ``false_empty``, ``abstention_accuracy``. Empty frame when there are no negatives or
     no answerable queries."""
     negative, answerable = _split(queries, qrels)

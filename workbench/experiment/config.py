@@ -345,8 +345,9 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
         raise _err(path, "configs", "defines no [configs.NAME] table; add at least one")
     ann_check = raw.get("ann_check")
     if ann_check is not None and not isinstance(ann_check, bool):
-        raise _err(path, "ann_check", "must be true (measure every approximate lane against its exact twin), false "
-                                      "(never), or left out (only on datasets whose queries carry filters)")
+        raise _err(path, "ann_check", f"must be true (measure every approximate lane against its exact twin), false "
+                                      f"(never), or left out (only on datasets whose queries carry filters); got "
+                                      f"{ann_check!r}")
     return Experiment(path, name, tuple(datasets), tuple(measures), depth, tuple(splits), index, embedders, lanes,
                       configs, raw, qrels, rerankers, ann_check)
 

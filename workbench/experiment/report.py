@@ -283,12 +283,12 @@ def render(result, type_measures: tuple[str, ...] = ("R@10", "nDCG@10", "RR@10")
         out.append(part.drop(columns=["dataset"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     curve = min_score_curve_frame(result)
     for ds, part in (curve.groupby("dataset", sort=False) if not curve.empty else ()):
-        out.append(f"\n-- {ds}: the min_score trade-off (each row: a threshold on the best score; raising it empties "
-                   "more negatives and more answerable queries) --")
+        out.append(f"\n-- {ds}: the min_score trade-off (per config: thresholds on the best score, the 11 quantiles "
+                   "of the best scores after -inf; raising it empties more negatives and more answerable queries) --")
         wide = part.assign(at=[f"{e:.2f}/{f:.2f}" for e, f in zip(part["empty_on_negatives"], part["false_empty"])])
         for config, rows in wide.groupby("config", sort=False):
             out.append(f"{config}: " + "  ".join(f"{m:.4g}→{a}" for m, a in zip(rows["min_score"], rows["at"])))
-        out.append("(min_score→empty on negatives/false empty)")
+        out.append("(min_score→empty on negatives/false empty; -inf: nothing dropped)")
     lanes = [(d, lane, s) for (d, lane), s in result.lane_latency.items()]
     if lanes:
         out.append("\n-- lane latency (ms per query) --")

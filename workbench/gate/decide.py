@@ -278,11 +278,12 @@ def answers_check(run: Run, qrels, queries, *, policy: GatePolicy = GatePolicy()
     """Honest empty answers (:func:`workbench.eval.answers.answer_rates`) of ``run`` over ``queries`` against
     ``policy.empty_floor`` and ``policy.false_empty_ceiling``: ``fail`` when the share of unanswerable queries
     answered with nothing is below the floor, or the share of answerable ones answered with nothing is above the
-    ceiling. Empty (not checked) when both are switched off (0 and 1) or ``queries`` hold no unanswerable query.
+    ceiling. Empty (not checked) when both are switched off (0 and 1). Without unanswerable queries the ceiling
+    is still checked and the floor is not, which ``note`` says (``empty_on_negatives`` is then NaN).
 
     Returns:
-        ``{"negatives", "empty_on_negatives", "floor", "answerable", "false_empty", "ceiling", "status"}``
-        (rates 0-1; ``status`` pass | fail).
+        ``{"negatives", "empty_on_negatives", "floor", "answerable", "false_empty", "ceiling", "status", "note"}``
+        (rates 0-1; ``status`` pass | fail; ``note`` empty or why the floor was not checked).
     """
     from workbench.eval.answers import answer_rates
 
@@ -290,13 +291,13 @@ def answers_check(run: Run, qrels, queries, *, policy: GatePolicy = GatePolicy()
     if floor <= 0 and ceiling >= 1:
         return {}
     rates = answer_rates(run, queries, qrels)
-    if not rates["negatives"]:
-        return {}
+    negatives = rates["negatives"]
     false_empty = rates["false_empty"] if rates["answerable"] else 0.0
-    ok = rates["empty_on_negatives"] >= floor and false_empty <= ceiling
-    return {"negatives": rates["negatives"], "empty_on_negatives": rates["empty_on_negatives"], "floor": floor,
+    ok = (not negatives or rates["empty_on_negatives"] >= floor) and false_empty <= ceiling
+    note = "" if negatives or floor <= 0 else "no unanswerable query in the gated splits: the floor is not checked"
+    return {"negatives": negatives, "empty_on_negatives": rates["empty_on_negatives"], "floor": floor,
             "answerable": rates["answerable"], "false_empty": false_empty, "ceiling": ceiling,
-            "status": "pass" if ok else "fail"}
+            "status": "pass" if ok else "fail", "note": note}
 
 
 def losses(cand: Ranking, base: Ranking | None, cand_pq, base_pq, qrels, measure: str, k: int,

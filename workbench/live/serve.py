@@ -221,6 +221,11 @@ def http_app(searcher: Searcher, mcp: Any):
                 env = {"ok": False, "error": {"code": INVALID, "message": "the body must be a JSON object "
                                                                              '{"query": ..., "k": ...}'}}
                 return JSONResponse(env, status_code=400)
+            unknown = sorted(set(body) - {"query", "k", "filters"})
+            if unknown:  # a typo ("filter") would otherwise be answered unfiltered
+                env = {"ok": False, "error": {"code": INVALID, "message": f"the body has unknown key(s) {unknown}; "
+                                              "it takes query, k and filters"}}
+                return JSONResponse(env, status_code=400)
             text, k, filters = body.get("query"), body.get("k", 10), body.get("filters")
         env = await anyio.to_thread.run_sync(searcher.answer, text, k, filters)
         return JSONResponse(env, status_code=status_of(env))

@@ -86,7 +86,8 @@ def summary(result: StudyResult) -> str:
              + (f" (and {others})" if others else "") + f", objective {st.measure}"
              + (" weighted by query type" if st.type_weights else "")
              + (" and p95 latency (ms)" if st.latency else "")
-             + (", on the queries that carry a filter" if st.queries == "filtered" else "")
+             + (", on the queries that carry a filter" + (" (and all the split's negatives)" if st.abstention else "")
+                if st.queries == "filtered" else "")
              + (f", {1 - st.abstention:g} x it + {st.abstention:g} x abstention accuracy" if st.abstention else ""),
              f"  qrels: {q.layer}" + (f" (sha256 {q.sha256[:12]}, {q.human_pairs} human grades"
                                       + (f", {q.stale} stale judgments left out" if q.stale else "")
@@ -105,6 +106,7 @@ def summary(result: StudyResult) -> str:
                  + (f" norm={s.norm}" if "norm" in reads else "")
                  + (f"; weights {', '.join(f'{k}={v:.3g}' for k, v in s.weights.items())}"
                     if "weights" in reads and s.weights else "") + f"; top_k {s.top_k}"
+                 + (f"; min_score {s.min_score:.4g}" if s.min_score is not None else "")
                  + (f"; rerank {r.reranker} depth {r.depth} weight {r.weight:.3g}"
                     if (r := result.chosen_rerank) is not None else "")
                  + "".join(f"; {k.removeprefix('engine.')}={v}" for k, v in sorted(result.chosen.params.items())

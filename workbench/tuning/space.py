@@ -217,8 +217,8 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
         raise _err(path, "objective", "must be a table with measure, optional weights, latency and abstention")
     abstention = obj.get("abstention", 0.0)
     if not isinstance(abstention, (int, float)) or isinstance(abstention, bool) or not 0 <= abstention <= 1:
-        raise _err(path, "objective.abstention", "must be a number from 0 to 1: the weight of the abstention accuracy "
-                   "on unanswerable queries (workbench.eval.answers) against the measure")
+        raise _err(path, "objective.abstention", f"must be a number from 0 to 1: the weight of the abstention "
+                   f"accuracy on unanswerable queries (workbench.eval.answers) against the measure; got {abstention!r}")
     measure = obj.get("measure", "R@10")
     if not supported(measure):
         raise _err(path, "objective.measure", f"{measure!r} is not computed in memory; use R@k, P@k, RR@k, nDCG@k "

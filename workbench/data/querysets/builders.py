@@ -11,6 +11,7 @@ Builders are pure functions of their inputs: no I/O, no randomness but the seed.
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from collections import defaultdict
@@ -649,12 +650,21 @@ def negative_references(queries: Sequence[Query], seed: int, n: int = NEGATIVES,
     return list(out.values())
 
 
+def absent_stem(folded: str) -> str:
+    """The stem an absent lemma's ASCII form must not begin any corpus token with: the word without its last 3
+    letters, never shorter than 5 (``abbhanumodi`` → ``abbhanumo``, which ``abbhanumodati`` begins with: the DPD
+    files an aorist or an absolutive under its own headword)."""
+    return folded[:max(5, len(folded) - 3)]
+
+
 def absent_lemmas(documents: Sequence[Document], lexicon: Lexicon, seed: int, n: int = NEGATIVES // 2,
                   ratios: tuple[float, float, float] = DEFAULT_RATIOS, min_len: int = 6) -> list[Query]:
     """Unanswerable term queries (type ``negative``): Pali lemmas of the DPD that the corpus does not hold. A lemma
     qualifies when no token of any text of any document (every field and language) is one of its inflected
-    forms, is a form of a compound made of it (:meth:`~workbench.data.loaders.dpd.Lexicon.members`), or folds to
-    the same ASCII as one of its forms (so a folded full-text lane cannot match it either); it is one word of at
+    forms, is a form of a compound made of it (:meth:`~workbench.data.loaders.dpd.Lexicon.members`), folds to
+    the same ASCII as one of its forms (so a folded full-text lane cannot match it either), or begins with its
+    :func:`absent_stem` (another tense or a compound the DPD files apart: ``akkositvā`` when the corpus has
+    ``akkosissanti``); it is one word of at
     least ``min_len`` letters with an English meaning. Text: the lemma in IAST, as a reader types a term; language
     ``pi``; id ``absent~<ascii>``; group ``absent:<lemma>``, split by
     :func:`~workbench.data.querysets.split.assign_split`. At most ``n``, in the seeded order
@@ -677,9 +687,14 @@ def absent_lemmas(documents: Sequence[Document], lexicon: Lexicon, seed: int, n:
                   if lemma not in present and len(lemma) >= min_len and lemma.isalpha()]
     out: list[Query] = []
     ids: set[str] = set()
+    starts = sorted(folded)
     for lemma in sorted(candidates, key=lambda w: unit_interval(seed, f"absent-order:{w}")):
         key = ascii_fold(lemma)
         if key in ids or any(ascii_fold(f) in folded for f in (lemma, *lexicon.forms_of(lemma))):
+            continue
+        stem = absent_stem(key)
+        at = bisect.bisect_left(starts, stem)
+        if at < len(starts) and starts[at].startswith(stem):  # a form the DPD files under another headword
             continue
         if not any(e.meaning_en for e in lexicon.lemma_entries(lemma)):
             continue
