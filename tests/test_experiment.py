@@ -97,6 +97,8 @@ def test_valid_minimal(tmp_path):
     (('kind = "hash"', 'kind = "cohere"'), "embedders.e.kind"),
     (('kind = "hash"', 'kind = "openai"'), "base_url"),  # a real kind since #29: what it lacks is named
     (('name = "t"', 'name = "t"\ncolour = 1'), "unknown key"),
+    (('k = 60', 'k = 60\nlane_min_score = { zz = 0.3 }'), "configs.both.lane_min_score"),
+    (('k = 60', 'k = 60\nlane_min_score = { vector = "high" }'), "configs.both.lane_min_score"),
 ])
 def test_bad_configs_fail_at_load_naming_the_key(tmp_path, edit, needle):
     old, new = edit

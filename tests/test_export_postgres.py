@@ -105,6 +105,15 @@ lanes = ["trigram", "trigram_low"]
 [configs.weighted-reference]
 lanes = ["vector", "reference"]
 fusion = "weighted"
+[configs.lane-floors]
+lanes = ["vector", "fts_russian", "trigram"]
+fusion = "rrf"
+lane_min_score = { vector = 0.2, trigram = 0.75 }
+top_k = 30
+tiebreak_lane = "vector"
+[configs.floored-reference]
+lanes = ["vector", "reference"]
+lane_min_score = { reference = 1.0 }
 """
 
 
@@ -128,7 +137,8 @@ def setup(home, pg_dsn, tmp_path_factory):
         yield path, exp, ds, Engine(exp, home)
 
 
-@pytest.mark.parametrize("config", ["rrf-pinned", "weighted-minmax", "weighted-zscore", "combmnz", "fts-alone"])
+@pytest.mark.parametrize("config", ["rrf-pinned", "weighted-minmax", "weighted-zscore", "combmnz", "fts-alone",
+                                    "lane-floors"])
 def test_the_exported_statement_ranks_every_dev_and_test_query_as_the_workbench(setup, home, tmp_path, config):
     path, exp, ds, engine = setup
     source = job.from_experiment(path, config, "gita")
@@ -148,6 +158,11 @@ def test_the_exported_statement_ranks_every_dev_and_test_query_as_the_workbench(
     ties = sum(1 for q in ds.queries if q.split in ("dev", "test")
                for a, b in zip(want.get_hits(q.query_id), want.get_hits(q.query_id)[1:]) if a.score == b.score)
     assert ties > 0 or config == "weighted-zscore", ties
+    if config == "lane-floors":  # the floors cut for real: the same config without them ranks otherwise
+        free = fused_run(replace(cfg, lane_min_score=None), {n: lanes[n].run for n in cfg.lanes})
+        changed = sum(1 for q in ds.queries if q.split in ("dev", "test")
+                      and [h.doc_id for h in free.get_hits(q.query_id)] != [h.doc_id for h in want.get_hits(q.query_id)])
+        assert changed > 100, changed
     files = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert files == [f"{config}.export.json", f"{config}.sql", f"{config}.statement.sql"]
     assert (home / "exports" / f"{path.stem}.{config}.postgres.json").is_file()  # keyed by experiment and config
@@ -219,6 +234,7 @@ def test_hostile_query_text_is_bound_never_spliced(setup, home, tmp_path):
     ("exact-beside-hnsw", "lanes.exact: exact = true"),
     ("two-thresholds", "lanes trigram and trigram_low need pg_trgm.word_similarity_threshold = 0.6 and 0.3"),
     ("weighted-reference", "lane reference (reference) is fused by weighted"),
+    ("floored-reference", "lane_min_score.reference: the reference lane's answer is an input"),
 ])
 def test_configs_one_statement_cannot_express_are_refused_naming_the_lane(setup, config, needle):
     path, exp, ds, engine = setup
@@ -226,7 +242,8 @@ def test_configs_one_statement_cannot_express_are_refused_naming_the_lane(setup,
         postgres.build(exp.configs[config], exp, ds, engine)
     assert needle in str(err.value)
     assert "--format json" in str(err.value) or "give them the same value" in str(err.value) \
-        or "exact = false" in str(err.value) or "only rrf or pin_lane" in str(err.value)
+        or "exact = false" in str(err.value) or "only rrf or pin_lane" in str(err.value) \
+        or "drop it from lane_min_score" in str(err.value)
 
 
 def test_cut_sql_is_the_query_normalisers_cut(pg_dsn):

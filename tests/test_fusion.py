@@ -205,3 +205,22 @@ def test_pin_leaves_queries_the_lane_did_not_answer_and_names_a_missing_lane():
     assert fuse(runs, "rrf", pin_lane="ref")["q"] == fuse(runs, "rrf")["q"]
     with pytest.raises(ValueError, match="pin_lane 'nope' is not among the fused lanes"):
         fuse(runs, "rrf", pin_lane="nope")
+
+
+def test_a_lane_floor_cuts_that_lane_before_fusion_and_its_ranks_close_up():
+    """``lane_min_score``: lane a's hits below 0.5 are not fused, so d3 moves up to a's rank 2 (RRF k=0 by hand:
+    d1 = 1/1 + 1/2, d3 = 1/2, d2 = 1/1 from lane b alone); the fast evaluator ranks the same."""
+    from workbench.eval.fasteval import CandidateMatrix
+    from workbench.eval.fusion import FusionSpec, cut_lanes, fuse_spec
+
+    runs = {"a": Run({"q": [Hit("d1", 0.9), Hit("d2", 0.4), Hit("d3", 0.6)]}, "a"),
+            "b": Run({"q": [Hit("d2", 5.0), Hit("d1", 3.0)]}, "b")}
+    cut = cut_lanes(runs, {"a": 0.5})
+    assert [h.doc_id for h in cut["a"]["q"]] == ["d1", "d3"] and cut["b"] is runs["b"]
+    spec = FusionSpec(("a", "b"), "rrf", 1e-9, None, None, "minmax", None, 10, None, None, {"a": 0.5})
+    fused = fuse_spec(runs, spec)
+    assert [(h.doc_id, round(h.score, 6)) for h in fused["q"]] == [("d1", 1.5), ("d2", 1.0), ("d3", 0.5)]
+    m = CandidateMatrix(runs, [("q", "d3", 1)], ["q"])
+    cols, _ = m.rank(spec, 3)
+    assert [m.doc_ids[0][c] for c in cols[0]] == ["d1", "d2", "d3"]
+    assert fuse_spec(runs, FusionSpec(("a", "b"), "rrf", 1e-9, top_k=10))["q"][0].doc_id == "d1"

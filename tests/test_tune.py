@@ -242,3 +242,28 @@ def test_workers_need_shared_storage_before_anything_runs(tmp_path):
     st = _study(tmp_path)
     with pytest.raises(ConfigError, match="needs a storage several processes can share"):
         run_study(st, home=tmp_path / "home", storage="memory", workers=2, candidates=None)
+
+
+def test_a_lane_floor_is_tuned_and_exported(tmp_path):
+    """``bad`` ranks an unjudged document first with score 10 and the rest at 9 and below: a floor above 10 on it
+    empties it, RRF ranks ``good``'s relevant document first and R@1 is 1.0 (with equal weights, 0 otherwise)."""
+    import json
+
+    text = tune_fixture.STUDY.replace("[space.weights]\ngood = { low = 0.0, high = 1.0 }\nbad = { low = 0.0, high = 1.0 }\n",
+                                      "[space.lane_min_score]\nbad = { low = 0.0, high = 12.0 }\n")
+    st = _study(tmp_path, text)
+    params, notes = baseline_params(st)
+    assert params["lane_min_score.bad"] == 0.0 and any("baseline has no lane_min_score.bad" in n for n in notes)
+    assert setting_from(st, {"lane_min_score.bad": 10.5}).lane_min_score == {"bad": 10.5}
+    res = run_study(st, home=tmp_path / "home", storage="memory", trials=40,
+                    candidates=tune_fixture.candidates(st, tmp_path))
+    assert res.chosen.values[0] == 1.0 and res.chosen.params["lane_min_score.bad"] > 10.0
+    from workbench.tuning.export import export_config
+    from workbench.tuning.outputs import summary
+
+    exported = export_config(res, tmp_path / "home")
+    assert exported["lane_min_score"] == {"bad": res.chosen.params["lane_min_score.bad"]}
+    assert "; lane_min_score bad=" in summary(res)
+    json.dumps(exported, default=str)  # JSON as written
+    with pytest.raises(ConfigError, match=r"space.lane_min_score names lane\(s\) \['zz'\]"):
+        _study(tmp_path, text.replace("bad = { low = 0.0, high = 12.0 }", "zz = { low = 0.0, high = 1.0 }"))

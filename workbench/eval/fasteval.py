@@ -192,7 +192,7 @@ class CandidateMatrix:
         from workbench.eval._fastkernel import fuse_rank
 
         self._check(s)
-        if s.method in RANX_METHODS or s.pin_lane is not None:
+        if s.method in RANX_METHODS or s.pin_lane is not None or s.lane_min_score:
             return self._rank_by_fuse(s, depth)
         Q, C = len(self.query_ids), self.n_cols
         cols3 = self._stacked(s.lanes)
@@ -237,8 +237,9 @@ class CandidateMatrix:
         return got
 
     def _rank_by_fuse(self, s: FusionSpec, depth: int) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`rank` for a method of ranx: :func:`workbench.eval.fusion.fuse_spec` on the lanes' runs, its
-        order put back into columns (the slow path; the tie rule is fusion's, the same as the kernel's)."""
+        """:meth:`rank` for a method of ranx, a ``pin_lane`` or per-lane floors (``lane_min_score``):
+        :func:`workbench.eval.fusion.fuse_spec` on the lanes' runs, its order put back into columns (the slow
+        path; the tie rule is fusion's, the same as the kernel's)."""
         from dataclasses import replace
 
         from workbench.eval.fusion import fuse_spec

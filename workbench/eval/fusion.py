@@ -110,6 +110,8 @@ class FusionSpec:
         top_k: hits kept per query.
         tiebreak_lane: the lane whose raw score breaks ties of fused scores (None: doc_id only).
         pin_lane: a reference lane whose answers go first, in its order (:func:`pin`; None: no pinning).
+        lane_min_score: lane → the lowest raw score of that lane's hits that are fused (:func:`cut_lanes`, before
+            everything else; None: none cut). AICharya's per-lane floor, beside the fused ``min_score``.
     """
 
     lanes: tuple[str, ...]
@@ -122,6 +124,7 @@ class FusionSpec:
     top_k: int = 100
     tiebreak_lane: str | None = None
     pin_lane: str | None = None
+    lane_min_score: Mapping[str, float] | None = None
 
     def params(self, name: str = "") -> dict[str, Any]:
         """Keyword arguments of :func:`fuse` for :attr:`method` (what the method reads, nothing else)."""
@@ -145,7 +148,21 @@ def fuse_spec(runs: Mapping[str, Run], spec: FusionSpec, name: str = "") -> Run:
     Raises:
         KeyError: a lane of ``spec`` has no run. ValueError: see :func:`fuse`.
     """
-    return fuse({ln: runs[ln] for ln in spec.lanes}, spec.method, **spec.params(name))
+    return fuse(cut_lanes({ln: runs[ln] for ln in spec.lanes}, spec.lane_min_score), spec.method,
+                **spec.params(name))
+
+
+def cut_lanes(runs: Mapping[str, Run], floors: Mapping[str, float] | None) -> dict[str, Run]:
+    """``runs`` with each lane of ``floors`` holding only its hits whose raw score is at least its floor, in their
+    order (a lane's ranks then count only what is left); lanes without a floor unchanged."""
+    if not floors:
+        return dict(runs)
+    out = dict(runs)
+    for lane, floor in floors.items():
+        run = runs.get(lane)
+        if run is not None:
+            out[lane] = Run({q: [h for h in run.get_hits(q) if h.score >= floor] for q in run}, run.name)
+    return out
 
 
 def _check(runs: Mapping[str, Run], weights: Mapping[str, float] | None, depth: int | Mapping[str, int] | None) -> None:

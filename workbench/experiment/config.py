@@ -37,6 +37,7 @@ Layout::
     k = 60
     top_k = 100
     # pin_lane = "ref"                    # optional: a reference lane whose exact answers come first (fusion.pin)
+    # lane_min_score = { vector = 0.3 }   # optional: a lane's hits below its own score are not fused
 
     [rerankers.by_fts]                    # optional: a stage after fusion (workbench.eval.rerank)
     kind = "lane"
@@ -201,6 +202,8 @@ class FusedConfig(FusionSpec):
                 out[key] = val
         if self.min_score is not None:
             out["min_score"] = self.min_score
+        for ln, floor in sorted((self.lane_min_score or {}).items()):
+            out[f"lane_min_score.{ln}"] = floor
         if self.tiebreak_lane:
             out["tiebreak_lane"] = self.tiebreak_lane
         if self.pin_lane:
@@ -420,7 +423,7 @@ def _config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneS
             rerankers: dict[str, RerankerSpec] | None = None) -> FusedConfig:
     where = f"configs.{cname}"
     allowed = {"lanes", "fusion", "k", "weights", "depth", "min_score", "top_k", "tiebreak_lane", "norm", "rerank",
-               "pin_lane"}
+               "pin_lane", "lane_min_score"}
     extra = set(spec) - allowed
     if extra:
         raise _err(path, where, f"has unknown key(s) {sorted(extra)}; allowed: {sorted(allowed)}")
@@ -486,10 +489,17 @@ def _config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneS
     if norm not in NORMALISATIONS:
         raise _err(path, f"{where}.norm", f"must be one of {', '.join(NORMALISATIONS)}")
     rerank = _rerank_stage(path, f"{where}.rerank", spec["rerank"], rerankers or {}) if "rerank" in spec else None
+    floors = spec.get("lane_min_score")
+    if floors is not None:
+        if not isinstance(floors, dict) or not floors or set(floors) - set(use):
+            raise _err(path, f"{where}.lane_min_score", f"must be a table of the config's lanes ({', '.join(use)}) = the "
+                       f"lowest raw score of that lane's hits that are fused, e.g. {{ {use[0]} = 0.3 }}; got {floors!r}")
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) for v in floors.values()):
+            raise _err(path, f"{where}.lane_min_score", f"must be finite numbers (a lane's own score scale); got {floors!r}")
     return FusedConfig(lanes=tuple(use), method=fusion, k=float(k), weights=dict(weights) if weights else None,
                        depth=dict(depth) if isinstance(depth, dict) else depth,
                        min_score=float(min_score) if min_score is not None else None, top_k=top_k, tiebreak_lane=tb,
-                       pin_lane=pin_lane,
+                       pin_lane=pin_lane, lane_min_score={ln: float(v) for ln, v in floors.items()} if floors else None,
                        norm=norm, name=cname, rerank=rerank)
 
 

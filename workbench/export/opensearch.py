@@ -409,6 +409,10 @@ def build_opensearch_export(name: str, lanes: Mapping[str, Any], spec: FusionSpe
         ConfigError: what cannot be exported (the module docstring's list), naming the config, the lane
             and what to do instead.
     """
+    if spec.lane_min_score:
+        raise _refuse(name, f"lane_min_score ({', '.join(spec.lane_min_score)}): a hybrid query cannot drop a "
+                            "sub-query's hits by their own score before normalisation; export with --format json "
+                            "(the workbench applies it) or drop lane_min_score")
     if list(lanes) != list(spec.lanes):
         raise _refuse(name, f"the lanes given {list(lanes)} are not the config's lanes {list(spec.lanes)} in order")
     for ln, lane in lanes.items():

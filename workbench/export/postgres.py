@@ -339,6 +339,10 @@ def build(cfg, exp, ds, engine) -> PostgresExport:
                               + ("(or --format opensearch for a config of OpenSearch lanes)" if spec.kind == "opensearch"
                                  else "(the workbench's own config, run by the workbench)"))
         if spec.kind == "reference":
+            if ln in (cfg.lane_min_score or {}):
+                raise ConfigError(f"{where}: lane_min_score.{ln}: the reference lane's answer is an input of the "
+                                  "statement (doc ids in order, no scores), so it has no floor; drop it from "
+                                  "lane_min_score")
             if method not in ("rrf", "none") and ln != cfg.pin_lane:
                 raise ConfigError(f"{where}: lane {ln} (reference) is fused by {method}, which reads its scores; "
                                   "the statement takes its answer as an input (doc ids in order), so only rrf or "
@@ -395,9 +399,18 @@ def build(cfg, exp, ds, engine) -> PostgresExport:
     return PostgresExport(cfg.name, function_name(cfg.name), plist, settings, body, parts, limit, notes)
 
 
+def _floored(cte: str, floor: float) -> str:
+    """A lane's CTE holding only its rows scoring at least ``floor``, ranked again in their order
+    (:func:`workbench.eval.fusion.cut_lanes`)."""
+    return (f"SELECT doc_id, score, row_number() OVER (ORDER BY rank) AS rank FROM ({cte}) c "
+            f"WHERE score >= {_float(floor)} ORDER BY rank")
+
+
 def _statement(cfg, parts: Sequence[LanePart], limit: int) -> str:
     """The ``WITH … SELECT`` of the fusion over the lanes' CTEs (see the module docstring)."""
-    ctes = [f"lane_{i} AS MATERIALIZED ({p.cte})" for i, p in enumerate(parts)]
+    floors = cfg.lane_min_score or {}
+    ctes = [f"lane_{i} AS MATERIALIZED ({_floored(p.cte, floors[p.name]) if p.name in floors else p.cte})"
+            for i, p in enumerate(parts)]
     tb = ""
     if cfg.tiebreak_lane is not None:
         tb = f"lane_{[p.name for p in parts].index(cfg.tiebreak_lane)}"

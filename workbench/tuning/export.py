@@ -13,7 +13,7 @@ def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
     """The production config of the chosen trial, with provenance (what ``workbench export`` writes).
 
     Fields a seed system loads: ``lanes`` (kind and engine parameters, ef_search included),
-    ``fusion``, ``rrf_k``, ``weights``, ``depth``, ``min_score``, ``top_k``,
+    ``fusion``, ``rrf_k``, ``weights``, ``depth``, ``min_score``, ``lane_min_score`` (when set), ``top_k``,
     ``tiebreak_lane``, ``pin_lane``, ``norm``, ``rerank`` (None, or the stage after fusion: ``reranker``, ``depth``,
     ``weight``, and the reranker's ``kind`` and ``params``: :func:`rerank_config`; ``top_k`` applies to
     the reranked list). ``provenance``: study, trial, storage folder, objective,
@@ -39,6 +39,7 @@ def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
         "depth": dict(s.depth) if isinstance(s.depth, dict) else s.depth,
         "norm": s.norm if s.method == "weighted" else None,
         "min_score": s.min_score,
+        **({"lane_min_score": dict(s.lane_min_score)} if s.lane_min_score else {}),
         "top_k": s.top_k,
         "tiebreak_lane": s.tiebreak_lane,
         "pin_lane": s.pin_lane,
@@ -93,6 +94,7 @@ def config_export(exp, cfg, dataset: str) -> dict[str, Any]:
         "lanes": lanes, "fusion": cfg.method, "rrf_k": cfg.k if cfg.method == "rrf" else None,
         "weights": dict(cfg.weights or {}), "depth": dict(cfg.depth) if isinstance(cfg.depth, dict) else cfg.depth,
         "norm": cfg.norm if cfg.method == "weighted" else None, "min_score": cfg.min_score, "top_k": cfg.top_k,
+        **({"lane_min_score": dict(cfg.lane_min_score)} if cfg.lane_min_score else {}),
         "tiebreak_lane": cfg.tiebreak_lane, "pin_lane": cfg.pin_lane, "rerank": stage_config(exp, cfg.rerank, dataset),
         "provenance": {"experiment": str(exp.path), "config": cfg.name, "dataset": dataset,
                        "candidate_depth": exp.depth, "code_commit": code_commit()},
@@ -144,7 +146,8 @@ def read_export(cfg: dict[str, Any], path: Path):
             lanes[name] = lane_spec(path, name, spec, embedders)
         table = {"lanes": list(cfg["lanes"]), "fusion": cfg["fusion"], "top_k": cfg["top_k"]}
         for key, src in (("k", "rrf_k"), ("weights", "weights"), ("depth", "depth"), ("min_score", "min_score"),
-                         ("tiebreak_lane", "tiebreak_lane"), ("norm", "norm"), ("pin_lane", "pin_lane")):
+                         ("tiebreak_lane", "tiebreak_lane"), ("norm", "norm"), ("pin_lane", "pin_lane"),
+                         ("lane_min_score", "lane_min_score")):
             if cfg.get(src) not in (None, {}):
                 table[key] = cfg[src]
         if table["fusion"] == "none" and len(table["lanes"]) == 1:

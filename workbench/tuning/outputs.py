@@ -107,6 +107,8 @@ def summary(result: StudyResult) -> str:
                  + (f"; weights {', '.join(f'{k}={v:.3g}' for k, v in s.weights.items())}"
                     if "weights" in reads and s.weights else "") + f"; top_k {s.top_k}"
                  + (f"; min_score {s.min_score:.4g}" if s.min_score is not None else "")
+                 + (f"; lane_min_score {', '.join(f'{k}={v:.3g}' for k, v in s.lane_min_score.items())}"
+                    if s.lane_min_score else "")
                  + (f"; rerank {r.reranker} depth {r.depth} weight {r.weight:.3g}"
                     if (r := result.chosen_rerank) is not None else "")
                  + "".join(f"; {k.removeprefix('engine.')}={v}" for k, v in sorted(result.chosen.params.items())

@@ -24,7 +24,7 @@ from workbench.tuning.space import Range, Study
 
 def _numeric_dims(study: Study) -> dict[str, Range]:
     out = {k: study.space[k] for k in ("k", "min_score", "top_k") if isinstance(study.space.get(k), Range)}
-    for group in ("weights", "depth"):
+    for group in ("weights", "depth", "lane_min_score"):
         out.update({f"{group}.{ln}": d for ln, d in study.space.get(group, {}).items() if isinstance(d, Range)})
     out.update({f"rerank.{k}": d for k, d in study.space.get("rerank", {}).items() if isinstance(d, Range)})
     return out
@@ -51,7 +51,7 @@ def sensitivity(study: Study, cands: Candidates, params: dict[str, Any]) -> list
     used = set(setting.lanes) if setting is not None else set()
     rows = []
     for name, dim in _numeric_dims(study).items():
-        if name not in params or (name.split(".")[0] in ("weights", "depth") and name.split(".", 1)[1] not in used):
+        if name not in params or (name.split(".")[0] in ("weights", "depth", "lane_min_score") and name.split(".", 1)[1] not in used):
             continue
         if name == "k" and (setting is None or setting.method != "rrf"):
             continue

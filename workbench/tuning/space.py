@@ -28,6 +28,7 @@ lanes a fused config may use, the baseline config, the objective and the search 
     norm = ["minmax", "zscore"]
     weights = { vector = { low = 0.0, high = 2.0 }, reference = { low = 0.0, high = 5.0 } }
     depth = { vector = [20, 50, 100] }
+    lane_min_score = { vector = { low = 0.2, high = 0.6 } }   # a lane's floor on its own scores (fusion.cut_lanes)
     lanes = { reference = [true, false] }      # a lane switched on or off
     [space.engine.vector]             # engine parameters: small categorical sets
     ef_search = [40, 100, 200]
@@ -49,7 +50,7 @@ parameter the lane's kind does not have (or a value it refuses), an unknown meas
 unknown reranker, a rerank depth below 1 or a weight outside [0, 1].
 
 :func:`suggest` is the only place the space meets Optuna: parameter names are
-``fusion``, ``k``, ``norm``, ``min_score``, ``top_k``, ``weights.<lane>``,
+``fusion``, ``k``, ``norm``, ``min_score``, ``top_k``, ``weights.<lane>``, ``lane_min_score.<lane>``,
 ``depth.<lane>``, ``lanes.<lane>``, ``engine.<lane>.<param>``, ``rerank.reranker``,
 ``rerank.depth`` and ``rerank.weight``.
 """
@@ -71,7 +72,8 @@ from workbench.io.toml import read_toml
 FUSION_CHOICES = METHODS
 TOP_LEVEL = {"name", "description", "experiment", "dataset", "lanes", "baseline", "trials", "seed", "split",
              "objective", "space", "tolerance", "qrels", "queries"}
-SPACE_KEYS = {"fusion", "k", "norm", "min_score", "top_k", "weights", "depth", "lanes", "engine", "rerank"}
+SPACE_KEYS = {"fusion", "k", "norm", "min_score", "top_k", "weights", "depth", "lanes", "engine", "rerank",
+              "lane_min_score"}
 RERANK_KEYS = ("reranker", "depth", "weight")
 #: ``rerank.reranker`` value of a trial without a rerank stage.
 NO_RERANK = "none"
@@ -311,7 +313,7 @@ def _space(path: Path, raw: Any, lanes: list[str], exp: Any) -> dict[str, Any]:
                                    (isinstance(dim, tuple) and not all(isinstance(v, int) for v in dim))):
                 raise _err(path, "space.top_k", "must be integers >= 1")
             out[key] = dim
-    for group in ("weights", "depth", "lanes"):
+    for group in ("weights", "depth", "lanes", "lane_min_score"):
         if group not in raw:
             continue
         table = raw[group]
@@ -461,7 +463,7 @@ def suggest(trial, study: Study) -> dict[str, Any]:
     for key in ("k", "norm", "min_score", "top_k"):
         if key in sp and (key not in FUSION_PARAMS or key in reads):
             out[key] = _suggest_dim(trial, key, sp[key])
-    for group in ("lanes", "weights", "depth"):
+    for group in ("lanes", "weights", "depth", "lane_min_score"):
         if group in FUSION_PARAMS and group not in reads:
             continue
         for lane, dim in sp.get(group, {}).items():
@@ -510,6 +512,7 @@ def baseline_params(study: Study) -> tuple[dict[str, Any], list[str]]:
         want[f"weights.{lane}"] = float((cfg.weights or {}).get(lane, 1.0))
         d = cfg.depth.get(lane) if isinstance(cfg.depth, dict) else cfg.depth
         want[f"depth.{lane}"] = d if d is not None else study.experiment.depth
+        want[f"lane_min_score.{lane}"] = (cfg.lane_min_score or {}).get(lane)
         for param in sp.get("engine", {}).get(lane, {}):
             want[f"engine.{lane}.{param}"] = lanes_spec[lane].canonical().get(param)  # its default when unwritten
     from workbench.experiment.config import RerankStage
@@ -519,7 +522,7 @@ def baseline_params(study: Study) -> tuple[dict[str, Any], list[str]]:
     out: dict[str, Any] = {}
     notes: list[str] = []
     dims: dict[str, Any] = {k: sp[k] for k in ("fusion", "k", "norm", "min_score", "top_k") if k in sp}
-    for group in ("lanes", "weights", "depth"):
+    for group in ("lanes", "weights", "depth", "lane_min_score"):
         dims.update({f"{group}.{ln}": d for ln, d in sp.get(group, {}).items()})
     for lane, params in sp.get("engine", {}).items():
         dims.update({f"engine.{lane}.{p}": d for p, d in params.items()})
@@ -539,6 +542,8 @@ def baseline_params(study: Study) -> tuple[dict[str, Any], list[str]]:
                 notes.append(f"baseline {name} = {v!r} is not among {list(dim)}; trial 0 uses {dim[0]!r}")
         else:
             x = float(v) if v is not None else dim.low
+            if v is None and group == "lane_min_score":
+                notes.append(f"baseline has no {name}; trial 0 uses the space's lowest, {dim.low!r}")
             clipped = min(max(x, dim.low), dim.high)
             out[name] = int(round(clipped)) if dim.integer else clipped
             if clipped != x:
