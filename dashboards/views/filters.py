@@ -42,13 +42,14 @@ if "ann_check" in tables:
                "goes on until enough rows pass).")
     st.plotly_chart(views.ann_figure(tables["ann_check"]), key="fl_ann")
     st.dataframe(tables["ann_check"], hide_index=True)
-if "min_score_curve" in tables:
+if "min_score_curve" in tables or "answers" in tables:
     st.subheader("Unanswerable queries: the min_score trade-off")
     ran = tables.get("answers")
-    chosen = {r["config"]: (r["empty on negatives"], r["false empty"]) for _i, r in ran.iterrows()} \
-        if ran is not None else {}
-    st.caption("Raising min_score empties more unanswerable queries (up is better) and more answerable ones "
-               "(right is worse); a star is the config as it ran.")
-    st.plotly_chart(views.min_score_figure(tables["min_score_curve"], chosen), key="fl_curve")
+    if "min_score_curve" in tables:
+        chosen = {r["config"]: (r["empty on negatives"], r["false empty"]) for _i, r in ran.iterrows()} \
+            if ran is not None else {}
+        st.caption("Raising min_score empties more unanswerable queries (up is better) and more answerable ones "
+                   "(right is worse); a star is the config as it ran.")
+        st.plotly_chart(views.min_score_figure(tables["min_score_curve"], chosen), key="fl_curve")
     if ran is not None:
         st.dataframe(ran, hide_index=True)
