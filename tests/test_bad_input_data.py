@@ -677,8 +677,8 @@ def test_required_sources_per_dataset():
         "bilara-segments": ("suttacentral-bilara", "ms-dpd"),
         "bilara-passages": ("suttacentral-bilara", "ms-dpd"),
         "cst4-mn": ("cst4-tipitaka-xml",),
-        "bilara-filtered": ("suttacentral-bilara", "ms-dpd"),
-        "cst4-mn-filtered": ("cst4-tipitaka-xml",),
+        "bilara-filtered": ("suttacentral-bilara", "ms-dpd", "gita"),  # gita_questions
+        "cst4-mn-filtered": ("cst4-tipitaka-xml", "gita"),
         "gita-negatives": ("gita", "ms-dpd"),  # its absent lemmas come from the DPD
     }
 

@@ -111,3 +111,25 @@ def test_absent_lemmas_occur_in_no_document_in_any_form(built_home, data_dir, na
         stem = absent_stem(ascii_fold(q.text))
         assert not any(t.startswith(stem) for t in corpus), (q.text, stem)  # no other tense of it (akkosissanti)
     assert got == absent_lemmas(ds.documents, lexicon, 20261129)  # seeded: the same draw
+
+
+def test_gita_questions_are_asked_of_a_corpus_without_the_gita(built_home, data_dir, tmp_path):
+    """bilara-filtered holds 50 of the gita's English verses as unanswerable questions (no judgment; each the text
+    of one translator of that verse), and a gita dataset may not draw them."""
+    from workbench.data import catalog
+    from workbench.data.loaders.gita import load_gita
+    from workbench.errors import ConfigError
+
+    ds = catalog.load("bilara-filtered", catalog.load_definitions(), data_dir, built_home)
+    asked = [q for q in ds.queries if q.query_id.startswith("gita~")]
+    assert len(asked) == 50 and all(q.query_type == "negative" and q.language == "en" for q in asked)
+    assert not {r.query_id for r in ds.qrels} & {q.query_id for q in asked}
+    verses = {d.doc_id: d for d in load_gita(data_dir).documents}
+    for q in asked:
+        d = verses[q.query_id.removeprefix("gita~")]
+        assert q.text in {" ".join(t.text.split()) for t in d.texts if t.field == "translation" and t.language == "en"}
+    assert not any(d.doc_id.startswith("bg") for d in ds.documents)
+    path = tmp_path / "datasets.toml"
+    path.write_text('seed = 1\n[dataset.g]\nsource = "gita"\nnegatives = ["gita_questions"]\n')
+    with pytest.raises(ConfigError, match="gita_questions asks the gita's own verses"):
+        catalog.load_definitions(path)

@@ -370,6 +370,11 @@ def _build_locked(name: str, defs: Definitions, defn: dict[str, Any], data: Path
 
             step("loading ms-dpd")
             negatives += builders.absent_lemmas(built.documents, load_dpd(data), defs.seed)
+        if "gita_questions" in kinds:
+            from workbench.data.loaders.gita import load_gita
+
+            step("loading gita")
+            negatives += builders.gita_questions(load_gita(data), defs.seed)
         built = replace(built, queries=[*built.queries, *negatives])
     if defn.get("filters"):
         from dataclasses import replace

@@ -106,6 +106,9 @@ def _check_dataset(path: Path, name: str, d: object, datasets: dict[str, Any]) -
     if "negatives" in d and not isinstance(d["negatives"], bool):
         str_list(path, f"{where}.negatives", d["negatives"], known=NEGATIVE_KINDS, nonempty=True,
                  example='["references", "absent_lemmas"]')
+        if "gita_questions" in d["negatives"] and src == "gita":
+            raise ConfigError(f"{path}: {where}.negatives: gita_questions asks the gita's own verses, which a gita "
+                              "dataset answers; use it on another corpus (bilara, cst4)")
     if "filters" in d:
         str_list(path, f"{where}.filters", d["filters"], known=FILTER_FACETS, nonempty=True,
                  example='["collection", "work"]')

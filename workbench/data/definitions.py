@@ -92,8 +92,10 @@ def str_list(path: Path, key: str, value: object, *, known: tuple[str, ...] | No
 
 #: What ``negatives`` may list: ``references`` (out-of-range references:
 #: :func:`workbench.data.querysets.builders.negative_references`; ``negatives = true`` means these alone) and
-#: ``absent_lemmas`` (DPD lemmas the corpus does not hold: :func:`workbench.data.querysets.builders.absent_lemmas`).
-NEGATIVE_KINDS = ("references", "absent_lemmas")
+#: ``absent_lemmas`` (DPD lemmas the corpus does not hold: :func:`workbench.data.querysets.builders.absent_lemmas`)
+#: and ``gita_questions`` (the gita's verses asked of another corpus:
+#: :func:`workbench.data.querysets.builders.gita_questions`).
+NEGATIVE_KINDS = ("references", "absent_lemmas", "gita_questions")
 
 
 def negative_kinds(defn: Mapping[str, Any]) -> tuple[str, ...]:

@@ -704,3 +704,25 @@ def absent_lemmas(documents: Sequence[Document], lexicon: Lexicon, seed: int, n:
         if len(out) >= n:
             break
     return out
+
+
+def gita_questions(corpus: GitaCorpus, seed: int, n: int = NEGATIVES // 2,
+                   ratios: tuple[float, float, float] = DEFAULT_RATIOS) -> list[Query]:
+    """Unanswerable questions for another corpus's index (type ``negative``): the gita's English renderings of
+    ``n`` verses, one translator each, asked of a corpus that does not hold the gita (the bilara passages, CST), so
+    no document there answers them by construction, however many words they share with it. Id ``gita~<doc_id>``;
+    group ``gita:<doc_id>``, split by :func:`~workbench.data.querysets.split.assign_split`; verses drawn in the
+    seeded order ``sha256(seed:gita-question:<doc_id>)``, the translator by ``sha256(seed:gita-translator:<doc_id>)``;
+    no judgments."""
+    out: list[Query] = []
+    for d in sorted(corpus.documents, key=lambda d: unit_interval(seed, f"gita-question:{d.doc_id}")):
+        texts = sorted(t.text for t in d.texts if t.field == "translation" and t.language == "en" and t.text.strip())
+        if not texts:
+            continue
+        text = texts[int(unit_interval(seed, f"gita-translator:{d.doc_id}") * len(texts))]
+        group = f"gita:{d.doc_id}"
+        out.append(Query(f"gita~{d.doc_id}", " ".join(text.split()), "negative", "en",
+                         assign_split(group, seed, ratios), group))
+        if len(out) >= n:
+            break
+    return out

@@ -46,7 +46,7 @@ def required_sources(defn: dict[str, Any], defs: Definitions) -> tuple[str, ...]
 
     gita → ``gita``; bilara and bilara-passages → ``suttacentral-bilara``, plus ``ms-dpd``
     when the term query type is built; cst4 → ``cst4-tipitaka-xml``; ``ms-dpd`` too for a dataset whose
-    ``negatives`` draw ``absent_lemmas``. Optional sources
+    ``negatives`` draw ``absent_lemmas``, and ``gita`` for ``gita_questions``. Optional sources
     (``suttacentral-bilara-ru-sv``) are not listed.
 
     Raises:
@@ -55,6 +55,8 @@ def required_sources(defn: dict[str, Any], defs: Definitions) -> tuple[str, ...]
     corpora = source_of(defn).corpora(defn, defs)
     if "absent_lemmas" in negative_kinds(defn) and "ms-dpd" not in corpora:
         corpora += ("ms-dpd",)
+    if "gita_questions" in negative_kinds(defn) and "gita" not in corpora:
+        corpora += ("gita",)
     return corpora
 
 
@@ -65,8 +67,9 @@ def input_files(defn: dict[str, Any], defs: Definitions, data: Path) -> list[Pat
         ConfigError: an unknown source.
     """
     files = source_of(defn).input_files(defn, defs, data)
-    if "absent_lemmas" in negative_kinds(defn):  # the lexicon the absent lemmas are drawn from
-        from workbench.data.sources.base import tree
+    from workbench.data.sources.base import tree
 
-        files = sorted(set(files) | set(tree(data, "ms-dpd")))
+    for kind, corpus in (("absent_lemmas", "ms-dpd"), ("gita_questions", "gita")):  # what the negatives are drawn from
+        if kind in negative_kinds(defn):
+            files = sorted(set(files) | set(tree(data, corpus)))
     return files
