@@ -252,7 +252,8 @@ def test_export_to_a_full_disk_keeps_the_previous_file(tmp_path, template):
     folder = tmp_path / "out"
     with faults.small_disk(folder, "1m"):
         out = folder / "prod.json"
-        old = b'{"fusion": "rrf", "rrf_k": 60, "provenance": {}}\n'  # exported before (smaller than a new one)
+        old = ('{"fusion": "rrf", "rrf_k": 60, "provenance": {"study": "%s"}}\n' % NAME).encode()  # this study's
+        # export of before (smaller than a new one), so no --force is needed to replace it
         out.write_bytes(old)
         faults.fill(folder, leave=0)
         r = faults.run(["export", str(study), "-o", str(out)], env=_env(home), timeout=300)
