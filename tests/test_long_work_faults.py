@@ -203,3 +203,11 @@ def test_a_full_disk_after_a_notebook_run_is_a_storage_error_and_no_half_file(tm
         assert marker.read_text() == "ran"
         assert str(err.value).startswith(f"disk full: cannot write {out / 'tiny.ipynb'} (0 B free"), str(err.value)
         assert [p.name for p in out.iterdir()] == [".filler"]
+
+
+def test_stage_times_round_to_the_second_before_the_minutes():
+    """A newcomer's ``make main`` ended with "total 69 min 60 s" (4199.6 s)."""
+    from workbench.stages import fmt
+
+    assert [fmt(s) for s in (4199.6, 75.2, 59.96, 42.04, 3600.0)] == [
+        "70 min 0 s", "1 min 15 s", "1 min 0 s", "42.0 s", "60 min 0 s"]

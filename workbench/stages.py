@@ -83,8 +83,12 @@ def _append(path: Path, line: str) -> None:
 
 
 def fmt(seconds: float) -> str:
-    """``75.2`` → ``1 min 15 s``; under a minute ``42.0 s``."""
-    return f"{int(seconds // 60)} min {seconds % 60:.0f} s" if seconds >= 60 else f"{seconds:.1f} s"
+    """``75.2`` → ``1 min 15 s`` (rounded to the second first: ``4199.6`` → ``70 min 0 s``, never ``69 min 60 s``);
+    under a minute ``42.0 s``."""
+    if round(seconds, 1) < 60:
+        return f"{seconds:.1f} s"
+    whole = int(round(seconds))
+    return f"{whole // 60} min {whole % 60} s"
 
 
 def read() -> list[tuple[str, float, int, float]]:
