@@ -84,6 +84,22 @@ def test_json_export_refuses_devices_folders_and_foreign_files_and_masks_secrets
         job.write(_source(CONFIG), "postgres", foreign, home=tmp_path)
 
 
+def test_an_export_is_owned_by_the_experiment_file_it_came_from_not_by_its_path_as_typed(tmp_path):
+    """A newcomer found another clone's ``experiments/seeds.toml`` replacing this clone's export at the same -o,
+    and the same file typed as an absolute path refused: the resolved file decides."""
+    def cfg(typed: str, resolved: str) -> dict:
+        return {**CONFIG, "provenance": {"experiment": typed, "experiment_file": resolved, "config": "c"}}
+
+    out = tmp_path / "shipped.json"
+    job.write(_source(cfg("experiments/seeds.toml", "/clone-a/experiments/seeds.toml")), "json", out, home=tmp_path)
+    with pytest.raises(ConfigError, match="is not an earlier workbench export of this config"):
+        job.write(_source(cfg("experiments/seeds.toml", "/clone-b/experiments/seeds.toml")), "json", out,
+                  home=tmp_path)
+    job.write(_source(cfg("/clone-a/experiments/seeds.toml", "/clone-a/experiments/seeds.toml")), "json", out,
+              home=tmp_path)  # the same file typed another way: replaced without --force
+    assert json.loads(out.read_text())["provenance"]["experiment"] == "/clone-a/experiments/seeds.toml"
+
+
 def test_a_blocked_target_in_a_folder_export_stops_before_anything_is_written(tmp_path):
     out = tmp_path / "shipped"
     out.mkdir()

@@ -110,13 +110,15 @@ def from_study(study_file: Path, storage: str, home: Path, log: Callable[[str], 
 
 def identity(config_json: Mapping[str, Any]) -> tuple[str, ...]:
     """What names one exported config: ``("study", name)`` for a tuned study's config, else
-    ``("config", experiment file, config name)``; ``()`` when the json carries no provenance."""
+    ``("config", experiment file, config name)``, the file as resolved when it was exported
+    (``provenance.experiment_file``: another clone's ``experiments/seeds.toml`` is another file, and one file typed
+    two ways is one), else as typed (exports written before it); ``()`` when the json carries no provenance."""
     prov = config_json.get("provenance")
     if not isinstance(prov, dict):
         return ()
     if prov.get("study"):
         return ("study", str(prov["study"]))
-    return ("config", str(prov.get("experiment")), str(prov.get("config")))
+    return ("config", str(prov.get("experiment_file") or prov.get("experiment")), str(prov.get("config")))
 
 
 def _is_export(path: Path, source: Source) -> bool:

@@ -96,7 +96,8 @@ def config_export(exp, cfg, dataset: str) -> dict[str, Any]:
         "norm": cfg.norm if cfg.method == "weighted" else None, "min_score": cfg.min_score, "top_k": cfg.top_k,
         **({"lane_min_score": dict(cfg.lane_min_score)} if cfg.lane_min_score else {}),
         "tiebreak_lane": cfg.tiebreak_lane, "pin_lane": cfg.pin_lane, "rerank": stage_config(exp, cfg.rerank, dataset),
-        "provenance": {"experiment": str(exp.path), "config": cfg.name, "dataset": dataset,
+        "provenance": {"experiment": str(exp.path), "experiment_file": str(Path(exp.path).resolve()),
+                       "config": cfg.name, "dataset": dataset,
                        "candidate_depth": exp.depth, "code_commit": code_commit()},
     }
 
