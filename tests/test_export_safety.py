@@ -98,6 +98,11 @@ def test_an_export_is_owned_by_the_experiment_file_it_came_from_not_by_its_path_
     job.write(_source(cfg("/clone-a/experiments/seeds.toml", "/clone-a/experiments/seeds.toml")), "json", out,
               home=tmp_path)  # the same file typed another way: replaced without --force
     assert json.loads(out.read_text())["provenance"]["experiment"] == "/clone-a/experiments/seeds.toml"
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "nowhere" / "x.json")
+    with pytest.raises(ConfigError, match="is a link to .*nowhere/x.json, which does not exist"):
+        job.write(_source(CONFIG), "json", link, home=tmp_path, force=True)
+    assert link.is_symlink()  # the link is left as it was
 
 
 def test_a_blocked_target_in_a_folder_export_stops_before_anything_is_written(tmp_path):

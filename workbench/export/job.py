@@ -23,6 +23,7 @@ export's ``provenance``) unless ``force``. Header values that may hold secrets (
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -141,6 +142,10 @@ def check_targets(targets: Sequence[Path], ours: bool, force: bool) -> None:
     Raises:
         ConfigError: naming the path and the fix.
     """
+    dangling = [t for t in targets if t.is_symlink() and not t.exists()]
+    if dangling:  # writing would replace the link with a file: someone's link, pointing at what is not there yet
+        raise ConfigError(f"--out: {dangling[0]} is a link to {os.readlink(dangling[0])}, which does not exist; "
+                          "remove the link or choose another --out")
     present = [t for t in targets if t.exists()]  # a link is judged by what it points at (/dev/stdout: a pipe)
     for t in present:
         if not t.is_file():
