@@ -210,14 +210,20 @@ def parent_artifact_uri(artifact_uri: str, run_id: str, parent_run_id: str) -> s
     return mlflow.MlflowClient().get_run(parent_run_id).info.artifact_uri
 
 
+def _logged(parent_artifact_uri: str, rel: str) -> Path | None:
+    """The local path of the eval's artifact ``rel``, or None when there is no eval or it did not log one."""
+    if not parent_artifact_uri:
+        return None
+    path = _artifact_path(parent_artifact_uri, rel)
+    return path if path.is_file() else None
+
+
 def lane_hits(parent_artifact_uri: str, dataset: str) -> pd.DataFrame | None:
     """Every lane's candidates of one eval on one dataset (``lanes/<dataset>.parquet``:
     ``lane, query_id, doc_id, rank, score``, :func:`workbench.experiment.tracking.lane_frame`), or
     ``None`` when that eval did not log them (older runs)."""
-    if not parent_artifact_uri:
-        return None
-    path = _artifact_path(parent_artifact_uri, f"lanes/{dataset}.parquet")
-    if not path.is_file():
+    path = _logged(parent_artifact_uri, f"lanes/{dataset}.parquet")
+    if path is None:
         return None
     try:
         df = pd.read_parquet(path)
@@ -234,10 +240,8 @@ def live_answers(parent_artifact_uri: str, dataset: str, lane: str) -> dict | No
     """A live lane's raw answers and failures as one eval logged them (``live/<dataset>/<lane>.json``:
     ``{"raw": {query_id: JSON text}, "failures": {query_id: [class, message]}}``), or ``None`` when it read its
     candidates from the cache (or is not a live lane)."""
-    if not parent_artifact_uri:
-        return None
-    path = _artifact_path(parent_artifact_uri, f"live/{dataset}/{lane}.json")
-    if not path.is_file():
+    path = _logged(parent_artifact_uri, f"live/{dataset}/{lane}.json")
+    if path is None:
         return None
     try:
         got = json.loads(path.read_text(encoding="utf-8"))
@@ -254,10 +258,8 @@ def report_table(parent_artifact_uri: str, name: str) -> pd.DataFrame | None:
     Raises:
         DataError: the file is there but unreadable.
     """
-    if not parent_artifact_uri:
-        return None
-    path = _artifact_path(parent_artifact_uri, f"reports/{name}.csv")
-    if not path.is_file():
+    path = _logged(parent_artifact_uri, f"reports/{name}.csv")
+    if path is None:
         return None
     try:
         return pd.read_csv(path)

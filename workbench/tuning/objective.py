@@ -52,8 +52,8 @@ def setting_from(study: Study, params: dict[str, Any]) -> FusionSpec | None:
     min_score = params.get("min_score", cfg.min_score)
     tb = cfg.tiebreak_lane if cfg.tiebreak_lane in lanes else None
     pinned = cfg.pin_lane if cfg.pin_lane in lanes else None
-    floors = {ln: float(params.get(f"lane_min_score.{ln}", (cfg.lane_min_score or {}).get(ln))) for ln in lanes
-              if params.get(f"lane_min_score.{ln}", (cfg.lane_min_score or {}).get(ln)) is not None}
+    floors = {ln: float(v) for ln in lanes
+              if (v := params.get(f"lane_min_score.{ln}", (cfg.lane_min_score or {}).get(ln))) is not None}
     return FusionSpec(lanes, method, float(params.get("k", cfg.k)), weights, depth or None,
                       params.get("norm", cfg.norm), min_score, int(params.get("top_k", cfg.top_k)), tb, pinned,
                       floors or None)
