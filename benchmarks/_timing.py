@@ -13,7 +13,8 @@ has ``benchmarks/`` first on ``sys.path``.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def timed_call(fn: Callable[..., Any], *args, **kwargs) -> tuple[float, Any]:

@@ -62,9 +62,9 @@ def build_home(home: Path, n_queries: int = N_QUERIES, n_docs: int = N_DOCS, n_c
 
     import mlflow
 
-    from workbench.experiment.tracking import _quiet
+    from workbench.experiment.tracking import quiet_logs
 
-    _quiet()
+    quiet_logs()
     mlflow.set_tracking_uri(f"sqlite:///{home / 'mlflow.db'}")
     exp = mlflow.create_experiment("synthetic", artifact_location=(home / "mlartifacts").as_uri())
     with tempfile.TemporaryDirectory() as tmp, mlflow.start_run(experiment_id=exp, run_name="eval"):

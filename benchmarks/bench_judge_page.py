@@ -94,8 +94,8 @@ def bench_store(dsn: str, home: Path, tokens: dict[str, str], clicks: int) -> tu
     """The page's store calls and view per click, timed step by step in ms (one held connection), after one
     untimed click; and that first click's seconds (the cold figure)."""
     from workbench.dashboard import auth, judging
-    from workbench.dashboard.store import dataset_files
     from workbench.judging.store import JudgmentStore
+    from workbench.results.store import dataset_files
 
     store = JudgmentStore(dsn)
     ds = dataset_files(str(home), "bench")  # the page reads it once per server (st.cache_resource)

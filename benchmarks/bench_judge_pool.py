@@ -1,7 +1,7 @@
 """Pooling speed (issue #9): a depth-10 pool of a dataset from the warm candidate cache.
 
 Pools every config of an experiment (default: experiments/seeds.toml on the gita — 8 configs,
-6 lanes, 1,800 queries) with `workbench judge pool`'s planner (:func:`workbench.judging.pooling.plan_pool`):
+6 lanes, 1,800 queries) with `workbench judge pool`'s planner (:func:`workbench.judging.pool_plan.plan_pool`):
 candidates from the cache, fusion in memory, priorities, tiers, the audit sample and the
 Judged@10 each config has now and would have once the pool is judged. The datasets and the
 candidate cache are the home's (`make main` first, or the cold figure includes running the
@@ -61,6 +61,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from workbench.engines import pg_client as pg
+    from workbench.experiment import pooling as pool_plan
     from workbench.experiment.config import load_experiment
     from workbench.experiment.runner import Engine
     from workbench.judging import pooling
@@ -75,12 +76,12 @@ def main() -> int:
         dsn = pg.server_dsn(scratch)  # the throwaway store's server
         store = JudgmentStore(dsn)
         engine = Engine(exp, home, False, lambda m: print(f"  [warm-up] {m}", file=sys.stderr))
-        first, plan = timed_call(pooling.plan_pool, exp, dataset, depth=args.depth, home=home, store=store,
+        first, plan = timed_call(pool_plan.plan_pool, exp, dataset, depth=args.depth, home=home, store=store,
                                  engine=engine)  # the warm-up: loads the model, fills the cache on a miss
         times = []
         for _ in range(args.repeats):
             t = time.perf_counter()
-            again = pooling.plan_pool(exp, dataset, depth=args.depth, home=home, store=store, engine=engine)
+            again = pool_plan.plan_pool(exp, dataset, depth=args.depth, home=home, store=store, engine=engine)
             times.append(time.perf_counter() - t)
             assert again.pairs == plan.pairs  # deterministic: the same plan every time
         t = time.perf_counter()

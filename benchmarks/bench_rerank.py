@@ -2,17 +2,17 @@
 against the CPU's measured matmul rate, reranking the top 50, the pairs each experiment's rerank stages score, and a
 reranked eval from warm caches.
 
-1. **pairs/s** (the table): :class:`workbench.scorers.CrossEncoderScorer` with ``backend="torch"`` (sentence-
+1. **pairs/s** (the table): :class:`workbench.reranking.scorers.CrossEncoderScorer` with ``backend="torch"`` (sentence-
    transformers, float32: the reference) and ``backend="int8"`` (ONNX Runtime, int8 weights: exported once by
-   :mod:`workbench.onnx_ce` into ``<home>/cache/onnx/``) at ``max_length`` 32/128/256/512 (``--lengths``), each at
+   :mod:`workbench.reranking.onnx` into ``<home>/cache/onnx/``) at ``max_length`` 32/128/256/512 (``--lengths``), each at
    every thread count of ``--threads`` (default 1 and all cores). Pairs: real (query, passage) pairs of the dataset,
-   :func:`workbench.onnx_ce.probe_pairs` (``--probe-queries`` queries spread over the dataset, each with its judged
+   :func:`workbench.reranking.onnx.probe_pairs` (``--probe-queries`` queries spread over the dataset, each with its judged
    relevant documents and others, ``--probe-texts`` in all), scored query by query as a reranker does; the texts
    are longer than the window, so a pair fills it (``tokens``: the length asked and, in brackets, the mean of
    ``min(max_length, query + passage word pieces + 3 specials)``). ``rate``: pairs/s of wall time, the mean over
    at least ``--seconds`` s and ``--reps`` passes over the pairs, after one untimed pass (the warm-up, whose scores
    are compared). Agreement of int8 with torch: Spearman's rank correlation of the pair scores
-   (:func:`workbench.onnx_ce.spearman`; the workbench uses int8 at 0.99 or more) and the largest absolute
+   (:func:`workbench.reranking.onnx.spearman`; the workbench uses int8 at 0.99 or more) and the largest absolute
    difference of the sigmoid scores. FLOPs per pair of ``n`` tokens: ``n * (2 * P_dense + 4 * n * d * n_layers)``
    (``_cpu.py``; ``d``, ``d_ff``, ``n_layers`` from the model's ``config.json``; the classifier head, once per pair,
    left out); ``share of limit`` = achieved FLOP/s / the float32 ``torch.mm`` 1024 x 1024 rate measured at the start
@@ -83,7 +83,7 @@ def resolve_models(arg: str | None, home: Path, tmp: Path, max_length: int) -> l
         return found
     import logging
 
-    from workbench.embedders import quiet_load_bars
+    from workbench.embedding.embedders import quiet_load_bars
     from workbench.testing import make_cross_encoder
 
     quiet_load_bars()  # no "Loading weights" bars in a log
@@ -92,14 +92,14 @@ def resolve_models(arg: str | None, home: Path, tmp: Path, max_length: int) -> l
 
 
 def pairs_of(ds: Any, folder: Path, queries: int, texts: int) -> list[tuple[str, list[str]]]:
-    """:func:`workbench.onnx_ce.probe_pairs` of ``ds``, the texts in the order the model was trained on where the
+    """:func:`workbench.reranking.onnx.probe_pairs` of ``ds``, the texts in the order the model was trained on where the
     workbench knows it."""
-    from workbench.onnx_ce import probe_pairs
+    from workbench.reranking.onnx import probe_pairs
 
     kwargs: dict[str, Any] = {"queries": queries, "texts": texts}
     if "order" in inspect.signature(probe_pairs).parameters:
         try:
-            from workbench.scorers import trained_text_order
+            from workbench.reranking.scorers import trained_text_order
 
             kwargs["order"] = trained_text_order(folder)
         except ImportError:
@@ -245,9 +245,9 @@ def main() -> int:
 
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    from workbench._infra.threads import usable_cores
     from workbench.data.catalog import load
     from workbench.settings import home_dir
-    from workbench.threads import usable_cores
 
     home = home_dir()
     cores = usable_cores()
@@ -274,8 +274,8 @@ def main() -> int:
             from transformers import AutoTokenizer
             from transformers.utils import logging as hf_logging
 
-            from workbench.onnx_ce import spearman
-            from workbench.scorers import CrossEncoderScorer
+            from workbench.reranking.onnx import spearman
+            from workbench.reranking.scorers import CrossEncoderScorer
 
             hf_logging.set_verbosity_error()
             limits = measure_limits(threads, 0.1 if args.quick else 0.5, 2 if args.quick else 4)
@@ -332,7 +332,7 @@ def main() -> int:
                             colds.append(cold_line(f"CE torch{suffix}: model load + first {n_pairs} pairs at {L} "
                                                    "tokens", secs, "the model files read"))
                         reference.setdefault(L, scores)
-                        rate = calls_per_s(lambda: run_all(sc), seconds, reps) * n_pairs
+                        rate = calls_per_s(lambda sc=sc: run_all(sc), seconds, reps) * n_pairs
                         add(PATHS[0], L, t, rate, "reference")
                 try:
                     for t in threads:
@@ -345,7 +345,7 @@ def main() -> int:
                                 colds.append(cold_line(f"CE int8{suffix}: ONNX session + first {n_pairs} pairs at "
                                                        f"{L} tokens", secs, "the export and quantisation into "
                                                        f"{onnx_home}/cache/onnx unless cached there"))
-                            rate = calls_per_s(lambda: run_all(sc), seconds, reps) * n_pairs
+                            rate = calls_per_s(lambda sc=sc: run_all(sc), seconds, reps) * n_pairs
                             diff = max(abs(a - b) for a, b in zip(scores, reference[L]))
                             add(PATHS[1], L, t, rate, f"ρ {spearman(reference[L], scores):.4f}, max |Δ| {diff:.4f}")
                 except Exception as exc:  # noqa: BLE001 - said; the torch figures stand
@@ -371,7 +371,7 @@ def main() -> int:
                                 *(_minutes(pairs, rate_at(p, w)) for p in PATHS)))
                 print(table(("dataset", "queries", f"pairs (x {DEPTH})", "est. min torch", "est. min int8"), est,
                             right=(1, 2, 3, 4)))
-                from workbench.scorers import CachedScorer, PairScoreCache
+                from workbench.reranking.scorers import CachedScorer, PairScoreCache
                 from workbench.text.doctext import index_text
 
                 docs = list(live["ds"].documents)
@@ -390,8 +390,8 @@ def main() -> int:
                         inner.score(queries[0].text, lists[0][:2])  # loaded, warm
                         torch.set_num_threads(t)
                         scorer = CachedScorer(inner, PairScoreCache(tmp / f"pairs-{label.split()[1]}.sqlite"))
-                        cold_s, _ = timed_call(lambda: [scorer.score(q.text, ts) for q, ts in zip(queries, lists)])
-                        warm_s, _ = timed_call(lambda: [scorer.score(q.text, ts) for q, ts in zip(queries, lists)])
+                        cold_s, _ = timed_call(lambda scorer=scorer: [scorer.score(q.text, ts) for q, ts in zip(queries, lists)])
+                        warm_s, _ = timed_call(lambda scorer=scorer: [scorer.score(q.text, ts) for q, ts in zip(queries, lists)])
                     except Exception as exc:  # noqa: BLE001 - said; the other path still runs
                         print(f"{label}: did not run: {type(exc).__name__}: {str(exc)[:200]}")
                         continue

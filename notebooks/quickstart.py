@@ -37,7 +37,7 @@ SPLIT = os.environ.get("NB_SPLIT", "test")
 MEASURES = ["R@10", "nDCG@10", "RR@10"]
 
 res = Results()
-res
+res  # noqa: B018 - the cell's output
 
 # %% [markdown]
 # ## Every config of the experiment (the newest run of each)
@@ -69,7 +69,7 @@ table.pivot(index="config", columns="query_type", values="R@10").round(3)
 fig = px.bar(table, x="query_type", y="R@10", color="config", barmode="group",
              error_y=table["high"] - table["R@10"], error_y_minus=table["R@10"] - table["low"],
              title=f"R@10 by query type, {SPLIT} split, 95% CI")
-fig
+fig  # noqa: B018 - the cell's output
 
 # %% [markdown]
 # ## A ranx comparison report

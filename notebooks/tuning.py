@@ -35,7 +35,7 @@ res.studies()
 study = res.optuna_study(STUDY)
 report = res.study_report(STUDY)
 print(f"{STUDY}: {len(study.trials)} trials, chosen trial #{report.chosen_trial}")
-report.chosen_params
+report.chosen_params  # noqa: B018 - the cell's output
 
 # %%
 optuna.visualization.plot_optimization_history(study)
@@ -47,7 +47,7 @@ if len({tuple(sorted(t.params)) for t in complete}) and len(complete) >= 2:
 else:
     fig = None
     print("too few complete trials for importances")
-fig
+fig  # noqa: B018 - the cell's output
 
 # %% [markdown]
 # ## Pareto front: objective against cost

@@ -34,7 +34,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Optional
 
 from pydantic import Field
 

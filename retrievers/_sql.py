@@ -8,14 +8,15 @@ what a lane does with them.
 from __future__ import annotations
 
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from workbench.text import doctext
-
-from workbench.engines import pg_index as indexer, pg_client as pg
+from workbench.engines import pg_client as pg
+from workbench.engines import pg_index as indexer
+from workbench.engines.pg_client import Session, first_line
 from workbench.errors import PgError
-from workbench.engines.pg_client import Session, _first_line
 from workbench.registry import RetrieverKind
+from workbench.text import doctext
 
 
 class SqlLane:
@@ -28,8 +29,8 @@ class SqlLane:
     without a database call, every other query is answered by the subclass's
     ``one(conn, text, k, where)`` and timed; ``where`` is the query's filter as a SQL condition and its
     parameters (:func:`workbench.engines.pg_index.facets_sql`; ``("", {})`` without a filter), which the lane
-    puts in its statement's ``WHERE`` (the filter is applied by Postgres, inside the index scan where it can be). ``last_latencies_ms`` maps each query_id of
-    the last batch to its wall time in milliseconds (0.0 for a skipped query).
+    puts in its statement's ``WHERE`` (the filter is applied by Postgres, inside the index scan where it can be).
+    ``last_latencies_ms`` maps each query_id of the last batch to its wall time in milliseconds (0.0 for a skipped query).
 
     Args:
         name: the lane's name.
@@ -92,20 +93,20 @@ class SqlLane:
             raise PgError(f"lane {self.name}: table {self.table!r} does not exist at {self._session.dsn}; "
                           "index the dataset first") from None
         except psycopg.errors.InsufficientPrivilege as exc:
-            raise PgError(f"lane {self.name}: no read access to {self.table!r} ({_first_line(exc)}); "
+            raise PgError(f"lane {self.name}: no read access to {self.table!r} ({first_line(exc)}); "
                           "re-run ensure_reader (indexing does) as the indexing user") from None
         except psycopg.OperationalError as exc:
             self._session.close()
-            raise PgError(f"lane {self.name}: lost the connection to {self._session.dsn}: {_first_line(exc)}; "
+            raise PgError(f"lane {self.name}: lost the connection to {self._session.dsn}: {first_line(exc)}; "
                           "is the server running?") from None
         except psycopg.Error as exc:
             if data_errors and isinstance(exc, psycopg.DataError):
                 raise
-            raise PgError(f"lane {self.name}: query on {self.table!r} failed: {_first_line(exc)}") from None
+            raise PgError(f"lane {self.name}: query on {self.table!r} failed: {first_line(exc)}") from None
 
     def _where(self, q) -> tuple[str, dict]:
         """Query ``q``'s filter as ``(SQL condition, parameters)`` (``("", {})`` without one)."""
-        from workbench.data.facets import parse_filter
+        from workbench.io.facets import parse_filter
 
         flt = getattr(q, "filter", "")
         return indexer.facets_sql(parse_filter(flt)) if flt else ("", {})
@@ -119,7 +120,7 @@ class SqlLane:
     def _set(self, conn, settings: Mapping[str, Any]) -> None:
         """``set_config`` every GUC for the session (values as strings; SET takes no parameters)."""
         for key, value in settings.items():
-            self._guard(lambda: conn.execute("SELECT set_config(%s, %s, false)", (key, str(value))))
+            self._guard(lambda key=key, value=value: conn.execute("SELECT set_config(%s, %s, false)", (key, str(value))))
 
     def _run(self, queries, k: int, one, before=None, transliterate: bool = False):
         """Answer ``queries`` (see the class docstring); ``before(conn)`` runs once first.
@@ -155,9 +156,9 @@ class SqlLane:
             where = self._where(q)
             for form in forms:
                 try:
-                    found = self._guard(lambda: one(conn, form, k, where), data_errors=True)
+                    found = self._guard(lambda conn=conn, form=form, where=where: one(conn, form, k, where), data_errors=True)
                 except psycopg.DataError as exc:
-                    print(f"lane {self.name}: query {q.query_id} refused by the server ({_first_line(exc)}); "
+                    print(f"lane {self.name}: query {q.query_id} refused by the server ({first_line(exc)}); "
                           "it gets an empty ranking", file=sys.stderr)
                     found = []
                 for d, s in found:

@@ -26,7 +26,8 @@ from __future__ import annotations
 import functools
 import sys
 from collections import Counter, defaultdict
-from typing import Any, Literal, Sequence
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import regex
 from pydantic import Field

@@ -22,18 +22,21 @@ sent as a parameter and turned into lexemes by the same configuration, so quotes
 
 A query with no lexemes (empty, only stop words or punctuation) returns an empty
 ranking, and so does one with no positive term (``websearch`` ``-krishna``: PostgreSQL's
-``querytree`` is ``T``), which would otherwise match every document with score 0. Queries longer than ``max_query_chars`` (default 2,000) are cut to that length, at a word boundary (:func:`workbench.text.query.cut`).
+``querytree`` is ``T``), which would otherwise match every document with score 0. Queries longer
+than ``max_query_chars`` (default 2,000) are cut to that length, at a word boundary
+(:func:`workbench.text.query.cut`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from pydantic import Field
 
 from retrievers._sql import SqlLane, TextIndexKind
-from workbench.errors import ConfigError
 from workbench.engines.pg_index import TSV_COLUMNS
+from workbench.errors import ConfigError
 from workbench.registry import Params
 from workbench.run import Run
 from workbench.text.query import cut

@@ -103,7 +103,7 @@ class McpLane(LiveLane):
 
         args = mapping.render(self.params.arguments, self.values(q, k))
         last: Exception | None = None
-        for attempt in range(self.params.retries + 1):
+        for _attempt in range(self.params.retries + 1):
             try:
                 with anyio.fail_after(self.params.timeout_s):
                     result = await client.call_tool(self.params.tool, args)

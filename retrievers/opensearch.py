@@ -33,8 +33,8 @@ One class, :class:`OpenSearchLane`, with a ``mode``:
   (the query embedded by the lane's ``embedder``), ``"{{max_expansions}}"`` (the fuzzy mode's
   ``max(1, min(50, 1000 // words))``) and ``"{{ef_search}}"`` (``max(ef_search, k)``). The file holds a query
   (``{"match": …}``) or a body with only ``query``. Raw score: OpenSearch's ``_score``, as returned. A template
-  equal to a mode's query returns that mode's run (``tests/test_os_template.py``). The template's digest keys the
-  candidate cache, so an edited file is a new lane.
+  equal to a mode's query returns that mode's run (``tests/integration/engines/test_os_template.py``).
+  The template's digest keys the candidate cache, so an edited file is a new lane.
 
 Every mode sorts by ``_score`` then ``doc_id``, so ties are cut deterministically. The
 query text is never parsed as query syntax (``match``, ``match_phrase``, ``term`` and
@@ -43,30 +43,30 @@ are put in NFC (the index holds NFC), control characters become spaces, and quer
 longer than ``max_query_chars`` (default 1,000, at most 10,000) are cut at a word
 boundary; text modes send at most 256 words (and fewer, retried by halves, if Lucene's
 1,024-clause limit is still hit; see ``last_shortened``); empty queries get an empty
-ranking. Depths above 10,000 (OpenSearch's result window) are refused. Hybrid (the seed's fuzzy + semantic at 7:3) is not a mode: it is the
-workbench's own weighted fusion of the ``fuzzy`` and ``semantic`` lanes, so it is
-tuned like every other combination.
+ranking. Depths above 10,000 (OpenSearch's result window) are refused. Hybrid (the seed's
+fuzzy + semantic at 7:3) is not a mode: it is the workbench's own weighted fusion of the
+``fuzzy`` and ``semantic`` lanes, so it is tuned like every other combination.
 """
 
 from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Sequence, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import Field, field_validator
 
-from workbench.text import doctext, refs
-from workbench.text.query import query_forms
-
 from workbench.engines import os_index
-from workbench.engines.os_template import PLACEHOLDERS, fill_template, read_template, template_problem  # noqa: F401
-from workbench.text.refs import page_query_key  # noqa: F401  (the page_ref mode's key; tests import it from here)
-from workbench.errors import ConfigError
 from workbench.engines.os_client import OpenSearchError, describe
+from workbench.engines.os_template import PLACEHOLDERS, fill_template, read_template, template_problem  # noqa: F401
+from workbench.errors import ConfigError
 from workbench.registry import Params, RetrieverKind
 from workbench.run import Hit, Run
+from workbench.text import doctext, refs
+from workbench.text.query import query_forms
+from workbench.text.refs import page_query_key  # noqa: F401  (the page_ref mode's key; tests import it from here)
 from workbench.types import Query
 
 MODES = ("fuzzy", "exact", "lemma", "page_ref", "semantic", "template")
@@ -199,14 +199,14 @@ class OpenSearchLane:
 
         Text modes send at most ``max_words`` words; the fuzzy mode lowers
         ``max_expansions`` (default 50) to ``1000 // words`` so that the expanded query
-        stays under Lucene's 1,024-clause limit. A ``filter`` (canonical JSON, :mod:`workbench.data.facets`)
+        stays under Lucene's 1,024-clause limit. A ``filter`` (canonical JSON, :mod:`workbench.io.facets`)
         becomes ``bool.filter`` clauses (:func:`workbench.engines.os_index.facets_dsl`); in the semantic mode it
         is the k-NN query's own ``filter`` (the lucene engine's efficient filtering: k filtered neighbours), and
         a template's query is wrapped in ``bool.filter`` as it stands (a k-NN clause in it takes its top k and
         then filters, as such a query does in production).
         """
-        from workbench.data.facets import parse_filter
         from workbench.engines.os_index import facets_dsl
+        from workbench.io.facets import parse_filter
 
         clauses = facets_dsl(parse_filter(filter)) if filter else []
         text = self.clean(text)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import sys
 from collections import Counter, defaultdict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import regex
 from pydantic import Field

@@ -23,18 +23,20 @@ HNSW index even on a small table (where a sequential scan looks cheaper).
 from __future__ import annotations
 
 import time
-from typing import Any, Literal, Sequence
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
 
 from retrievers import _sql
 from retrievers._sql import SqlLane
-from workbench.text import doctext
-from workbench.engines import pg_index as indexer, pg_client as pg
+from workbench.engines import pg_client as pg
+from workbench.engines import pg_index as indexer
 from workbench.errors import ConfigError
 from workbench.registry import Params, RetrieverKind
 from workbench.run import Run
+from workbench.text import doctext
 from workbench.types import Query
 
 ITERATIVE_SCANS = ("relaxed_order", "strict_order", "off")

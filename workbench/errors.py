@@ -25,7 +25,7 @@ class StorageError(WorkbenchError):
     """A file or folder of the workbench cannot be written or read back: a full disk, a
     read-only or foreign folder, a damaged file (names the path, the space needed and the fix).
 
-    Raised by :mod:`workbench.durable`; nothing half-written is left behind when it is raised.
+    Raised by :mod:`workbench._infra.durable`; nothing half-written is left behind when it is raised.
     """
 
 
@@ -67,7 +67,7 @@ class RemoteError(WorkbenchError):
 
 
 class RerankError(WorkbenchError):
-    """A remote reranker (:class:`workbench.http_scorer.HttpScorer`) failed: unreachable, too slow, an HTTP
+    """A remote reranker (:class:`workbench.reranking.http.HttpScorer`) failed: unreachable, too slow, an HTTP
     error, or a body that is not the rerank JSON shape (names the URL, the batch, what came back and the fix).
 
     Attributes:

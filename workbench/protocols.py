@@ -13,7 +13,8 @@ passed in by the runner, never created inside ``search`` / ``rerank`` / ``embed_
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -59,7 +60,7 @@ class Reranker(Protocol):
     ``rerank(queries, run, documents, depth)`` receives the fused run and returns a run
     of the reranker's own scores (higher is better) for candidates among the top
     ``depth`` hits of each query of ``run``. A candidate it cannot score may be left
-    out: :func:`workbench.eval.rerank.apply_rerank` keeps it after the scored ones, in
+    out: :func:`workbench.reranking.stage.apply_rerank` keeps it after the scored ones, in
     fused order, and the hits below ``depth`` after those. ``documents`` maps doc_id to
     :class:`~workbench.types.Document` (the texts a cross-encoder reads).
     """
@@ -119,7 +120,7 @@ class Resources(Protocol):
         """The dataset's OpenSearch index (``None``: no vector field), built when missing."""
 
     def pair_scores(self) -> Any:
-        """The job's :class:`workbench.scorers.PairScoreCache` (``<home>/cache/pair_scores.sqlite``), which
+        """The job's :class:`workbench.reranking.scorers.PairScoreCache` (``<home>/cache/pair_scores.sqlite``), which
         rerankers score through."""
 
     def index_params(self) -> dict[str, Any]:

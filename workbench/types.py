@@ -25,6 +25,10 @@ UNANSWERABLE_QUERY_TYPES = ("negative",)
 #: them and agreement is also reported without them (:mod:`workbench.judging.pooling`).
 EXACT_QUERY_TYPES = ("reference", "page_ref")
 
+#: The workbench's one default seed: pools, agreement and gate bootstraps, studies, the dashboard's CIs
+#: (the same seed gives the same pool order, intervals and p-values).
+DEFAULT_SEED = 20261129
+
 #: Splits, in order.
 SPLITS = ("train", "dev", "test")
 
@@ -54,7 +58,7 @@ class Text:
                 "text": self.text, "source": self.source}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Text":
+    def from_json(cls, d: dict[str, Any]) -> Text:
         return cls(d["field"], d["language"], d["script"], d["text"], d.get("source", ""))
 
 
@@ -114,7 +118,7 @@ class Document:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Document":
+    def from_json(cls, d: dict[str, Any]) -> Document:
         return cls(
             doc_id=d["doc_id"],
             address=d["address"],
@@ -143,7 +147,7 @@ class Query:
         group: the target the split was drawn for (a verse, a sutta, a lemma, a page);
             every query with the same group has the same split.
         filter: the query's filter as canonical JSON (``{"collection":"dn"}``), ``""`` for none; its grammar and
-            what it admits are :mod:`workbench.data.facets`' (:func:`~workbench.data.facets.parse_filter`).
+            what it admits are :mod:`workbench.io.facets`' (:func:`~workbench.io.facets.parse_filter`).
     """
 
     query_id: str

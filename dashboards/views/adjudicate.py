@@ -72,7 +72,7 @@ def _read() -> tuple[list[dict], list[dict]]:
 
 
 try:
-    ds = ui.dataset_files(str(ui.home()), dataset)
+    ds = ui.cached_dataset_files(str(ui.home()), dataset)
     hashes = ui.doc_hashes(str(ui.home()), dataset)
     at = store.adjudicate_at(dataset)
 except WorkbenchError as exc:
@@ -219,7 +219,7 @@ if item is not None:
     # Every rater's judgment as text (not a data grid, which is drawn on a canvas): read, found and copied
     # like the rest of the page; then why the pair waits.
     st.html(_judgments_html(item))
-    if guide := ui.guideline_html(dataset, view.query_type):  # what 0 / 1 / 2 / cannot judge mean for this type
+    if guide := ui.cached_guideline_html(dataset, view.query_type):  # what 0 / 1 / 2 / cannot judge mean for this type
         st.html(guide)
     prev = item.get("previous_adjudication")
     if prev:

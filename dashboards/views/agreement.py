@@ -25,7 +25,7 @@ if rater is None and ui.access()[0] not in ("open", "granted"):
 dataset = ui.judged_dataset_or_stop(store, "Nothing is pooled or judged yet: `workbench judge pool …`, then raters "
                                    "judge on the Judge page.", "judge_dataset_agr", key="agr_dataset")
 try:
-    ds = ui.dataset_files(str(ui.home()), dataset)
+    ds = ui.cached_dataset_files(str(ui.home()), dataset)
     hashes = ui.doc_hashes(str(ui.home()), dataset)
     rows = store.current(dataset)
     adjudications = store.adjudications(dataset)

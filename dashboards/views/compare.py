@@ -2,9 +2,10 @@
 
 import streamlit as st
 
-from workbench.dashboard import ui, views
+from workbench.dashboard import ui
 from workbench.errors import WorkbenchError
 from workbench.eval.stats import P_ADJUST, P_ADJUST_NAME
+from workbench.results import views
 from workbench.types import SPLITS
 
 st.title("Compare two configs")
@@ -13,7 +14,7 @@ uri, runs = ui.runs_or_stop()
 dataset = ui.pick("Dataset", sorted(runs["dataset"].unique()), "dataset", key="cmp_dataset", default="gita")
 docs_q, docs_error = None, None
 try:  # the query texts shown below; read first so a build that no longer matches its manifest is flagged on top
-    docs_q = ui.dataset_files(str(ui.home()), dataset).queries
+    docs_q = ui.cached_dataset_files(str(ui.home()), dataset).queries
 except WorkbenchError as exc:
     docs_error = exc
 choices = ui.run_choices(runs, dataset)
@@ -31,8 +32,8 @@ if not splits:
     st.stop()
 a_row, b_row = choices.loc[baseline], choices.loc[candidate]
 try:
-    a = views.select(ui.per_query(a_row["artifact_uri"], a_row["run_id"]), splits)
-    b = views.select(ui.per_query(b_row["artifact_uri"], b_row["run_id"]), splits)
+    a = views.select(ui.cached_per_query(a_row["artifact_uri"], a_row["run_id"]), splits)
+    b = views.select(ui.cached_per_query(b_row["artifact_uri"], b_row["run_id"]), splits)
 except WorkbenchError as exc:
     ui.stop_with_error(exc)
 measures = [m for m in views.measures_of(a) if m in set(views.measures_of(b))]
@@ -51,7 +52,7 @@ elif layer_a != "built" and a_row.get("qrels_sha256", "") != b_row.get("qrels_sh
 if a_row["hash_queries"] != b_row["hash_queries"]:
     st.warning("The two runs were evaluated on different builds of the query set; only shared query ids are compared.")
 
-cmp = views.compare(a, b, measure)
+cmp = views.query_deltas(a, b, measure)
 if cmp.empty:
     st.info("The two runs share no query in the chosen splits.")
     st.stop()

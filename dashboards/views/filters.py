@@ -3,8 +3,9 @@ min_score trade-off on unanswerable queries, from one eval's report tables (work
 
 import streamlit as st
 
-from workbench.dashboard import store, ui, views
+from workbench.dashboard import ui
 from workbench.errors import WorkbenchError
+from workbench.results import store, views
 
 st.title("Filters and empty answers")
 uri, runs = ui.runs_or_stop()

@@ -3,9 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from workbench.dashboard import gates, ui
+from workbench.dashboard import ui
 from workbench.errors import WorkbenchError
 from workbench.gate.report import GateReport
+from workbench.results import gates
 
 st.title("Gate")
 home = ui.home()

@@ -12,7 +12,7 @@ progress bar.
 Layout (#28, "the scholar's path"): the line saying what was saved and the progress bar on top;
 then the pair on the left (query, address, texts) and, beside it and in view while the texts
 scroll, the grade buttons, the keys, the note *below* the buttons, and the guideline of the
-query's type (:func:`workbench.dashboard.ui.guideline_html`: what 2 / 1 / 0 / cannot judge mean).
+query's type (:func:`workbench.dashboard.ui.cached_guideline_html`: what 2 / 1 / 0 / cannot judge mean).
 Each new pair opens scrolled to the top (:func:`workbench.dashboard.ui.scroll_to_top`); the
 saved line stays until the next action, so the run a note sends draws nothing new above the pair;
 Tab or Esc out of the note moves nothing; and a mouse click on a grade counts only when the
@@ -72,7 +72,7 @@ def _datasets() -> list[str]:
 
 def _files(name: str):
     try:
-        return ui.dataset_files(str(ui.home()), name)
+        return ui.cached_dataset_files(str(ui.home()), name)
     except WorkbenchError as exc:
         ui.stop_with_error(exc)
 
@@ -218,7 +218,7 @@ with right, st.container(key="judge_side"):  # beside it, in view while the text
     # below the grades: leaving it (Tab, Esc) moves nothing, and nothing that grades lies under it
     st.text_area("Note (optional)", key=note_key, max_chars=2000, height=68,
                  placeholder="Why this grade, a parallel passage, a doubt… then Tab (or Esc) and press a key")
-    guide = ui.guideline_html(assignment.dataset, view.query_type)
+    guide = ui.cached_guideline_html(assignment.dataset, view.query_type)
     if guide:
         st.html(guide)
 ui.keyboard_shortcuts()

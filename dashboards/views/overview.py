@@ -2,8 +2,9 @@
 
 import streamlit as st
 
-from workbench.dashboard import ui, views
+from workbench.dashboard import ui
 from workbench.errors import WorkbenchError
+from workbench.results import views
 from workbench.types import SPLITS
 
 st.title("Overview")
@@ -29,7 +30,7 @@ if chosen.empty or not splits:
 tables = {}
 for label, row in chosen.iterrows():
     try:
-        tables[label] = ui.per_query(row["artifact_uri"], row["run_id"])
+        tables[label] = ui.cached_per_query(row["artifact_uri"], row["run_id"])
     except WorkbenchError as exc:  # one unreadable run must not hide the others
         st.warning(f"{label} is left out: {exc}")
 if not tables:

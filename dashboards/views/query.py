@@ -3,8 +3,9 @@ document's texts, judged marks, and the lanes that found each document (rank and
 
 import streamlit as st
 
-from workbench.dashboard import judging, store, ui, views
+from workbench.dashboard import judging, ui
 from workbench.errors import WorkbenchError
+from workbench.results import store, views
 
 st.title("Query drill-down")
 uri, runs = ui.runs_or_stop()
@@ -36,7 +37,7 @@ derive = st.sidebar.checkbox("Cyrillic transliteration of Latin-script Pali", va
                              help="Derived with Aksharamukha's Russian scheme where a document has no stored "
                                   "transliteration.")
 try:
-    ds = ui.dataset_files(str(ui.home()), dataset)
+    ds = ui.cached_dataset_files(str(ui.home()), dataset)
 except WorkbenchError as exc:
     ui.stop_with_error(exc)
 rows = {lab: choices.loc[lab] for lab in dict.fromkeys([baseline, candidate])}
@@ -46,8 +47,8 @@ for lab, row in rows.items():
                    "texts and qrels shown are the current build's.")
 
 try:
-    pq = {lab: ui.per_query(r["artifact_uri"], r["run_id"]).set_index("query_id") for lab, r in rows.items()}
-    fused = {lab: ui.fused_run(r["artifact_uri"], r["run_id"]) for lab, r in rows.items()}
+    pq = {lab: ui.cached_per_query(r["artifact_uri"], r["run_id"]).set_index("query_id") for lab, r in rows.items()}
+    fused = {lab: ui.cached_fused_run(r["artifact_uri"], r["run_id"]) for lab, r in rows.items()}
 except WorkbenchError as exc:
     ui.stop_with_error(exc)
 

@@ -5,8 +5,9 @@ import json
 
 import streamlit as st
 
-from workbench.dashboard import studies, ui
+from workbench.dashboard import ui
 from workbench.errors import WorkbenchError
+from workbench.results import studies
 from workbench.tuning.outputs import study_figures
 
 st.title("Study")
@@ -118,7 +119,7 @@ if trials is not None and not trials.empty:
 shipped = studies.parity_reports(home, outputs.name)
 st.subheader("Shipped to the engine: round-trip parity")
 if not shipped:
-    st.info(f"Not exported to an engine yet. `workbench export STUDY.toml --format postgres -o DIR --verify` writes "
+    st.info("Not exported to an engine yet. `workbench export STUDY.toml --format postgres -o DIR --verify` writes "
             "one SQL statement and checks that it ranks every dev and test query as evaluated (or "
             "`--format opensearch`).")
 for fmt, doc in shipped.items():

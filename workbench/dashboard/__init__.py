@@ -1,11 +1,13 @@
-"""What the dashboard reads and computes; the Streamlit pages in ``dashboards/`` only draw it.
+"""The dashboard's own logic: access, judging pages, launching; the Streamlit pages in ``dashboards/`` draw it.
 
-* :mod:`workbench.dashboard.store` — reading: MLflow runs and their artifacts, the built
+What it reads (runs, studies, gate reports) and the pure views are the read API, :mod:`workbench.results`:
+
+* :mod:`workbench.results.store` — reading: MLflow runs and their artifacts, the built
   datasets' queries, qrels and documents (files, never a retrieval service).
-* :mod:`workbench.dashboard.views` — pure functions from per-query tables and runs to the
+* :mod:`workbench.results.views` — pure functions from per-query tables and runs to the
   tables and figures the pages show (overview with CIs, comparison, drill-down).
-* :mod:`workbench.dashboard.studies` — Optuna studies from their storage and study folders.
-* :mod:`workbench.dashboard.gates` — the gate reports ``workbench gate`` saves.
+* :mod:`workbench.results.studies` — Optuna studies from their storage and study folders.
+* :mod:`workbench.results.gates` — the gate reports ``workbench gate`` saves.
 * :mod:`workbench.dashboard.auth` — who may see it: access tokens (stored as sha256 in the
   home, checked in constant time) and the rule that a non-loopback bind needs them.
 * :mod:`workbench.dashboard.judging` — what the judging pages show and do (the rater's blind

@@ -11,7 +11,7 @@
 * **Tokens** (:class:`FileTokens`): ``workbench dashboard token add NAME`` prints a new
   random token once (:func:`secrets.token_urlsafe`, 256 bits) and stores only its sha256,
   with the name and the creation time, in ``<home>/dashboard/tokens.json`` — mode 0600,
-  replaced atomically (:mod:`workbench.durable`). A token file that other users can read,
+  replaced atomically (:mod:`workbench._infra.durable`). A token file that other users can read,
   or that belongs to another user, is refused, never trusted. When any token exists the
   app asks for one on every page and shows nothing else until it matches.
 * **The check** (:func:`check_token`) compares the presented token's digest with every
@@ -31,7 +31,7 @@
   nobody gets the engineer pages until an access token exists. On loopback without access
   tokens the engineer pages stay open as before, whatever raters exist. The judgment store
   is looked at only where one exists (``WORKBENCH_PG_DSN``, or the embedded server's data
-  in the home: :func:`judgment_store_exists`); looking never creates a server or a schema.
+  in the home: :func:`~workbench.judging.store.store_exists`); looking never creates a server or a schema.
 * **Judging sessions** (:class:`RaterSessions`): a rater who signs in gets an opaque random
   session id (:func:`secrets.token_urlsafe`, 256 bits) that the browser keeps in the address
   (``?s=``), so a reload keeps them signed in; the server maps it to the sha256 of their token
@@ -51,18 +51,19 @@ import re
 import secrets
 import stat
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from workbench.errors import ConfigError
+from workbench.judging.store import RATER_ADD_COMMAND, JudgmentStore, store_exists
 from workbench.names import name_error
 from workbench.services.policy import is_loopback  # noqa: F401  (the bind rule's test: the served-port policy's)
 
 #: How the command that creates a token is spelled in messages.
 ADD_COMMAND = "workbench dashboard token add NAME"
 #: How the command that creates a rater token is spelled in messages.
-RATER_ADD_COMMAND = "workbench judge rater add NAME"
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ class FileTokens:
         return records
 
     def _write(self, records: list[TokenRecord]) -> None:
-        from workbench.durable import atomic_path, mkdirs
+        from workbench._infra.durable import atomic_path, mkdirs
 
         folder = mkdirs(self.path.parent)
         try:
@@ -151,7 +152,7 @@ class FileTokens:
                 fh.write(data)
 
     def _locked(self):
-        from workbench.locks import FileLock
+        from workbench._infra.locks import FileLock
 
         return FileLock(self.path.with_name("tokens.lock"), "the dashboard token file", timeout=30)
 
@@ -302,38 +303,9 @@ class RaterSessions:
             return len(self._sessions)
 
 
-def judgment_store_exists(home: Path) -> bool:
-    """Whether a judgment store may hold raters, decided without creating anything:
-    ``WORKBENCH_PG_DSN`` is set, or the home's embedded PostgreSQL has a data folder."""
-    from workbench.engines.pg_client import DSN_ENV
-    from workbench.services import postgres
-
-    if os.environ.get(DSN_ENV, "").strip():
-        return True
-    return (postgres.layout(Path(home)).pgdata / "PG_VERSION").is_file()
-
-
-def open_judgment_store(home: Path, *, migrate: bool = True, quiet: bool = False):
-    """The home's :class:`~workbench.judging.store.JudgmentStore` (``WORKBENCH_PG_DSN``, else the
-    embedded server, started when needed). ``migrate=False`` creates no schema; ``quiet`` keeps the
-    embedded server's start-up lines off stderr.
-
-    Raises:
-        PgError: the server cannot be started or reached (names its log and the fix).
-    """
-    from workbench.judging.store import JudgmentStore
-    from workbench.engines.pg_client import DSN_ENV, server_dsn
-
-    if quiet and not os.environ.get(DSN_ENV, "").strip():
-        from workbench.services import postgres
-
-        return JudgmentStore(postgres.attach(Path(home)), migrate=migrate)  # attach logs nothing by default
-    return JudgmentStore(server_dsn(Path(home)), migrate=migrate)
-
-
 def token_kinds(home: Path, *, release: bool = False) -> set[str]:
     """Which kinds of token the home has: ``"access"`` (the token file) and ``"rater"`` (active
-    raters in the judgment store, looked at only when :func:`judgment_store_exists`). With
+    raters in the judgment store, looked at only when :func:`~workbench.judging.store.store_exists`). With
     ``release``, the embedded server is let go after looking (a command that then hands over to
     another program; the dashboard's own process keeps it).
 
@@ -344,8 +316,8 @@ def token_kinds(home: Path, *, release: bool = False) -> set[str]:
     from workbench.engines.pg_client import DSN_ENV
 
     kinds = {"access"} if required(sources(home)) else set()
-    if judgment_store_exists(home):
-        store = open_judgment_store(home, migrate=False, quiet=True)
+    if store_exists(home):
+        store = JudgmentStore.open(home, migrate=False, quiet=True)
         try:
             if store.rater_tokens():
                 kinds.add("rater")

@@ -15,7 +15,7 @@ show and do, without Streamlit: the pages in ``dashboards/views/`` only draw it.
   diacritic-folded (:func:`workbench.text.normalize.match_form`, then
   :func:`workbench.text.normalize.ascii_fold`: ``satipatthana`` marks ``satipaṭṭhānaṁ``; ``ṃ`` and
   ``ṁ`` are one letter). A text word is marked when it is a query word, or that word's stem
-  with an inflectional ending of its script (:data:`ENDINGS`: Pali and Sanskrit nominal
+  with an inflectional ending of its script (:data:`MARK_ENDINGS`: Pali and Sanskrit nominal
   endings and English ``-s -es -ed -ing`` for the Latin script, Russian endings for Cyrillic,
   Sanskrit and Hindi endings for Devanagari), the stem being the query word less its own
   ending: ``dhamma`` marks *dhammassa* and *dhammo*, ``pleasure`` marks *pleasures*, but
@@ -37,10 +37,12 @@ import functools
 import html
 import re
 import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from workbench.text.normalize import ascii_fold, match_form
+from workbench.text.scripts import script_of
 
 #: The rater's buttons: (grade or None for "cannot judge", label, keyboard shortcut, widget-key stem).
 #: A button's widget key is the stem and the assignment it grades (:func:`grade_key`), so a key press
@@ -79,7 +81,7 @@ def pair_tag(dataset: str, query_id: str, doc_id: str) -> str:
     """A short stable name of a pair for widget keys (12 hex digits of a sha1; CSS-class safe)."""
     import hashlib
 
-    return hashlib.sha1(f"{dataset}\x00{query_id}\x00{doc_id}".encode("utf-8")).hexdigest()[:12]
+    return hashlib.sha1(f"{dataset}\x00{query_id}\x00{doc_id}".encode()).hexdigest()[:12]
 
 
 # ---------------------------------------------------------------- which words are marked
@@ -191,7 +193,7 @@ def _endings() -> dict[str, frozenset[str]]:
 
 
 class _Endings(Mapping):
-    """:data:`ENDINGS`: script → the folded inflectional endings (see the module docstring)."""
+    """:data:`MARK_ENDINGS`: script → the folded inflectional endings (see the module docstring)."""
 
     def __getitem__(self, script: str) -> frozenset[str]:
         return _endings()[script]
@@ -204,16 +206,20 @@ class _Endings(Mapping):
 
 
 #: Script (``Latn``, ``Cyrl``, ``Deva``) → the inflectional endings a marked word may carry, folded.
-ENDINGS = _Endings()
+MARK_ENDINGS = _Endings()
 
 
-def script_of(word: str) -> str:
-    """``Deva``, ``Cyrl`` or ``Latn`` (anything else) by the word's first letter."""
+def iso_script(word: str) -> str:
+    """The ISO 15924 code of ``word``'s first letter: ``Deva``, ``Cyrl``, or ``Latn`` for anything else
+    (the script family of that letter by :func:`workbench.text.scripts.script_of`, the one script rule)."""
     for c in word:
         if unicodedata.category(c).startswith("L"):
-            name = unicodedata.name(c, "")
-            return "Deva" if name.startswith("DEVANAGARI") else "Cyrl" if name.startswith("CYRILLIC") else "Latn"
+            return _ISO_CODE.get(script_of(c), "Latn")
     return "Latn"
+
+
+#: :func:`workbench.text.scripts.script_of`'s families → ISO 15924 codes (the others are Latin script here).
+_ISO_CODE = {"Devanagari": "Deva", "Cyrillic": "Cyrl"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -264,8 +270,8 @@ def _stems(term: str) -> tuple[tuple[str, ...], frozenset[str]]:
     script it ends with that leaves a stem of at least :data:`MIN_TERM` letters ending in a
     consonant (``dhamma`` → ``dhamm``, ``abhāvaḥ`` → ``abhav``, ``pleasures`` → ``pleasur``;
     ``पुरुष`` has none)."""
-    script = script_of(term)
-    endings = ENDINGS[script]
+    script = iso_script(term)
+    endings = MARK_ENDINGS[script]
     stems = [term]
     for e in sorted(endings, key=lambda e: (len(e), e)):
         stem = term[:-len(e)]
@@ -307,11 +313,11 @@ def marked_words(text: str, terms: Sequence[str]) -> list[str]:
 # ---------------------------------------------------------------- a document's texts, labelled for a reader
 
 #: Language codes in words.
-LANGUAGES = {"sa": "Sanskrit", "pi": "Pali", "hi": "Hindi", "en": "English", "ru": "Russian"}
+LANGUAGE_WORDS = {"sa": "Sanskrit", "pi": "Pali", "hi": "Hindi", "en": "English", "ru": "Russian"}
 #: Scripts in words.
-SCRIPTS = {"Deva": "Devanagari", "Latn": "Latin script", "Cyrl": "Cyrillic"}
+SCRIPT_WORDS = {"Deva": "Devanagari", "Latn": "Latin script", "Cyrl": "Cyrillic"}
 #: Query types in words.
-QUERY_TYPES = {"paraphrase": "paraphrase", "reference": "reference", "term": "term", "page_ref": "page reference"}
+QUERY_TYPE_WORDS = {"paraphrase": "paraphrase", "reference": "reference", "term": "term", "page_ref": "page reference"}
 #: Each language's usual script: a text in another script gets the script in its language tag (``sa-Latn``).
 _USUAL_SCRIPT = {"sa": "Deva", "hi": "Deva", "pi": "Latn", "en": "Latn", "ru": "Cyrl"}
 #: Fields other than the original, transliterations and translations, in words.
@@ -321,7 +327,7 @@ FIELD_WORDS = {"word_meanings": "Word meanings", "word_meanings_iast": "Word mea
 def language_words(code: str) -> str:
     """``en`` → ``English``; an unknown code as it is; ``und`` (undetermined) and empty → ``""``."""
     code = (code or "").strip()
-    return "" if code in ("", "und") else LANGUAGES.get(code, code)
+    return "" if code in ("", "und") else LANGUAGE_WORDS.get(code, code)
 
 
 def language_tag(language: str, script: str = "") -> str:
@@ -378,7 +384,7 @@ def text_sections(doc: Any, derive_cyrillic: bool = False) -> list[tuple[str, li
         if not t.text.strip():
             continue
         if t.field == "root":
-            add("Original", ", ".join(x for x in (language_words(t.language), SCRIPTS.get(t.script, "")) if x), t)
+            add("Original", ", ".join(x for x in (language_words(t.language), SCRIPT_WORDS.get(t.script, "")) if x), t)
         elif t.field.startswith("transliteration"):
             add("Transliterations", _transliteration_label(t.field, t.source), t)
         elif t.field == "translation":
@@ -450,12 +456,12 @@ class PairView:
     @property
     def query_lang(self) -> str:
         """The query text's BCP 47 tag (its script read from the text: a Latin-script Sanskrit term is ``sa-Latn``)."""
-        return language_tag(self.language, script_of(self.query_text))
+        return language_tag(self.language, iso_script(self.query_text))
 
     def caption(self, *, with_dataset: bool = True) -> str:
         """``Query · paraphrase · in Hindi · dataset gita``: the query's type and language in words (no
         language for an undetermined one: reference and page queries), the dataset when asked."""
-        parts = ["Query", QUERY_TYPES.get(self.query_type, self.query_type) or "type unknown"]
+        parts = ["Query", QUERY_TYPE_WORDS.get(self.query_type, self.query_type) or "type unknown"]
         if language_words(self.language):
             parts.append(f"in {language_words(self.language)}")
         if with_dataset:
@@ -465,7 +471,7 @@ class PairView:
 
 def pair_view(dataset: str, query_id: str, doc_id: str, queries, documents: Mapping[str, Any], *,
               derive_cyrillic: bool = False) -> PairView:
-    """Build the rater's view of one pair from a built dataset (:class:`~workbench.dashboard.store.DatasetFiles`'s
+    """Build the rater's view of one pair from a built dataset (:class:`~workbench.results.store.DatasetFiles`'s
     ``queries`` frame, indexed by ``query_id``, and ``documents``)."""
     from workbench.judging.store import document_hash
 
@@ -622,7 +628,7 @@ def when(ts) -> str:
     import datetime as _dt
 
     if isinstance(ts, _dt.datetime) and ts.tzinfo is not None:
-        ts = ts.astimezone(_dt.timezone.utc)
+        ts = ts.astimezone(_dt.UTC)
     return ts.strftime("%Y-%m-%d %H:%M UTC") if hasattr(ts, "strftime") else str(ts)
 
 

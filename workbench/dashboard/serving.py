@@ -15,8 +15,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from workbench.services.policy import (DASHBOARD_BOUNDS, WILDCARDS, Guard, allowed_names, env_names,
-                                       machine_addresses)
+from workbench.services.policy import DASHBOARD_BOUNDS, WILDCARDS, Guard, allowed_names, env_names, machine_addresses
 
 __all__ = ["WILDCARDS", "machine_addresses", "describe", "DashboardGuard"]
 

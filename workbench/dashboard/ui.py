@@ -9,14 +9,16 @@ finished run do not change). Large objects use ``st.cache_resource`` (shared, no
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NoReturn
 
 import pandas as pd
 import streamlit as st
 
-from workbench.dashboard import gates, store, studies
 from workbench.errors import WorkbenchError
+from workbench.judging.store import RATER_ADD_COMMAND, JudgmentStore, store_exists
+from workbench.results import gates, store, studies
 
 MAIN_JOB = "make main"
 
@@ -113,7 +115,7 @@ def access() -> tuple[str, str]:
             where = f"on {bind}" if bind else "on every interface (server.address is not set)"
             return "refused", (f"This dashboard is served {where} without access tokens, so it shows nothing. Create "
                                f"one on the server with `{auth.ADD_COMMAND}` (raters' tokens from "
-                               f"`{auth.RATER_ADD_COMMAND}` open the judging pages) and reload, or serve it on this "
+                               f"`{RATER_ADD_COMMAND}` open the judging pages) and reload, or serve it on this "
                                "machine only with `workbench dashboard` (127.0.0.1).")
     message = ""
     if linked is not None:
@@ -140,7 +142,7 @@ def sign_in_form(message: str = "") -> None:
     st.title("Workbench dashboard")
     st.markdown("This dashboard needs an access token. Its owner creates one on the server with "
                 f"`{auth.ADD_COMMAND}`. Scholars who judge relevance sign in with the rater token they were given "
-                f"(`{auth.RATER_ADD_COMMAND}`).")
+                f"(`{RATER_ADD_COMMAND}`).")
     with st.form("wb_sign_in"):
         token = st.text_input("Access token", type="password", key="wb_token_input")
         submitted = st.form_submit_button("Sign in")
@@ -194,36 +196,34 @@ def _is_rater_token(token: str | None) -> bool:
 def judge_store(create: bool = False):
     """This browser session's judgment store (:class:`~workbench.judging.store.JudgmentStore`): one
     connection per session, opened (and migrated) once, reopened when broken, so a click costs no
-    connect. None when the home has no store (:func:`workbench.dashboard.auth.judgment_store_exists`:
+    connect. None when the home has no store (:func:`workbench.judging.store.store_exists`:
     looking creates no server) unless ``create`` (an action that writes to it: the embedded
     server and the schema are then made when missing).
 
     Raises:
         PgError: the store's server cannot be started or reached (names it and the fix).
     """
-    from workbench.dashboard import auth
 
     h = home()
-    if not create and not auth.judgment_store_exists(h):
+    if not create and not store_exists(h):
         return None
     held = st.session_state.get(_STORE_KEY)
     if held is not None and held[0] == (str(h), os.environ.get("WORKBENCH_PG_DSN", "")):
         return held[1]
-    store = auth.open_judgment_store(h)
+    store = JudgmentStore.open(h)
     st.session_state[_STORE_KEY] = ((str(h), os.environ.get("WORKBENCH_PG_DSN", "")), store)
     return store
 
 
 def judge_store_or_stop():
     """:func:`judge_store`, or the page stopped with what to run (no store) or the error."""
-    from workbench.dashboard import auth
 
     try:
         store = judge_store()
     except WorkbenchError as exc:
         stop_with_error(exc)
     if store is None:
-        st.info(f"This home has no judgment store yet. Add a rater on the server with `{auth.RATER_ADD_COMMAND}` "
+        st.info(f"This home has no judgment store yet. Add a rater on the server with `{RATER_ADD_COMMAND}` "
                 "(it prints their token) and pool pairs to judge (`workbench judge pool`, or the query drill-down's "
                 "“Send to the judging pool”).")
         st.stop()
@@ -333,10 +333,9 @@ def just_signed_in() -> bool:
 
 def rater_sign_in_form(message: str = "") -> None:
     """The Judge page's sign-in: a rater token only (an access token does not let anyone judge)."""
-    from workbench.dashboard import auth
 
     st.markdown("Sign in with your **rater token** to judge. The workbench's owner creates one for you with "
-                f"`{auth.RATER_ADD_COMMAND}` (a dashboard access token does not let anyone judge).")
+                f"`{RATER_ADD_COMMAND}` (a dashboard access token does not let anyone judge).")
     with st.form("wb_rater_sign_in"):
         token = st.text_input("Rater token", type="password", key="wb_rater_token_input")
         submitted = st.form_submit_button("Sign in to judge")
@@ -417,6 +416,7 @@ def judging_cookie(sid: str | None) -> None:
     import json
 
     name = cookie_name()
+    where: Any  # the sidebar or the page (the st module): both have .html
     if sid:
         value = f"{name}={sid}; path=/; max-age={COOKIE_MAX_AGE}; samesite=strict"
         where = st.sidebar
@@ -599,7 +599,7 @@ def _guidelines(dataset: str, path: str, signature: tuple | None) -> dict:
     return guidelines.load(dataset, Path(path))
 
 
-def guideline_html(dataset: str, query_type: str) -> str:
+def cached_guideline_html(dataset: str, query_type: str) -> str:
     """The guideline for ``query_type`` on ``dataset`` as HTML (:func:`workbench.dashboard.guidelines.guideline_html`):
     the dataset's ``guidelines/<dataset>.toml`` over the built-in texts, read again when the file changes;
     ``""`` for a query type the workbench does not know. A file that does not pass its checks is named in a
@@ -618,7 +618,7 @@ def guideline_html(dataset: str, query_type: str) -> str:
         st.warning(f"{exc}. The built-in guidelines are shown meanwhile.", icon=":material/warning:")
         guides = guidelines.DEFAULTS
     guide = guides.get(query_type)
-    return "" if guide is None else guidelines.guideline_html(guide, judging.QUERY_TYPES.get(query_type, query_type))
+    return "" if guide is None else guidelines.guideline_html(guide, judging.QUERY_TYPE_WORDS.get(query_type, query_type))
 
 
 def keyboard_shortcuts() -> None:
@@ -640,15 +640,15 @@ def keyboard_shortcuts() -> None:
     st.html(_SHORTCUT_SCRIPT % json.dumps(SHORTCUT_KEYS, sort_keys=True), unsafe_allow_javascript=True)
 
 
-def stop_with_error(exc: Exception) -> None:
+def stop_with_error(exc: Exception) -> NoReturn:  # as st.stop() is declared
     """Show a workbench error as a message (not a traceback) and stop the page."""
     st.error(str(exc))
     st.stop()
 
 
 @st.cache_data(ttl=30, show_spinner="Reading MLflow runs…")
-def config_runs(uri: str) -> pd.DataFrame:
-    """:func:`workbench.dashboard.store.config_runs`, cached for 30 s."""
+def cached_config_runs(uri: str) -> pd.DataFrame:
+    """:func:`workbench.results.store.config_runs`, cached for 30 s."""
     return store.config_runs(uri)
 
 
@@ -658,7 +658,7 @@ def runs_or_stop() -> tuple[str, pd.DataFrame]:
 
     uri = tracking_uri(home())
     try:
-        runs = config_runs(uri)
+        runs = cached_config_runs(uri)
     except WorkbenchError as exc:
         stop_with_error(exc)
     if runs.empty:
@@ -670,15 +670,15 @@ def runs_or_stop() -> tuple[str, pd.DataFrame]:
 
 
 @st.cache_resource(show_spinner="Reading per-query results…", max_entries=256)
-def per_query(artifact_uri: str, run_id: str) -> pd.DataFrame:
+def cached_per_query(artifact_uri: str, run_id: str) -> pd.DataFrame:
     """A run's per-query table (shared, read once per server: treat it as read-only)."""
     return store.per_query(artifact_uri, run_id)
 
 
 @st.cache_resource(show_spinner="Reading the run…", max_entries=64)
-def fused_run(artifact_uri: str, run_id: str):
+def cached_fused_run(artifact_uri: str, run_id: str):
     """A run's fused ranking (:class:`~workbench.run.Run`), read once per server."""
-    return store.fused_run(artifact_uri, run_id)
+    return store.read_fused_run(artifact_uri, run_id)
 
 
 @st.cache_resource(show_spinner="Reading the lanes' candidates…", max_entries=8)
@@ -703,14 +703,14 @@ def _dataset_files(home_path: str, name: str, signature: tuple):
     return store.dataset_files(home_path, name)
 
 
-def dataset_files(home_path: str, name: str):
-    """A built dataset's queries, qrels and documents (:class:`~workbench.dashboard.store.DatasetFiles`),
+def cached_dataset_files(home_path: str, name: str):
+    """A built dataset's queries, qrels and documents (:class:`~workbench.results.store.DatasetFiles`),
     read once per version of its files (the cache key is their size, mtime and inode), and a
     warning on the page naming any file that no longer matches the build's manifest and the
     command to rebuild it. Every page that shows a dataset's texts or queries reads it here.
 
     Raises:
-        DataError: as :func:`workbench.dashboard.store.dataset_files`.
+        DataError: as :func:`workbench.results.store.dataset_files`.
     """
     ds = _dataset_files(home_path, name, store.dataset_signature(home_path, name))
     if ds.modified:

@@ -2,9 +2,9 @@
 
 :mod:`workbench.data.catalog` is the public face (``build``, ``ensure``, ``status``,
 ``load``); this module does the work under it. A build holds its dataset's lock
-(:func:`workbench.locks.dataset_lock`) from its last status check to the swap, so two
+(:func:`workbench._infra.locks.dataset_lock`) from its last status check to the swap, so two
 builds of one dataset queue instead of colliding; it writes into a temporary folder
-(every file ``fsync``-ed through :mod:`workbench.durable`) that is renamed into place at
+(every file ``fsync``-ed through :mod:`workbench._infra.durable`) that is renamed into place at
 the end, so a crash, a full disk or a read-only home leaves the previous build whole, and
 says so in one :class:`~workbench.errors.StorageError` line.
 """
@@ -17,15 +17,16 @@ import os
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from workbench import durable
+from workbench._infra import durable
+from workbench._infra.procs import pid_exists
 from workbench.data.definitions import Definitions, negative_kinds
 from workbench.data.sources import input_files, source_of
 from workbench.errors import ConfigError, DataError, StorageError
 from workbench.io.formats import BINARY_THRESHOLD, write_documents, write_qrels, write_queries
-from workbench.procs import pid_exists
 from workbench.settings import home_dir
 from workbench.types import QUERY_TYPES, Qrel, Query
 
@@ -47,10 +48,11 @@ def _code_modules() -> tuple:
     every source, loader and query-set builder.
     """
     from workbench import data, types
-    from workbench.io import formats
-    from workbench.text import passages, query, refs, sanskrit, translit, normalize as textnorm
+    from workbench.io import facets, formats
+    from workbench.text import normalize as textnorm
+    from workbench.text import passages, query, refs, sanskrit, translit
 
-    return (data, formats, passages, query, refs, sanskrit, textnorm, translit, types)
+    return (data, facets, formats, passages, query, refs, sanskrit, textnorm, translit, types)
 
 
 def code_fingerprint() -> str:
@@ -181,8 +183,8 @@ def build_state(name: str, defs: Definitions, data: Path, home: Path | None) -> 
     before = manifest.get("inputs", {})
     if now != before:
         before = before if isinstance(before, dict) else {}
-        changed = sorted(k for k in set(now) | set(before) if now.get(k) != before.get(k))
-        return f"stale: {len(changed)} input file(s) changed, e.g. {changed[0] if changed else 'manifest.json inputs'}"
+        differing = sorted(k for k in set(now) | set(before) if now.get(k) != before.get(k))
+        return f"stale: {len(differing)} input file(s) changed, e.g. {differing[0] if differing else 'manifest.json inputs'}"
     changed = modified_outputs(name, home, manifest)
     if changed == ("manifest.json",):
         return "stale: manifest.json is unreadable"
@@ -313,7 +315,7 @@ def build_dataset(name: str, defs: Definitions, data: Path, home: Path | None, *
     Raises:
         ConfigError, DataError, StorageError: as ``catalog.build_or_reuse``.
     """
-    from workbench.locks import dataset_lock
+    from workbench._infra.locks import dataset_lock
 
     started = time.time()
     defn = defs.definition(name)
@@ -398,7 +400,7 @@ def _build_locked(name: str, defs: Definitions, defn: dict[str, Any], data: Path
         n_docs = write_documents(tmp / "documents.jsonl", built.documents)
         write_queries(tmp / "queries.tsv", built.queries)
         write_qrels(tmp / "qrels.txt", built.qrels)
-        written = OUTPUTS
+        written: tuple[str, ...] = OUTPUTS
         if built.damage is not None:
             from workbench.data import damage
 

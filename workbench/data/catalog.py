@@ -25,14 +25,27 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from workbench.data.build import (BUILDER_VERSION, OUTPUTS, build_dataset, build_stamp, build_state, code_fingerprint,
-                                  counts, dataset_dir, hash_inputs, modified_outputs, read_manifest, valid_counts)
-from workbench.data.definitions import NEGATIVE_KINDS, Definitions, is_int, negative_kinds, show, str_list
+from workbench.data.build import (
+    BUILDER_VERSION,
+    OUTPUTS,
+    build_dataset,
+    build_stamp,
+    build_state,
+    code_fingerprint,
+    counts,
+    dataset_dir,
+    hash_inputs,
+    modified_outputs,
+    read_manifest,
+    valid_counts,
+)
+from workbench.data.definitions import NEGATIVE_KINDS, Definitions, is_int, show, str_list
 from workbench.data.sources import SOURCES, Built, input_files, query_types_of, required_sources
 from workbench.errors import ConfigError, DataError, StaleError
 from workbench.io.formats import read_documents, read_qrels, read_queries
@@ -222,11 +235,11 @@ def build_or_reuse(name: str, defs: Definitions | None = None, data: Path | None
 
     A current build is returned without writing anything (so this works on a read-only
     home). Otherwise the home's ``datasets`` folder is created and checked writable, and
-    the dataset's lock (:func:`workbench.locks.dataset_lock`) is held for the whole
+    the dataset's lock (:func:`workbench._infra.locks.dataset_lock`) is held for the whole
     build: a second build of the same dataset waits (saying for whom, through ``log``),
     then finds the first one's result current, or with ``force`` builds again. Under the
     lock, temporary folders of dead builds of this dataset are removed (never a live
-    build's). Files are written to a temporary folder through :mod:`workbench.durable`
+    build's). Files are written to a temporary folder through :mod:`workbench._infra.durable`
     (each ``fsync``-ed) and moved into place at the end, so a failed or interrupted
     build leaves the previous build intact.
 
@@ -259,8 +272,8 @@ class Dataset:
 
     @cached_property
     def facet_index(self):
-        """The documents' :class:`workbench.data.facets.FacetIndex` (built on first use, then kept)."""
-        from workbench.data.facets import FacetIndex
+        """The documents' :class:`workbench.io.facets.FacetIndex` (built on first use, then kept)."""
+        from workbench.io.facets import FacetIndex
 
         return FacetIndex(self.documents)
 
@@ -281,7 +294,7 @@ def load(name: str, defs: Definitions | None = None, data: Path | None = None, h
     manifest = read_manifest(name, home)
     if manifest is None:
         raise StaleError(f"dataset {name} has no readable {d / 'manifest.json'}; run `workbench data build --only {name}`")
-    from workbench.data.facets import facet_values
+    from workbench.io.facets import facet_values
 
     documents = read_documents(d / "documents.jsonl")
     ds = Dataset(name, documents, read_queries(d / "queries.tsv", lambda: facet_values(documents), name),

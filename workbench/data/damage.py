@@ -35,9 +35,9 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
 
 #: A word: a maximal run of letters (any script; digits and ``_`` split words).
 WORD = re.compile(r"[^\W\d_]+")
@@ -206,11 +206,12 @@ def check(texts: Iterable[CheckedText], rules: Iterable[DroppedLetters], *,
             corpus.update(c)
         likely_of: dict[str, str | None] = {}
 
+        # noqa B023 below: likely() is only called in this iteration of the rules loop
         def likely(x: str) -> str | None:
-            if x not in likely_of:
-                fits = {x[:i] + rule.letters + x[i:] for i in range(len(x) + 1)} & corpus.keys()
-                likely_of[x] = min(fits, key=lambda w: (-corpus[w], w)) if fits else None
-            return likely_of[x]
+            if x not in likely_of:  # noqa: B023
+                fits = {x[:i] + rule.letters + x[i:] for i in range(len(x) + 1)} & corpus.keys()  # noqa: B023
+                likely_of[x] = min(fits, key=lambda w: (-corpus[w], w)) if fits else None  # noqa: B023
+            return likely_of[x]  # noqa: B023
 
         for t, ws in zip(texts, words_of):
             if keeps.get(t.source, True):
@@ -249,7 +250,7 @@ def write_report(folder: Path, report: Mapping) -> Path:
     Raises:
         StorageError: the file cannot be written.
     """
-    from workbench import durable
+    from workbench._infra import durable
 
     path = Path(folder) / FILENAME
     durable.atomic_write_json(path, dict(report), sort_keys=True)

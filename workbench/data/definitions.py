@@ -8,9 +8,10 @@ Kept below :mod:`workbench.data.catalog` (which reads the file) and
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from workbench.errors import ConfigError
 
@@ -70,7 +71,7 @@ def str_list(path: Path, key: str, value: object, *, known: tuple[str, ...] | No
             ``nonempty``, a value outside ``known``, or a value listed twice; the message
             names ``path`` and ``key``.
     """
-    choices = f"; choose from {', '.join(known or suggest)}" if known or suggest else ""
+    choices = f"; choose from {', '.join(known or suggest or ())}" if known or suggest else ""
     if isinstance(value, str) and value.strip():
         raise ConfigError(f"{path}: {key} must be a list of strings, not a single string: write "
                           f"{key.rsplit('.', 1)[-1]} = {json.dumps([value], ensure_ascii=False)}{choices}")

@@ -50,7 +50,7 @@ def cluster_url(home: Path | None = None, *, start: bool = False, log=lambda _m:
     """
     env = os.environ.get(URL_ENV, "").strip()
     if env:
-        return check_url(env)
+        return check_cluster_url(env)
     from workbench.services import opensearch as service
 
     if home is None:
@@ -67,7 +67,7 @@ def cluster_url(home: Path | None = None, *, start: bool = False, log=lambda _m:
     return service.up(home, log=log).url
 
 
-def check_url(url: str) -> str:
+def check_cluster_url(url: str) -> str:
     """``url`` without a trailing slash, if it is a usable cluster URL.
 
     Raises:
@@ -110,7 +110,7 @@ def client(url: str, home: Path | None = None):
         from opensearchpy import OpenSearch
     except ImportError:
         raise OpenSearchError("opensearch-py is not installed: pip install opensearch-py") from None
-    url = check_url(url)
+    url = check_cluster_url(url)
     user, password = os.environ.get(USER_ENV, ""), os.environ.get(PASSWORD_ENV, "")
     if bool(user) != bool(password):
         have, lack = (USER_ENV, PASSWORD_ENV) if user else (PASSWORD_ENV, USER_ENV)

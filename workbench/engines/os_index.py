@@ -60,12 +60,13 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
-from workbench.text.doctext import index_text
-from workbench.data.facets import FACETS, facets
 from workbench.engines.os_client import OpenSearchError, describe
+from workbench.io.facets import FACETS, facets
+from workbench.text.doctext import index_text
 
 #: Bump when the mapping or what is indexed changes: every index gets a new name.
 #: 2: the bold fields (``bold``, ``bold_single``, ``bold_multi``) and ``title`` from every heading.
@@ -196,7 +197,7 @@ def index_body(rules: Sequence[str], dim: int | None, *, m: int = 16, ef_constru
                 "resource_type": {"type": "keyword"},
                 "granularity": {"type": "keyword"},
                 "path": {"type": "keyword"},
-                # what a query's filter reads (workbench.data.facets; facets_dsl)
+                # what a query's filter reads (workbench.io.facets; facets_dsl)
                 "facets": {"properties": {f: {"type": "integer" if ordered else "keyword"}
                                           for f, (ordered, _multi) in FACETS.items()}},
             },
@@ -271,7 +272,7 @@ def document_source(dataset: str, doc: Any, vector: Any = None) -> dict[str, Any
 
 
 def facets_dsl(flt: Any) -> list[dict[str, Any]]:
-    """A :class:`workbench.data.facets.Filter` as OpenSearch filter clauses on the ``facets`` fields (``term``,
+    """A :class:`workbench.io.facets.Filter` as OpenSearch filter clauses on the ``facets`` fields (``term``,
     ``terms``, ``range``), for a ``bool.filter`` or a k-NN query's ``filter``; ``[]`` for None. A multi-valued
     keyword field matches when any of its values does, as the filter's rule says."""
     if flt is None:
@@ -361,7 +362,8 @@ def _bulk(es, name: str, dataset: Any, embedder: Any | None, progress: bool) -> 
     (analysis is CPU-bound on the server; two requests keep two cores busy); return the
     seconds spent embedding (in this thread, batch by batch)."""
     from opensearchpy.helpers import BulkIndexError, parallel_bulk
-    from workbench.progress import bar as progress_bar
+
+    from workbench._infra.progress import bar as progress_bar
 
     embed_s = 0.0
 
@@ -377,7 +379,7 @@ def _bulk(es, name: str, dataset: Any, embedder: Any | None, progress: bool) -> 
 
     bar = progress_bar(len(dataset.documents), f"opensearch {dataset.name}", "doc", enabled=progress, leave=False)
     try:
-        for ok, item in parallel_bulk(es, actions(), thread_count=BULK_THREADS, chunk_size=BULK_DOCS,
+        for _ok, _item in parallel_bulk(es, actions(), thread_count=BULK_THREADS, chunk_size=BULK_DOCS,
                                       max_chunk_bytes=50 * 1024 * 1024, raise_on_error=True):
             bar.update(1)
     except BulkIndexError as exc:

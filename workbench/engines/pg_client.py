@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from workbench.errors import PgError  # noqa: F401  (re-exported: older code imports it from here)
 
@@ -62,7 +63,7 @@ _INSTALL_HINT = {
 
 # ---------------------------------------------------------------- DSNs
 
-def redact(dsn: str) -> str:
+def redact_dsn(dsn: str) -> str:
     """The DSN without its password (for messages). Never raises, whatever the input."""
     try:
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -70,7 +71,7 @@ def redact(dsn: str) -> str:
         parts = conninfo_to_dict(dsn)
         if "password" in parts:
             parts["password"] = "***"
-        return make_conninfo(**{k: v for k, v in parts.items() if v is not None})
+        return make_conninfo("", **{k: v for k, v in parts.items() if v is not None})
     except Exception:
         s = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn, flags=re.I)
         return re.sub(r"(://[^:/@?]*:)[^@/?]*@", r"\1***@", s)
@@ -88,13 +89,13 @@ def reader_dsn(dsn: str, role: str = READER_ROLE, password: str | None = None) -
     Raises:
         PgError: ``dsn`` is not a valid DSN.
     """
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
     try:
         parts = conninfo_to_dict(dsn)
     except psycopg.Error as exc:
-        raise PgError(f"invalid PostgreSQL DSN {redact(dsn)!r}: {_first_line(exc)}; "
+        raise PgError(f"invalid PostgreSQL DSN {redact_dsn(dsn)!r}: {first_line(exc)}; "
                       f"fix {DSN_ENV} (e.g. postgresql://user@host:5432/db)") from None
     if not parts.get("dbname"):
         import getpass
@@ -105,7 +106,7 @@ def reader_dsn(dsn: str, role: str = READER_ROLE, password: str | None = None) -
     password = password if password is not None else os.environ.get(READER_PASSWORD_ENV)
     if password:
         parts["password"] = password
-    return make_conninfo(**{k: v for k, v in parts.items() if v is not None})
+    return make_conninfo("", **{k: v for k, v in parts.items() if v is not None})
 
 
 # ---------------------------------------------------------------- which server
@@ -195,7 +196,7 @@ def connect(dsn: str, *, role: str | None = None, autocommit: bool = True):
     try:
         has_timeout = "connect_timeout" in conninfo_to_dict(dsn)
     except psycopg.Error as exc:
-        raise PgError(f"invalid PostgreSQL DSN {redact(dsn)!r}: {_first_line(exc)}; "
+        raise PgError(f"invalid PostgreSQL DSN {redact_dsn(dsn)!r}: {first_line(exc)}; "
                       f"fix {DSN_ENV} (e.g. postgresql://user@host:5432/db)") from None
     kwargs: dict[str, Any] = {} if has_timeout else {"connect_timeout": 10}
     if "application_name" not in dsn:  # names this process in pg_stat_activity (see ddl_lock)
@@ -206,20 +207,23 @@ def connect(dsn: str, *, role: str | None = None, autocommit: bool = True):
     try:
         return psycopg.connect(dsn, autocommit=autocommit, **kwargs)
     except psycopg.OperationalError as exc:
-        msg = _first_line(exc)
+        msg = first_line(exc)
         if "password authentication failed" in msg or "role" in msg and "does not exist" in msg:
             fix = (f"check the user and password in {DSN_ENV}" if role is None else
-                   f"create the role first (workbench.engines.pg_client.ensure_reader, done by indexing) or set {READER_PASSWORD_ENV}")
+                   "create the role first (workbench.engines.pg_client.ensure_reader, done by indexing) "
+                   f"or set {READER_PASSWORD_ENV}")
         elif "database" in msg and "does not exist" in msg:
             fix = "create the database or name an existing one in the DSN"
         else:
             fix = (f"start the server, or fix {DSN_ENV} (unset it to use the embedded server)")
-        raise PgError(f"cannot connect to PostgreSQL at {redact(dsn)!r}: {msg}; {fix}") from None
+        raise PgError(f"cannot connect to PostgreSQL at {redact_dsn(dsn)!r}: {msg}; {fix}") from None
     except psycopg.Error as exc:
-        raise PgError(f"cannot connect to PostgreSQL at {redact(dsn)!r}: {_first_line(exc)}; fix {DSN_ENV}") from None
+        raise PgError(f"cannot connect to PostgreSQL at {redact_dsn(dsn)!r}: {first_line(exc)}; fix {DSN_ENV}") from None
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first two non-empty lines of an exception's message, joined (its class name when it has none):
+    what a one-line error shows of a driver's multi-line message."""
     text = str(exc).strip()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return " ".join(lines[:2]) if lines else type(exc).__name__
@@ -274,7 +278,7 @@ def check_server(conn, extensions: Mapping[str, str | None] = REQUIRED_EXTENSION
                     conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(name)))
             except psycopg.Error as exc:
                 raise PgError(f"extension {name!r} is available at {where} but this user cannot create it "
-                              f"({_first_line(exc)}): run CREATE EXTENSION {name}; as a superuser or the database owner") from None
+                              f"({first_line(exc)}): run CREATE EXTENSION {name}; as a superuser or the database owner") from None
             row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s", (name,)).fetchone()
         have = row[0]
         if minimum is not None and _version_tuple(have) < _version_tuple(minimum):
@@ -361,7 +365,7 @@ def ensure_reader(conn, role: str = READER_ROLE, password: str | None = None) ->
             conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(r))
             conn.execute(sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO {}").format(r))
     except psycopg.Error as exc:
-        raise PgError(f"cannot set up the read-only role {role!r} at {_where(conn)}: {_first_line(exc)}; "
+        raise PgError(f"cannot set up the read-only role {role!r} at {_where(conn)}: {first_line(exc)}; "
                       f"connect as a user with CREATEROLE (or a superuser) to index") from None
     return role
 
@@ -389,7 +393,7 @@ class Session:
     @property
     def dsn(self) -> str:
         """The DSN (password hidden), or ``<factory>``."""
-        return redact(self._source) if isinstance(self._source, str) else "<factory>"
+        return redact_dsn(self._source) if isinstance(self._source, str) else "<factory>"
 
     def get(self):
         """The open connection (autocommit), opening or reopening it when needed."""

@@ -8,7 +8,7 @@ Indexing a key that is registered does nothing (``IndexInfo.reused``).
 
 **Table.** ``doc_id`` (primary key), ``ord`` (corpus order), ``address``, ``work_id``,
 ``body`` (:func:`workbench.text.doctext.index_text` in NFC: what every lane matches),
-``facets`` (``jsonb``: :func:`workbench.data.facets.facets`, what a query's filter reads, :func:`facets_sql`),
+``facets`` (``jsonb``: :func:`workbench.io.facets.facets`, what a query's filter reads, :func:`facets_sql`),
 ``embedding`` (``vector(dim)`` or ``halfvec(dim)``) and three stored tsvector columns
 generated from ``body``: ``tsv_russian`` (``russian``: stems Cyrillic), ``tsv_simple``
 (``simple``: lower case, diacritics kept) and ``tsv_fold`` (``wb_fold``: ``simple`` with
@@ -26,18 +26,19 @@ batches (``embed_passages``) while they are streamed in with binary ``COPY``.
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 import json
 import time
 import unicodedata
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator, Sequence
+from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
-from workbench.text.doctext import index_text
-from workbench.errors import ConfigError
 from workbench.engines.pg_client import READER_ROLE, PgError, check_server, connect, ddl_lock, ensure_reader
+from workbench.errors import ConfigError
+from workbench.text.doctext import index_text
 
 #: Bump when the table layout or what is indexed changes: every index gets a new key.
 SCHEMA_VERSION = 2
@@ -187,7 +188,7 @@ def index_dataset(dsn: str, dataset: Any, embedder: Any, *, m: int = 16, ef_cons
     model_id, dim = getattr(embedder, "model_id", None), getattr(embedder, "dim", None)
     _check_params(model_id, dim, m, ef_construction, halfvec)
     corpus = corpus_sha256(dataset)
-    key = index_key(corpus, model_id, dim, m, ef_construction, halfvec)
+    key = index_key(corpus, cast(str, model_id), cast(int, dim), m, ef_construction, halfvec)  # _check_params: str, int
     conn = connect(dsn)
     try:
         versions = check_server(conn)
@@ -226,9 +227,9 @@ def _registered(conn, key: str) -> IndexInfo | None:
 
 def _build(conn, dataset, embedder, key, corpus, m, ef_construction, halfvec, progress, reader_role,
            versions, t0) -> IndexInfo:
+    from pgvector.psycopg import register_vector
     from psycopg import sql
     from psycopg.types.json import Jsonb
-    from pgvector.psycopg import register_vector
 
     register_vector(conn)
     table = table_name(key)
@@ -259,7 +260,8 @@ def _build(conn, dataset, embedder, key, corpus, m, ef_construction, halfvec, pr
         conn.execute(sql.SQL("CREATE INDEX {i} ON {t} USING gin (body gin_trgm_ops)").format(
             i=sql.Identifier(f"{table}_trgm"), t=t))
         th = time.perf_counter()
-        conn.execute(sql.SQL("CREATE INDEX {i} ON {t} USING hnsw (embedding {ops}) WITH (m = {m}, ef_construction = {ef})").format(
+        conn.execute(sql.SQL("CREATE INDEX {i} ON {t} USING hnsw (embedding {ops}) "
+                             "WITH (m = {m}, ef_construction = {ef})").format(
             i=sql.Identifier(f"{table}_hnsw"), t=t, ops=sql.SQL(f"{vtype}_cosine_ops"),
             m=sql.Literal(int(m)), ef=sql.Literal(int(ef_construction))))
         hnsw_s = time.perf_counter() - th
@@ -305,12 +307,12 @@ def _batches(seq: Sequence, size: int) -> Iterator[Sequence]:
 
 def _copy_rows(conn, t, docs, embedder, vtype: str, progress: bool, name: str) -> float:
     """Embed and COPY every document; return the seconds spent embedding."""
+    from pgvector import HalfVector
     from psycopg import sql
     from psycopg.types.json import Jsonb
-    from pgvector import HalfVector
 
-    from workbench.data.facets import facets
-    from workbench.progress import bar as progress_bar
+    from workbench._infra.progress import bar as progress_bar
+    from workbench.io.facets import facets
 
     dim = int(embedder.dim)
     embed_s = 0.0
@@ -345,17 +347,17 @@ def _copy_rows(conn, t, docs, embedder, vtype: str, progress: bool, name: str) -
 # ---------------------------------------------------------------- filters
 
 def facets_sql(flt: Any, prefix: str = "f") -> tuple[str, dict[str, Any]]:
-    """A :class:`workbench.data.facets.Filter` as a SQL condition on the table's ``facets`` column, with its
+    """A :class:`workbench.io.facets.Filter` as a SQL condition on the table's ``facets`` column, with its
     values as bound parameters (``%(f0)s`` …, never interpolated); ``("", {})`` for None.
 
     Equality and ``$in`` compare text (``facets->>'collection' = %(f0)s``, ``= ANY(%(f0)s)``); the multi-valued
     ``language`` uses jsonb's ``?`` / ``?|``; ranges compare numbers (``(facets->>'chapter')::numeric >= %(f0)s``).
-    Facet names come from :data:`workbench.data.facets.FACETS` (checked when the filter was parsed) and are
+    Facet names come from :data:`workbench.io.facets.FACETS` (checked when the filter was parsed) and are
     written as SQL string literals.
     """
     from psycopg import sql
 
-    from workbench.data.facets import FACETS
+    from workbench.io.facets import FACETS
 
     if flt is None:
         return "", {}

@@ -15,17 +15,18 @@ per query, pure functions of the two runs (the lane's and its exact twin's: the 
   ``min(depth, admitted)``: the thin slate AICharya's relaxed iterative scan exists to prevent.
 
 :func:`ann_frame` puts both per query beside the query's selectivity bucket
-(:data:`workbench.data.facets.SELECTIVITY_BUCKETS`; ``unfiltered`` for a query without a filter) and
+(:data:`workbench.io.facets.SELECTIVITY_BUCKETS`; ``unfiltered`` for a query without a filter) and
 :func:`ann_summary` aggregates them per bucket, with the lane's latency on those queries.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
-#: The bucket of a query without a filter (beside :data:`workbench.data.facets.SELECTIVITY_BUCKETS`' labels).
+#: The bucket of a query without a filter (beside :data:`workbench.io.facets.SELECTIVITY_BUCKETS`' labels).
 UNFILTERED = "unfiltered"
 
 
@@ -59,7 +60,7 @@ def ann_frame(lane_run: Any, exact_run: Any, queries: Sequence[Any], admitted: M
         admitted: query id → the number of documents its filter admits (filtered queries only).
         n_docs: the corpus size (a filter's share of it picks the bucket).
     """
-    from workbench.data.facets import selectivity_bucket
+    from workbench.io.facets import selectivity_bucket
 
     rows = []
     for q in queries:
@@ -76,11 +77,11 @@ def ann_frame(lane_run: Any, exact_run: Any, queries: Sequence[Any], admitted: M
 
 
 def ann_summary(frame: pd.DataFrame, latency_ms: Mapping[str, float] | None = None) -> pd.DataFrame:
-    """Per selectivity bucket of ``frame`` (:func:`ann_frame`), in :data:`~workbench.data.facets.
+    """Per selectivity bucket of ``frame`` (:func:`ann_frame`), in :data:`~workbench.io.facets.
     SELECTIVITY_BUCKETS` order then :data:`UNFILTERED`: ``n``, ``ann_recall`` (mean over queries with a
     defined recall), ``short`` (count), ``short_rate`` and, with ``latency_ms`` (query id → ms, the lane's), its
     ``p50 ms`` and ``p95 ms`` on those queries (numpy's linear percentile)."""
-    from workbench.data.facets import SELECTIVITY_BUCKETS
+    from workbench.io.facets import SELECTIVITY_BUCKETS
 
     order = [label for _low, label in SELECTIVITY_BUCKETS] + [UNFILTERED]
     rows = []

@@ -18,7 +18,8 @@ many answerable queries do not drown the few negatives).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -70,8 +71,8 @@ def min_score_curve(run: Any, queries: Sequence[Any], qrels: Sequence[Any], poin
         if len(scores) else [float("-inf")]
     rows = []
     for t in cuts:
-        empty_neg = sum(1 for q in negative if top[q] is None or top[q] < t) / len(negative)
-        false_empty = sum(1 for q in answerable if top[q] is None or top[q] < t) / len(answerable)
+        empty_neg = sum(1 for q in negative if (best := top[q]) is None or best < t) / len(negative)
+        false_empty = sum(1 for q in answerable if (best := top[q]) is None or best < t) / len(answerable)
         rows.append({"min_score": t, "empty_on_negatives": empty_neg, "false_empty": false_empty,
                      "abstention_accuracy": abstention_accuracy(empty_neg, false_empty)})
     return pd.DataFrame(rows)

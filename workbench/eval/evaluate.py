@@ -47,8 +47,9 @@ from __future__ import annotations
 
 import math
 import warnings as _warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd

@@ -26,8 +26,8 @@ trec_eval semantics) gives, to 1e-9 (a test proves it on real runs):
   :func:`workbench.eval.evaluate.evaluate` leaves them out; a judged query a setting
   retrieves nothing for (or that has no relevant judgment) scores 0;
 * an optional rerank stage after fusion (:meth:`CandidateMatrix.reranked`): a reranker's scores per
-  candidate column put into the fused order by :func:`workbench.eval.rerank.rerank_ranked`, the rule of
-  :func:`workbench.eval.rerank.apply_rerank` that :func:`workbench.experiment.runner.config_run` applies.
+  candidate column put into the fused order by :func:`workbench.reranking.stage.rerank_ranked`, the rule of
+  :func:`workbench.reranking.stage.apply_rerank` that :func:`workbench.experiment.runner.config_run` applies.
 
 Shapes: Q queries × C candidate columns (the union of every lane's hits for a query,
 padded); per lane a (Q, D) array of column indices in rank order (−1 = no hit).
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -49,9 +49,10 @@ _MEASURE = re.compile(r"^(R|P|RR|nDCG|Judged)@(\d+)$")
 
 
 def supported(measure: str) -> bool:
-    """Whether :meth:`CandidateMatrix.evaluate` computes ``measure`` (``R@10``, ``nDCG@10``, ``RR@10``, ``P@5``, ``Judged@10``)."""
+    """Whether :meth:`CandidateMatrix.evaluate` computes ``measure`` (``R@10``, ``nDCG@10``, ``RR@10``, ``P@5``,
+    ``Judged@10``)."""
     m = _MEASURE.match(str(measure).replace("MRR@", "RR@"))
-    return bool(m) and int(m.group(2)) >= 1
+    return m is not None and int(m.group(2)) >= 1
 
 
 def _parse(measure: str) -> tuple[str, int]:
@@ -124,10 +125,10 @@ class CandidateMatrix:
         for i, q in enumerate(self.query_ids):
             js = judged.get(q, {})
             for d, g in js.items():
-                c = index[i].get(d)
-                if c is not None:
-                    self.gain[i, c] = max(g, 0)
-                    self.judged[i, c] = True
+                col = index[i].get(d)
+                if col is not None:
+                    self.gain[i, col] = max(g, 0)
+                    self.judged[i, col] = True
             self.n_rel[i] = sum(1 for g in js.values() if g >= BINARY_THRESHOLD)
             self._ideal.append(np.array(sorted((max(g, 0) for g in js.values()), reverse=True), dtype=float))
         self._rows = np.arange(Q)[:, None]
@@ -333,8 +334,8 @@ class CandidateMatrix:
         −1 past the end, exactly the order of :func:`workbench.experiment.runner.config_run`.
 
         As there, the fusion keeps ``max(top_k, rerank_depth)`` hits, the top ``rerank_depth`` are
-        reordered by :func:`workbench.eval.rerank.rerank_ranked` (the rule of
-        :func:`workbench.eval.rerank.apply_rerank`, PyTerrier's ``% depth >>`` cascade, interpolated as in
+        reordered by :func:`workbench.reranking.stage.rerank_ranked` (the rule of
+        :func:`workbench.reranking.stage.apply_rerank`, PyTerrier's ``% depth >>`` cascade, interpolated as in
         Nogueira & Cho 2019 when ``weight`` < 1) and ``top_k`` applies to the reranked list.
 
         Args:
@@ -344,7 +345,7 @@ class CandidateMatrix:
         """
         from dataclasses import replace
 
-        from workbench.eval.rerank import rerank_ranked
+        from workbench.reranking.stage import rerank_ranked
 
         if scores.shape != (len(self.query_ids), self.n_cols):
             raise ValueError(f"rerank scores have shape {scores.shape}; this matrix needs "

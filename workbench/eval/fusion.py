@@ -53,8 +53,9 @@ They are slower than the methods above: tuning evaluates them through ranx per t
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from workbench.run import Hit, Run
 

@@ -13,7 +13,7 @@ unseen depths. Pure functions on ``doc_id`` sequences, best first.
 
 from __future__ import annotations
 
-from typing import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 #: The persistence most studies use (the paper's examples use 0.9 and 0.98).
 DEFAULT_P = 0.9
@@ -39,23 +39,23 @@ def rbo(a: Sequence[Hashable], b: Sequence[Hashable], p: float = DEFAULT_P) -> f
     for name, xs in (("a", a), ("b", b)):
         if len(set(xs)) != len(xs):
             seen, dup = set(), None
-            for x in xs:
-                if x in seen:
-                    dup = x
+            for doc in xs:
+                if doc in seen:
+                    dup = doc
                     break
-                seen.add(x)
+                seen.add(doc)
             raise ValueError(f"ranking {name} lists document {dup!r} twice; a ranking holds each document once")
     short, long_ = (a, b) if len(a) <= len(b) else (b, a)
-    s, l = len(short), len(long_)
-    if l == 0:
+    s, L = len(short), len(long_)
+    if L == 0:
         return 1.0
     if s == 0:
         return 0.0
     seen_s: set = set()
     seen_l: set = set()
     overlap = 0
-    x = [0] * (l + 1)  # x[d]: |short[:d] ∩ long[:d]| (short taken whole beyond its length)
-    for d in range(1, l + 1):
+    x = [0] * (L + 1)  # x[d]: |short[:d] ∩ long[:d]| (short taken whole beyond its length)
+    for d in range(1, L + 1):
         item_l = long_[d - 1]
         if d <= s:
             item_s = short[d - 1]
@@ -68,10 +68,10 @@ def rbo(a: Sequence[Hashable], b: Sequence[Hashable], p: float = DEFAULT_P) -> f
             overlap += item_l in seen_s
         seen_l.add(item_l)
         x[d] = overlap
-    x_s, x_l = x[s], x[l]
-    total = sum(x[d] / d * p ** d for d in range(1, l + 1))
-    total += sum(x_s * (d - s) / (s * d) * p ** d for d in range(s + 1, l + 1))
-    return (1.0 - p) / p * total + ((x_l - x_s) / l + x_s / s) * p ** l
+    x_s, x_l = x[s], x[L]
+    total = sum(x[d] / d * p ** d for d in range(1, L + 1))
+    total += sum(x_s * (d - s) / (s * d) * p ** d for d in range(s + 1, L + 1))
+    return (1.0 - p) / p * total + ((x_l - x_s) / L + x_s / s) * p ** L
 
 
 def rbo_by_query(run_a: Mapping[str, Sequence], run_b: Mapping[str, Sequence], depth: int = 10,

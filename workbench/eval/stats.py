@@ -171,3 +171,74 @@ def bootstrap_ci_columns(values: np.ndarray, seed: int, resamples: int = 2_000) 
     const = np.all(values == values[0], axis=0)
     low[const], high[const] = mean[const], mean[const]
     return low, high
+
+
+def outcome_counts(d: np.ndarray, eps: float = 1e-12) -> dict[str, int]:
+    """How many paired differences ``d`` (candidate − baseline per query) are ``wins`` (> eps), ``losses``
+    (< −eps) and ``ties`` (within ±eps)."""
+    d = np.asarray(d, dtype=float)
+    return {"wins": int((d > eps).sum()), "losses": int((d < -eps).sum()), "ties": int((np.abs(d) <= eps).sum())}
+
+
+#: The stratum of every query of a paired comparison (the others are query types).
+ALL = "all"
+
+#: The columns of :func:`paired_comparison`, in order.
+PAIRED_COLUMNS = ("measure", "stratum", "n", "candidate", "baseline", "delta", "ci_low", "ci_high", "p_value",
+                  "p_adjusted", "wins", "losses", "ties")
+
+
+def paired_comparison(joined, pairs, *, seed: int, by_type=None, adjust: str = P_ADJUST, eps: float = 1e-12):
+    """The paired comparison of a candidate and a baseline on the same queries: the one builder that the gate
+    (:func:`workbench.gate.decide.paired_checks`), a study's honest report
+    (:func:`workbench.tuning.select.honest_report`) and the read API's and dashboard's compare
+    (:func:`workbench.results.views.significance`) all use.
+
+    Per measure and stratum (every query, then each query type), the two means, the mean paired difference
+    with its 95% percentile-bootstrap CI and the two-sided sign-flip p-value (:func:`paired_test`: Smucker,
+    Allan and Carterette, CIKM 2007), then the p-values adjusted over every row with queries, read as one
+    family (:func:`adjust_pvalues`, Holm–Bonferroni by default).
+
+    Args:
+        joined: a pandas DataFrame, one row per query, both configs' per-query values side by side, with a
+            ``query_type`` column. Rows are resampled in this order, so the same frame and seed give the
+            same intervals and p-values.
+        pairs: measure name → (candidate column, baseline column), e.g. ``{"R@10": ("R@10", "R@10__base")}``.
+        seed: the bootstrap and randomisation seed.
+        by_type: the measures also compared per query type (query types sorted); None: every measure.
+        adjust: the correction (a :func:`adjust_pvalues` method).
+        eps: a difference within ``±eps`` is a tie (``wins``: candidate − baseline > eps).
+
+    Returns:
+        a DataFrame with :data:`PAIRED_COLUMNS`: for each measure in ``pairs`` order, the :data:`ALL` row then
+        one per query type. A stratum without queries has ``n`` 0, NaN statistics, and stays out of the
+        family.
+
+    Raises:
+        KeyError: a column of ``pairs`` or ``query_type`` is missing from ``joined``.
+        ValueError: an unknown ``adjust`` method.
+    """
+    import pandas as pd
+
+    typed = set(pairs) if by_type is None else set(by_type)
+    types = sorted(joined["query_type"].unique()) if len(joined) else []
+    rows = []
+    for measure, (cand_col, base_col) in pairs.items():
+        strata = [(ALL, joined)]
+        if measure in typed:
+            strata += [(t, joined[joined["query_type"] == t]) for t in types]
+        for stratum, part in strata:
+            a, b = part[cand_col].to_numpy(float), part[base_col].to_numpy(float)
+            d = a - b
+            n = len(d)
+            test = paired_test(a, b, seed) if n else {"mean_diff": math.nan, "ci_low": math.nan,
+                                                      "ci_high": math.nan, "p_value": math.nan}
+            rows.append({"measure": measure, "stratum": stratum, "n": n,
+                         "candidate": float(a.mean()) if n else math.nan,
+                         "baseline": float(b.mean()) if n else math.nan,
+                         "delta": test["mean_diff"], "ci_low": test["ci_low"], "ci_high": test["ci_high"],
+                         "p_value": test["p_value"], "p_adjusted": math.nan, **outcome_counts(d, eps)})
+    out = pd.DataFrame(rows, columns=list(PAIRED_COLUMNS))
+    if len(out):
+        out["p_adjusted"] = adjust_pvalues(out["p_value"].to_numpy(float), adjust)
+    return out

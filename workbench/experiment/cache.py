@@ -7,7 +7,7 @@ embedding model) and the depth N. A changed input gives a new key, so a stale en
 is never read. Entries live in ``<home>/cache/candidates/<key[:2]>/<key>.run.gz``
 (a gzip TREC run) with ``<key>.json`` (the key's parts and per-query latencies in ms).
 
-Both files are written through :mod:`workbench.durable` (temporary file, ``fsync``,
+Both files are written through :mod:`workbench._infra.durable` (temporary file, ``fsync``,
 rename; the JSON last, so an entry without its JSON is ignored): a crash, a full disk
 or a read-only folder never leaves half an entry, and a failed write raises
 :class:`~workbench.errors.StorageError` with nothing of it left behind. Temporaries of
@@ -22,10 +22,11 @@ import hashlib
 import json
 import sys
 import zlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from workbench import durable
+from workbench._infra import durable
 from workbench.errors import DataError, StorageError
 from workbench.run import Run, read_trec_run, write_trec_run
 
@@ -69,7 +70,7 @@ class CandidateCache:
     def get(self, parts: dict[str, Any]) -> tuple[Run, dict[str, float]] | None:
         """The cached run and per-query latencies (ms) for these key parts, or None (a miss).
 
-        A damaged entry is moved aside (:func:`workbench.durable.quarantine`) and reported
+        A damaged entry is moved aside (:func:`workbench._infra.durable.quarantine`) and reported
         through ``log``; it is a miss. An entry that cannot be read (permissions, I/O
         error) is a miss too. Never raises for the cache's own files.
         """

@@ -33,13 +33,14 @@ Layout::
 
     [configs.hybrid]
     lanes = ["vector", "fts_simple"]
-    fusion = "rrf"                        # rrf | weighted | combsum | combmnz | none (one lane); ranx: isr, log_isr, bordafuse, w_bordafuse, combmax, combmin, combmed, combanz
+    fusion = "rrf"                        # rrf | weighted | combsum | combmnz | none (one lane);
+                                          # ranx: isr, log_isr, bordafuse, w_bordafuse, combmax, combmin, combmed, combanz
     k = 60
     top_k = 100
     # pin_lane = "ref"                    # optional: a reference lane whose exact answers come first (fusion.pin)
     # lane_min_score = { vector = 0.3 }   # optional: a lane's hits below its own score are not fused
 
-    [rerankers.by_fts]                    # optional: a stage after fusion (workbench.eval.rerank)
+    [rerankers.by_fts]                    # optional: a stage after fusion (workbench.reranking.stage)
     kind = "lane"
     lane = "fts_simple"
 
@@ -67,8 +68,8 @@ from pydantic import Field, model_validator
 
 from workbench.errors import ConfigError
 from workbench.eval.fusion import ALL_METHODS, METHOD_PARAMS, NORMALISATIONS, FusionSpec, readers
-from workbench.registry import EMBEDDER_PARAM, Declaration, Params, reranker_kind, retriever_kind
 from workbench.io.toml import read_toml
+from workbench.registry import EMBEDDER_PARAM, Declaration, Params, reranker_kind, retriever_kind
 from workbench.types import SPLITS
 
 
@@ -94,7 +95,7 @@ def check_name(name: Any) -> str:
     The rule is MLflow's for parameter keys (:data:`NAME_RE`, and a key must not normalise
     to another path: no ``//``, ``/./`` or ``/../``), applied to the keys the name becomes
     part of (``lane.<name>.kind``), and at most :data:`MAX_NAME` characters;
-    ``tests/test_registry.py`` checks it against MLflow's own validator.
+    ``tests/integration/registry/test_registry.py`` checks it against MLflow's own validator.
     """
     if not isinstance(name, str) or not name.strip():
         return "must be a non-empty name"
@@ -118,7 +119,7 @@ class IndexSpec(Params):
     halfvec: bool = Field(False, description="store vectors as halfvec (float16) in PostgreSQL")
 
     @model_validator(mode="after")
-    def _ef_at_least_2m(self) -> "IndexSpec":
+    def _ef_at_least_2m(self) -> IndexSpec:
         if self.ef_construction < 2 * self.m:
             raise ValueError(f"ef_construction ({self.ef_construction}) must be at least 2 * m ({2 * self.m})")
         return self
@@ -172,7 +173,7 @@ class RerankerSpec:
 class RerankStage:
     """A config's stage after fusion: ``reranker`` (a ``[rerankers.NAME]``) rescoring the top ``depth``;
     ``weight`` is the reranker's share when its score is interpolated with the fused one (1.0: the
-    reranker's order alone; :func:`workbench.eval.rerank.apply_rerank`)."""
+    reranker's order alone; :func:`workbench.reranking.stage.apply_rerank`)."""
 
     reranker: str
     depth: int = 20
@@ -185,7 +186,7 @@ class FusedConfig(FusionSpec):
     fusion parameters, defaults there), its name and its rerank stage."""
 
     name: str = ""
-    #: The rerank stage after fusion, or None (:mod:`workbench.eval.rerank`).
+    #: The rerank stage after fusion, or None (:mod:`workbench.reranking.stage`).
     rerank: RerankStage | None = None
 
     def flat(self) -> dict[str, Any]:
@@ -239,7 +240,7 @@ class Experiment:
     #: (:mod:`workbench.eval.ann`): True on every dataset, False never, None only where queries carry filters.
     ann_check: bool | None = None
 
-    def reranker_lanes(self, config: "FusedConfig") -> tuple[str, ...]:
+    def reranker_lanes(self, config: FusedConfig) -> tuple[str, ...]:
         """The lanes the rerank stage of ``config`` reads (empty without a rerank stage)."""
         if config.rerank is None:
             return ()
@@ -318,7 +319,7 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
         _check_name(path, f"embedders.{ename}", ename)
         if not isinstance(spec, dict):
             raise _err(path, f"embedders.{ename}", "must be a table with a kind")
-        from workbench.embedders import EMBEDDER_PARAMS, EmbedderKinds
+        from workbench.embedding.embedders import EMBEDDER_PARAMS, EmbedderKinds
 
         if spec.get("kind") not in EMBEDDER_PARAMS:
             raise _err(path, f"embedders.{ename}.kind", f"must be one of {', '.join(EMBEDDER_PARAMS)}, "
@@ -337,13 +338,13 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
     reranker_kinds()  # a broken or duplicate reranker kind is refused whether or not this file uses one
     rerankers: dict[str, RerankerSpec] = {}
     for rname, spec in raw.get("rerankers", {}).items():
-        rerankers[rname] = _reranker_spec(path, rname, spec, lanes, embedders)
+        rerankers[rname] = reranker_spec(path, rname, spec, lanes, embedders)
     configs: dict[str, FusedConfig] = {}
     for cname, spec in raw.get("configs", {}).items():
         if not isinstance(spec, dict):
             raise _err(path, f"configs.{cname}", "must be a table")
         _check_name(path, f"configs.{cname}", cname)
-        configs[cname] = _config(path, cname, spec, lanes, rerankers)
+        configs[cname] = fused_config(path, cname, spec, lanes, rerankers)
     if not configs:
         raise _err(path, "configs", "defines no [configs.NAME] table; add at least one")
     ann_check = raw.get("ann_check")
@@ -401,8 +402,13 @@ def _kind_table(path: Path, where: str, name: str, spec: Any, kinds: dict[str, A
     return kind, params, kinds[kind].parse(params, f"{path}: {where}")
 
 
-def _reranker_spec(path: Path, name: str, spec: Any, lanes: dict[str, LaneSpec],
+def reranker_spec(path: Path, name: str, spec: Any, lanes: dict[str, LaneSpec],
                    embedders: dict[str, Any] | None = None) -> RerankerSpec:
+    """The reranker ``[rerankers.<name>]`` of experiment ``path`` parsed and checked against its kind's declaration.
+
+    Raises:
+        ConfigError: an unknown kind, bad parameters or an unknown lane, naming the file and the key.
+    """
     where = f"rerankers.{name}"
     from workbench.registry import reranker_kinds
 
@@ -419,8 +425,14 @@ def _reranker_spec(path: Path, name: str, spec: Any, lanes: dict[str, LaneSpec],
     return RerankerSpec(name, kind, params)
 
 
-def _config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneSpec],
-            rerankers: dict[str, RerankerSpec] | None = None) -> FusedConfig:
+def fused_config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneSpec],
+                 rerankers: dict[str, RerankerSpec] | None = None) -> FusedConfig:
+    """The config ``[configs.<cname>]`` of experiment ``path`` parsed and checked (lanes, fusion, weights,
+    depth, ``min_score``, per-lane floors, tie-break and pinned lanes, rerank stage).
+
+    Raises:
+        ConfigError: an unknown key or lane, or a value out of range, naming the file and the key.
+    """
     where = f"configs.{cname}"
     allowed = {"lanes", "fusion", "k", "weights", "depth", "min_score", "top_k", "tiebreak_lane", "norm", "rerank",
                "pin_lane", "lane_min_score"}

@@ -7,7 +7,6 @@ import pandas as pd
 from workbench.eval.evaluate import latency_or_nan
 
 
-
 def qrels_layer(result) -> str:
     """The qrels layer a :class:`~workbench.experiment.runner.JobResult` was evaluated with (``built`` for results
     made before layers existed)."""
@@ -96,12 +95,12 @@ def by_script_frame(result, measure: str) -> pd.DataFrame:
 
 def by_filter_frame(result, measure: str) -> pd.DataFrame:
     """The filtered queries (:attr:`workbench.types.Query.filter`) per (dataset, config, selectivity bucket of
-    :data:`workbench.data.facets.SELECTIVITY_BUCKETS`): ``n``, ``measure`` under the filter, the same measure of
+    :data:`workbench.io.facets.SELECTIVITY_BUCKETS`): ``n``, ``measure`` under the filter, the same measure of
     the same queries unfiltered (a filtered copy ``<id>~<facet>`` beside ``<id>``, when the dataset has it), the
     difference, and ``short``: how many filtered queries were answered with fewer than ``min(top_k, admitted)``
     documents although the filter admits more (an HNSW scan that stopped before k rows passed the filter). Empty
     when no dataset has filtered queries."""
-    from workbench.data.facets import SELECTIVITY_BUCKETS, selectivity_bucket
+    from workbench.io.facets import SELECTIVITY_BUCKETS, selectivity_bucket
 
     rows = []
     for cr in result.configs:

@@ -20,9 +20,10 @@ one after the other) plus the fusion time.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, cast
 
 from workbench.data import catalog
 from workbench.experiment.cache import CandidateCache
@@ -136,9 +137,9 @@ class Engine:
 
     def embedder(self, name: str):
         """The cached embedder declared as ``[embedders.NAME]`` (its model loads on the first text that is
-        not in the embedding cache: :class:`workbench.embedders.LazyEmbedder`)."""
+        not in the embedding cache: :class:`workbench.embedding.embedders.LazyEmbedder`)."""
         if name not in self._embedders:
-            from workbench.embedders import make_embedder
+            from workbench.embedding.embedders import make_embedder
 
             self._embedders[name] = make_embedder(self.exp.embedders[name], log=self.log,
                                                   cache_path=self.home / "cache" / "embeddings.sqlite")
@@ -154,9 +155,9 @@ class Engine:
         return next(iter(self.exp.embedders), None)
 
     def pair_scores(self):
-        """The pair-score cache rerankers read and fill (:class:`workbench.scorers.PairScoreCache`), opened once."""
+        """The pair-score cache rerankers read and fill (:class:`workbench.reranking.scorers.PairScoreCache`), opened once."""
         if self._pair_scores is None:
-            from workbench.scorers import PairScoreCache
+            from workbench.reranking.scorers import PairScoreCache
 
             self._pair_scores = PairScoreCache(self.home / "cache" / "pair_scores.sqlite", log=self.log)
         return self._pair_scores
@@ -238,8 +239,8 @@ class Engine:
 
     def cache_parts(self, ds: catalog.Dataset, spec: LaneSpec) -> dict[str, Any]:
         """Everything that shapes this lane's candidates (the cache key): the dataset's hashes, the kind, its
-        parameters with defaults filled in (:meth:`LaneSpec.canonical`), the depth, the kind's code fingerprint and what the kind adds
-        (:meth:`workbench.registry.RetrieverKind.cache_extra`: a model id, a lexicon digest), and the query
+        parameters with defaults filled in (:meth:`LaneSpec.canonical`), the depth, the kind's code fingerprint and what the
+        kind adds (:meth:`workbench.registry.RetrieverKind.cache_extra`: a model id, a lexicon digest), and the query
         normaliser's fingerprint (:func:`workbench.text.query.fingerprint`)."""
         from workbench.text.query import fingerprint as query_fingerprint
 
@@ -282,10 +283,10 @@ class Engine:
         return kind.open(name, parsed, ds, self, {ln: runs[ln] for ln in kind.lanes(parsed)})
 
 
-def _run_lane(lane, queries, depth: int, progress: bool, label: str) -> "LaneResult":
+def _run_lane(lane, queries, depth: int, progress: bool, label: str) -> LaneResult:
     """Run ``lane`` over ``queries`` in batches of :data:`BATCH`: its run and per-query latency, and for a live
     lane what it reports per batch (``last_failures``, ``last_unmapped``, ``last_unscored``, ``last_raw``)."""
-    from workbench.progress import bar as progress_bar
+    from workbench._infra.progress import bar as progress_bar
     from workbench.text.query import clean_queries
 
     result = LaneResult(Run({}, lane.name), {}, cached=False)
@@ -309,7 +310,7 @@ def _run_lane(lane, queries, depth: int, progress: bool, label: str) -> "LaneRes
 
 def filter_hits(run: Run, queries, index) -> tuple[Run, int]:
     """``run`` with each filtered query's hits restricted to the documents its filter admits
-    (:class:`workbench.data.facets.FacetIndex`), order kept, and how many hits were removed. Queries without a
+    (:class:`workbench.io.facets.FacetIndex`), order kept, and how many hits were removed. Queries without a
     filter keep their hits."""
     rows, removed = {}, 0
     by_id = {q.query_id: q for q in queries}
@@ -325,7 +326,7 @@ def filter_hits(run: Run, queries, index) -> tuple[Run, int]:
     return Run(rows, run.name), removed
 
 
-def _apply_filters(result: "LaneResult", spec: LaneSpec, ds: catalog.Dataset, queries) -> None:
+def _apply_filters(result: LaneResult, spec: LaneSpec, ds: catalog.Dataset, queries) -> None:
     """Hold a lane's run to its queries' filters (:func:`filter_hits`); a lane that cannot filter natively is
     filtered after the fact, and a note says so (it may return fewer than k for a filtered query); a native lane
     that returned hits its filter excludes gets a note too (a live system ignoring the filter)."""
@@ -441,9 +442,9 @@ def fused_run(cfg: FusedConfig, runs: dict[str, Run]) -> Run:
     return fuse_spec(runs, cfg, cfg.name)
 
 
-def config_run(cfg: FusedConfig, runs: dict[str, Run], ds: catalog.Dataset, engine: "Engine",
+def config_run(cfg: FusedConfig, runs: dict[str, Run], ds: catalog.Dataset, engine: Engine,
                queries=None) -> Run:
-    """The run of ``cfg``: fused, then its rerank stage when it has one (:mod:`workbench.eval.rerank`).
+    """The run of ``cfg``: fused, then its rerank stage when it has one (:mod:`workbench.reranking.stage`).
 
     Args:
         runs: lane name → run, holding the config's lanes and those its reranker reads.
@@ -454,7 +455,7 @@ def config_run(cfg: FusedConfig, runs: dict[str, Run], ds: catalog.Dataset, engi
         return fused_run(cfg, runs)
     from dataclasses import replace
 
-    from workbench.eval.rerank import PROGRESS_MIN_QUERIES, apply_rerank
+    from workbench.reranking.stage import PROGRESS_MIN_QUERIES, apply_rerank
 
     # fused as deep as the reranker reads (top_k applies to the reranked list: "rerank 20, show 6")
     run = fused_run(replace(cfg, top_k=max(cfg.top_k, cfg.rerank.depth)), runs)
@@ -475,7 +476,7 @@ def config_run(cfg: FusedConfig, runs: dict[str, Run], ds: catalog.Dataset, engi
 
 
 def evaluate_config(exp: Experiment, ds: catalog.Dataset, cfg: FusedConfig, lanes: dict[str, LaneResult],
-                    layer: Any = None, engine: "Engine | None" = None) -> ConfigResult:
+                    layer: Any = None, engine: Engine | None = None) -> ConfigResult:
     """Fuse the lanes of ``cfg`` in memory (then rerank, for a config with a rerank stage) and evaluate
     on the experiment's splits.
 
@@ -490,7 +491,8 @@ def evaluate_config(exp: Experiment, ds: catalog.Dataset, cfg: FusedConfig, lane
         engine = Engine(exp, home_dir())
     queries = [q for q in ds.queries if q.split in exp.splits]
     t0 = time.perf_counter()
-    run = config_run(cfg, {n: lr.run for n, lr in lanes.items()}, ds, engine, queries) if cfg.rerank is not None \
+    # with a rerank stage, engine is set above
+    run = config_run(cfg, {n: lr.run for n, lr in lanes.items()}, ds, cast(Engine, engine), queries) if cfg.rerank is not None \
         else fused_run(cfg, {n: lanes[n].run for n in cfg.lanes})
     fusion_ms = (time.perf_counter() - t0) * 1000
     judged_by = ds.qrels

@@ -48,9 +48,10 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,7 +72,9 @@ def tracking_uri(home: Path) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(home / 'mlflow.db').resolve()}"
 
 
-def _quiet() -> None:
+def quiet_logs() -> None:
+    """Quiet MLflow for a command-line run: its logging at ERROR, no artifact progress bar, one retry and a
+    15 s timeout against a tracking server (environment defaults only: a user's own settings win)."""
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "ERROR")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     # an unreachable tracking server fails in seconds, not after minutes of retries
@@ -119,12 +122,11 @@ def check_tracking(home: Path) -> None:
 def _init_sqlite_store(uri: str, path: Path) -> None:
     """Create (or open) the SQLite tracking store under a lock: MLflow creates its tables with
     alembic migrations that fail when two processes run them at once on a new file."""
-    from workbench.locks import FileLock
-
-    from workbench.durable import storage_error_in
+    from workbench._infra.durable import storage_error_in
+    from workbench._infra.locks import FileLock
     from workbench.errors import ConfigError
 
-    _quiet()
+    quiet_logs()
     with FileLock(path.parent / f".{path.name}.lock", f"the MLflow store {path}"):
         import mlflow
 
@@ -155,15 +157,15 @@ TAG_ENDED_BY = "workbench.ended_by"
 
 
 def process_identity(pid: int) -> str | None:
-    """What tells process ``pid`` apart from a later process that reuses its pid (:func:`workbench.procs.identity`)."""
-    from workbench import procs
+    """What tells process ``pid`` apart from a later process that reuses its pid (:func:`workbench._infra.procs.identity`)."""
+    from workbench._infra import procs
 
     return procs.identity(pid)
 
 
 def writer_tags() -> dict[str, str]:
     """The tags that let a later process decide whether this one, the run's writer, is still alive."""
-    from workbench import procs
+    from workbench._infra import procs
 
     me = procs.record()
     return {TAG_HOST: me["host"], TAG_PID: str(me["pid"]), TAG_PROCESS: me["process"] or ""}
@@ -171,8 +173,8 @@ def writer_tags() -> dict[str, str]:
 
 def writer_state(tags: dict[str, str]) -> str:
     """``alive``, ``dead`` or ``unknown``: whether the process named by a run's :func:`writer_tags`
-    still runs (:func:`workbench.procs.state`: ``dead`` only when that is certain)."""
-    from workbench import procs
+    still runs (:func:`workbench._infra.procs.state`: ``dead`` only when that is certain)."""
+    from workbench._infra import procs
 
     return procs.state({"host": tags.get(TAG_HOST), "pid": tags.get(TAG_PID), "process": tags.get(TAG_PROCESS)})
 
@@ -346,7 +348,7 @@ def config_metrics(cr) -> dict[str, float]:
     """The metrics logged for one (dataset, config) child run."""
     from workbench.eval.evaluate import latency_or_nan
 
-    
+
     ev = cr.evaluation
     out: dict[str, float] = {metric_key(m): float(v) for m, v in ev.overall.items()}
     for by in ("query_type", "split"):
@@ -361,7 +363,7 @@ def config_metrics(cr) -> dict[str, float]:
     return out
 
 
-def lane_frame(lanes: dict) -> "pd.DataFrame":
+def lane_frame(lanes: dict) -> pd.DataFrame:
     """One row per (lane, query, hit) of the lanes' runs, best first.
 
     Args:
@@ -402,7 +404,7 @@ def log_job(result, home: Path) -> str:
         StorageError: an artifact is missing after its upload.
         Exception: what MLflow raises for a store it cannot write (the CLI reports it on one line).
     """
-    _quiet()
+    quiet_logs()
     import mlflow
     from mlflow.entities import Metric, Param
 
@@ -473,7 +475,7 @@ def log_study(result, home: Path, folder: Path) -> str:
         StorageError: an artifact is missing after its upload.
         Exception: what MLflow raises for a store it cannot write.
     """
-    _quiet()
+    quiet_logs()
     import mlflow
     from mlflow.entities import Metric, Param
 

@@ -24,11 +24,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import ConfigError
+
+if TYPE_CHECKING:
+    from workbench.export.opensearch import OpenSearchExport
+    from workbench.export.postgres import PostgresExport
 
 FORMATS = ("json", "postgres", "opensearch")
 #: The files an engine format writes beside ``<stem>.export.json``.
@@ -49,7 +54,7 @@ class Source:
     #: Where the json export is read from for an engine format (a study's file, in errors).
     path: Path | None = None
 
-    def resolved(self) -> "Source":
+    def resolved(self) -> Source:
         """This source with its experiment and config read back from the json export (a study's trial is read
         only for an engine format: ``--format json`` writes the export as the study chose it)."""
         if self.exp is None:
@@ -198,7 +203,7 @@ def write(source: Source, fmt: str, out: Path, *, home: Path, verify: bool = Fal
             wrong shape, a target that is not a regular file or (without ``force``) is someone else's file.
         PgError / OpenSearchError: the engine refuses the artifact.
     """
-    from workbench.durable import atomic_write_text, mkdirs
+    from workbench._infra.durable import atomic_write_text, mkdirs
     from workbench.export.names import file_stem
 
     if fmt not in FORMATS:
@@ -234,6 +239,7 @@ def write(source: Source, fmt: str, out: Path, *, home: Path, verify: bool = Fal
     engine = Engine(source.exp, home, False, log)
     cache = CandidateCache(home / "cache" / "candidates")
     report = None
+    artifact: PostgresExport | OpenSearchExport
     if fmt == "postgres":
         from workbench.export import parity, postgres
 
@@ -246,14 +252,15 @@ def write(source: Source, fmt: str, out: Path, *, home: Path, verify: bool = Fal
     else:
         from dataclasses import replace
 
-        from workbench.export import opensearch as os_export, parity
+        from workbench.export import opensearch as os_export
+        from workbench.export import parity
 
         cfg, stage_note = source.cfg, None
         if cfg.rerank is not None:  # not in the request: the application reranks what it returns
             stage = source.exp.rerankers[cfg.rerank.reranker]
             stage_note = (f"Rerank stage (not in the request; run it in the application): reranker "
                           f"{cfg.rerank.reranker} (kind {stage.kind}, {dict(stage.params)}) rescoring the top "
-                          f"{cfg.rerank.depth}, weight {cfg.rerank.weight} (workbench.eval.rerank.apply_rerank), then "
+                          f"{cfg.rerank.depth}, weight {cfg.rerank.weight} (workbench.reranking.stage.apply_rerank), then "
                           f"the top {cfg.top_k}; the request returns the fused top {max(cfg.top_k, cfg.rerank.depth)}.")
             cfg = replace(cfg, top_k=max(cfg.top_k, cfg.rerank.depth), rerank=None)
         lanes = {ln: engine.lane(ds, source.exp.lanes[ln]) for ln in cfg.lanes}

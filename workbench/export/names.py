@@ -21,8 +21,8 @@ def derived(name: str, allowed: str, max_len: int, *, lower: bool = False, tag: 
     safe = re.sub(f"[^{allowed}]+", "_", base).strip("_.") or "_"
     if safe == name and len(safe) <= max_len and not tag:
         return safe
-    tag = hashlib.sha256(name.encode("utf-8")).hexdigest()[:8]
-    return f"{safe[:max_len - 9]}_{tag}"
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:8]
+    return f"{safe[:max_len - 9]}_{digest}"
 
 
 def file_stem(name: str) -> str:

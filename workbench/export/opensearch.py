@@ -57,13 +57,14 @@ import copy
 import json
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from workbench.export.names import pipeline_id
 from workbench.engines.os_client import describe
 from workbench.errors import ConfigError, OpenSearchError
 from workbench.eval.fusion import FusionSpec
+from workbench.export.names import pipeline_id
 from workbench.run import Hit, Run
 from workbench.types import Query
 
@@ -141,9 +142,10 @@ class OpenSearchExport:
     # ------------------------------------------------------------ files
 
     def files(self, provenance: Mapping[str, Any] | None = None) -> dict[str, str]:
-        """File name → text (``provenance``: key → value lines appended to the ``.md``): ``<name>.search.json`` (the request template), ``<name>.pipeline.json`` (the body of
-        ``PUT _search/pipeline/<pipeline_id>``, absent for ``fusion = "none"``) and ``<name>.opensearch.md`` (how
-        to install and call them, the formulas, the differences)."""
+        """File name → text (``provenance``: key → value lines appended to the ``.md``): ``<name>.search.json``
+        (the request template), ``<name>.pipeline.json`` (the body of ``PUT _search/pipeline/<pipeline_id>``,
+        absent for ``fusion = "none"``) and ``<name>.opensearch.md`` (how to install and call them, the
+        formulas, the differences)."""
         from workbench.export.names import comment_text, file_stem
 
         stem = file_stem(self.name)

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Sequence
-
+from typing import Any
 
 
 @dataclass
@@ -151,7 +151,8 @@ def verify_postgres(export, exp, cfg, ds, engine, cache, *, splits: Sequence[str
             emb_name = next(exp.lanes[part.name].parsed().embedder for part in export.lanes
                             if part.kind == "pgvector" and f"%({p.name})s" in part.cte)
             todo = sorted({t for t in texts.values() if t.strip()})
-            vecs = np.asarray(engine.embedder(emb_name).embed_queries(todo), dtype=np.float32) if todo else []
+            vecs: np.ndarray | list[Any] = (np.asarray(engine.embedder(emb_name).embed_queries(todo), dtype=np.float32)
+                                            if todo else [])
             lit = {t: "[" + ",".join(repr(float(x)) for x in v) + "]" for t, v in zip(todo, vecs)}
             vectors[p.name] = {qid: lit.get(t) for qid, t in texts.items()}
     ref_lane = next((part.name for part in export.lanes if part.kind == "reference"), None)
@@ -183,7 +184,7 @@ def verify_postgres(export, exp, cfg, ds, engine, cache, *, splits: Sequence[str
             conn.execute(f'SET search_path = "{schema}", public')
             conn.execute(export.function_sql())
         except psycopg.Error as exc:
-            raise PgError(f"PostgreSQL refused the exported function of {cfg.name}: {pg._first_line(exc)}") from None
+            raise PgError(f"PostgreSQL refused the exported function of {cfg.name}: {pg.first_line(exc)}") from None
         try:
             for n, q in enumerate(queries):
                 args = inputs(q)
@@ -210,7 +211,7 @@ def verify_postgres(export, exp, cfg, ds, engine, cache, *, splits: Sequence[str
                     cause = _explain_lanes(export, lane_rows, {ln: [h.doc_id for h in runs[ln].get_hits(q.query_id)]
                                                                for ln in cfg.lanes}, q.query_id)
                     if cause is None:
-                        scores = {h.doc_id: h.score for h in expected.get_hits(q.query_id)}
+                        scores: dict[str | None, float] = {h.doc_id: h.score for h in expected.get_hits(q.query_id)}
                         a = want[j] if j < len(want) else None
                         b = got[q.query_id][j] if j < len(got[q.query_id]) else None
                         if a is not None and b is not None and scores.get(a) == scores.get(b):
@@ -222,7 +223,7 @@ def verify_postgres(export, exp, cfg, ds, engine, cache, *, splits: Sequence[str
                                             got[q.query_id][j] if j < len(got[q.query_id]) else None, cause))
         except psycopg.Error as exc:  # installed, but a call fails (a limit out of range, a type the driver sent)
             raise PgError(f"the exported function of {cfg.name} failed when called for query {q.query_id}: "
-                          f"{pg._first_line(exc)}; the export is not usable as it stands") from None
+                          f"{pg.first_line(exc)}; the export is not usable as it stands") from None
         finally:
             try:
                 if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
@@ -267,7 +268,7 @@ def verify_run(search, engine_name: str, exp, cfg, ds, engine, cache, *, splits:
         j = first_difference(want, mine)
         a = want[j] if j < len(want) else None
         b = mine[j] if j < len(mine) else None
-        scores = {h.doc_id: h.score for h in expected.get_hits(q.query_id)}
+        scores: dict[str | None, float] = {h.doc_id: h.score for h in expected.get_hits(q.query_id)}
         pooled = {h.doc_id for r in runs.values() for h in r.get_hits(q.query_id)}
         if a is not None and b is not None and scores.get(a) == scores.get(b):
             kind, cause = "tie", f"tie: fused score {scores[a]!r} shared by {a} and {b}, broken another way"

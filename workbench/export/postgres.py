@@ -55,11 +55,12 @@ vector lane whose HNSW scan returns fewer rows than asked is answered by an exac
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from workbench.errors import ConfigError
-from workbench.eval.fusion import CONSTANT_RTOL, FusionSpec, RANX_METHODS
+from workbench.eval.fusion import CONSTANT_RTOL, RANX_METHODS, FusionSpec
 
 #: Lane kinds the statement runs itself.
 SQL_KINDS = ("pgvector", "fulltext", "trigram")
@@ -392,7 +393,7 @@ def build(cfg, exp, ds, engine) -> PostgresExport:
         stage = exp.rerankers[cfg.rerank.reranker]
         notes.append(f"Rerank stage (not in the statement; run it in the application): reranker "
                      f"{cfg.rerank.reranker} (kind {stage.kind}, {dict(stage.params)}) rescoring the top "
-                     f"{cfg.rerank.depth}, weight {cfg.rerank.weight} (workbench.eval.rerank.apply_rerank), then the "
+                     f"{cfg.rerank.depth}, weight {cfg.rerank.weight} (workbench.reranking.stage.apply_rerank), then the "
                      f"top {cfg.top_k}. The statement returns the fused top {limit}.")
     notes.append("Tables are the workbench's index tables (columns doc_id, embedding, body, tsv_russian, tsv_simple, "
                  "tsv_fold; text search configuration wb_fold = simple + unaccent): rename them to yours.")

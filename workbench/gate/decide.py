@@ -29,15 +29,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from workbench.errors import ConfigError
-from workbench.gate.policy import DEFAULT_MEASURES, DEFAULT_SEED, GatePolicy
+from workbench.gate.policy import GATE_MEASURES, GatePolicy
 from workbench.gate.sources import Ranking
 from workbench.run import Run
-from workbench.types import SPLITS
-
+from workbench.types import DEFAULT_SEED, SPLITS
 
 #: What a check can come to.
 STATUSES = ("pass", "fail", "inconclusive", "too-few")
@@ -179,35 +179,28 @@ def paired_checks(cand, base, measures: Sequence[str], *, policy: GatePolicy = G
                   seed: int = DEFAULT_SEED) -> list[Check]:
     """Per measure and stratum, the paired non-inferiority decision (see the module docstring) with
     ``policy.margin`` (absolute, in the measure's units) and ``policy.min_queries``, each with its
-    sign-flip p-value and the Holm–Bonferroni adjusted one (the family: every check returned)."""
-    from workbench.eval.stats import P_ADJUST, adjust_pvalues, bootstrap_ci, sign_flip_p
+    sign-flip p-value and the Holm–Bonferroni adjusted one (the family: every check returned); the
+    statistics are :func:`workbench.eval.stats.paired_comparison`'s."""
+    from workbench.eval.stats import P_ADJUST, paired_comparison
 
     margin, min_queries = policy.margin, policy.min_queries
     joined = cand.merge(base[["query_id", *measures]], on="query_id", how="inner", suffixes=("", "__base"))
+    table = paired_comparison(joined, {m: (m, f"{m}__base") for m in measures}, seed=seed)
     checks = []
-    for m in measures:
-        for name, part in _strata(joined):
-            a = part[m].to_numpy(float)
-            b = part[f"{m}__base"].to_numpy(float)
-            d = a - b
-            n = len(d)
-            lo, hi = bootstrap_ci(d, seed) if n else (math.nan, math.nan)
-            if n < min_queries:
-                status = "too-few"
-            elif hi < -margin:
-                status = "fail"
-            elif lo >= -margin:
-                status = "pass"
-            else:
-                status = "inconclusive"
-            checks.append(Check(m, name, n, float(a.mean()) if n else math.nan, float(b.mean()) if n else math.nan,
-                                float(d.mean()) if n else math.nan, lo, hi, status,
-                                p_value=sign_flip_p(d, seed) if n else math.nan))
-    adjusted = adjust_pvalues([c.p_value for c in checks], P_ADJUST)
-    for c, p in zip(checks, adjusted):
-        c.p_adjusted = float(p)
-        if c.status == "fail" and not p < 0.05:
-            c.note = f"the regression is not significant after {P_ADJUST} correction (adjusted p = {p:.3f})"
+    for r in table.itertuples(index=False):
+        if r.n < min_queries:
+            status = "too-few"
+        elif r.ci_high < -margin:
+            status = "fail"
+        elif r.ci_low >= -margin:
+            status = "pass"
+        else:
+            status = "inconclusive"
+        check = Check(r.measure, r.stratum, int(r.n), r.candidate, r.baseline, r.delta, r.ci_low, r.ci_high, status,
+                      p_value=r.p_value, p_adjusted=float(r.p_adjusted))
+        if status == "fail" and not r.p_adjusted < 0.05:
+            check.note = f"the regression is not significant after {P_ADJUST} correction (adjusted p = {r.p_adjusted:.3f})"
+        checks.append(check)
     return checks
 
 
@@ -251,7 +244,8 @@ def judged_check(run: Run, qrels, queries, *, k: int = 10, policy: GatePolicy = 
     """
     floor, action = policy.judged_floor, policy.judged_action
     judged = {(r.query_id, r.doc_id) for r in qrels}
-    fractions, unjudged = [], {}
+    fractions: list[float] = []
+    unjudged: dict[tuple[str, str], int] = {}
     for q in queries:
         top = run.get_hits(q.query_id)[:k]
         if not top:
@@ -304,9 +298,9 @@ def losses(cand: Ranking, base: Ranking | None, cand_pq, base_pq, qrels, measure
            top: int = 10) -> list[dict[str, Any]]:
     """The queries that lost most on ``measure``, with the relevant documents the baseline had in
     its top k and the candidate did not, and the baseline lanes that had found each one."""
-    if base_pq is None:
+    if base_pq is None or base is None:
         return []
-    rel = {}
+    rel: dict[str, set[str]] = {}
     for r in qrels:
         if r.relevance >= 1:
             rel.setdefault(r.query_id, set()).add(r.doc_id)
@@ -394,7 +388,7 @@ def _stamp(res: GateResult, layer) -> GateResult:
     return res
 
 
-def gate_pair(candidate: Ranking, baseline: Ranking, dataset, *, measures: Sequence[str] = DEFAULT_MEASURES,
+def gate_pair(candidate: Ranking, baseline: Ranking, dataset, *, measures: Sequence[str] = GATE_MEASURES,
               policy: GatePolicy = GatePolicy(), splits: Sequence[str] = SPLITS, seed: int = DEFAULT_SEED,
               judged_k: int = 10, layer: Any = None) -> GateResult:
     """Candidate vs a baseline ranking: paired decisions per measure and stratum, judged coverage, losses.

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import math
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -26,9 +27,8 @@ from workbench.errors import ConfigError
 from workbench.io.toml import read_toml
 from workbench.types import SPLITS
 
-#: The bootstrap seed of paired decisions (``--seed``), and the measures gated when none are named.
-DEFAULT_SEED = 20261129
-DEFAULT_MEASURES = ("R@10",)
+#: The measures gated when none are named (the bootstrap seed of paired decisions is :data:`workbench.types.DEFAULT_SEED`).
+GATE_MEASURES = ("R@10",)
 
 
 class GatePolicy(BaseModel):
@@ -65,20 +65,20 @@ class GatePolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    margin: float = Field(0.01, ge=0.0, le=1.0, allow_inf_nan=False, description=(
+    margin: float = Field(default=0.01, ge=0.0, le=1.0, allow_inf_nan=False, description=(
         "the non-inferiority margin δ: the largest fall of a measure's mean still accepted, an absolute "
         "difference in the measure's own units (0.01 = one point of recall@10)"))
-    min_queries: int = Field(30, ge=1, description=(
+    min_queries: int = Field(default=30, ge=1, description=(
         "the fewest queries a stratum needs to be decided; a smaller stratum is reported as too-few, never failed"))
-    judged_floor: float = Field(0.1, ge=0.0, le=1.0, allow_inf_nan=False, description=(
+    judged_floor: float = Field(default=0.1, ge=0.0, le=1.0, allow_inf_nan=False, description=(
         "the lowest mean Judged@10 of the candidate (the fraction of its top 10 that the qrels judge, 0-1) "
         "accepted without judged_action"))
-    judged_action: Literal["warn", "fail"] = Field("warn", description=(
+    judged_action: Literal["warn", "fail"] = Field(default="warn", description=(
         "what a mean Judged@10 below judged_floor does: warn (listing the documents to judge next) or fail the gate"))
-    empty_floor: float = Field(0.0, ge=0.0, le=1.0, allow_inf_nan=False, description=(
+    empty_floor: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False, description=(
         "the lowest share of the dataset's unanswerable queries (type negative) the candidate must answer with "
         "nothing, 0-1; below it the gate fails (0: not checked)"))
-    false_empty_ceiling: float = Field(1.0, ge=0.0, le=1.0, allow_inf_nan=False, description=(
+    false_empty_ceiling: float = Field(default=1.0, ge=0.0, le=1.0, allow_inf_nan=False, description=(
         "the highest share of answerable queries (a relevant judgment) the candidate may answer with nothing, 0-1; "
         "above it the gate fails (1: not checked)"))
 

@@ -11,9 +11,10 @@ import datetime as _dt
 import json
 import math
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, cast
 
 from workbench.errors import DataError
 from workbench.gate.decide import GateResult
@@ -37,7 +38,8 @@ def markdown(res: GateResult) -> str:
         lines.append(f"| {c.measure} | {c.stratum} | {c.n} | {c.candidate:.4f} | {c.baseline:.4f} | {c.diff:+.4f} | "
                      f"{ci} | {p} | {pa} | {c.status} |")
     if any(not math.isnan(c.p_adjusted) for c in res.checks):
-        lines += ["", f"p: paired sign-flip randomisation test, two-sided; adjusted over the {sum(not math.isnan(c.p_value) for c in res.checks)} "
+        lines += ["", "p: paired sign-flip randomisation test, two-sided; adjusted over the "
+                  f"{sum(not math.isnan(c.p_value) for c in res.checks)} "
                   f"paired checks above by {P_ADJUST_NAME[P_ADJUST]} (Holm 1979). Decisions follow the CIs."]
     j = res.judged
     if j:
@@ -105,8 +107,9 @@ def junit(results: Sequence[GateResult]) -> str:
     if len(suites) == 1:
         root = suites[0]
     else:
-        root = ET.Element("testsuites", tests=str(sum(int(s.get("tests")) for s in suites)),
-                          failures=str(sum(int(s.get("failures")) for s in suites)))
+        # _junit_suite sets both attributes on every suite
+        root = ET.Element("testsuites", tests=str(sum(int(cast(str, s.get("tests"))) for s in suites)),
+                          failures=str(sum(int(cast(str, s.get("failures"))) for s in suites)))
         root.extend(suites)
     ET.indent(root, space="")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
@@ -137,7 +140,7 @@ class GateReport:
     @classmethod
     def of(cls, results: Sequence[GateResult], command: Sequence[str]) -> GateReport:
         """A report of ``results`` made now."""
-        return cls(_dt.datetime.now(_dt.timezone.utc), list(command), max((r.exit_code for r in results), default=0),
+        return cls(_dt.datetime.now(_dt.UTC), list(command), max((r.exit_code for r in results), default=0),
                    list(results))
 
     @property
@@ -175,7 +178,7 @@ class GateReport:
     def save(self, home: Path) -> Path:
         """Write the report to ``<home>/gates/gate-<created, UTC to the microsecond>-<pid>.json``; returns the path.
 
-        Written atomically (:func:`workbench.durable.atomic_write_json`: a temporary file, ``fsync``,
+        Written atomically (:func:`workbench._infra.durable.atomic_write_json`: a temporary file, ``fsync``,
         rename), so a reader never sees half a report and a failed write leaves nothing behind.
 
         Raises:
@@ -184,9 +187,9 @@ class GateReport:
         """
         import os
 
-        from workbench import durable
+        from workbench._infra import durable
 
-        created = self.created or _dt.datetime.now(_dt.timezone.utc)
+        created = self.created or _dt.datetime.now(_dt.UTC)
         folder = home / "gates"
         path = folder / f"gate-{created:%Y%m%dT%H%M%S%fZ}-{os.getpid()}.json"
         body = self.to_json()

@@ -18,14 +18,18 @@ Exit codes (CLI): 0 pass, 1 regression, 2 usage or data error.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from workbench.errors import ConfigError
 from workbench.gate.decide import GateResult, gate_expected, gate_pair
-from workbench.gate.policy import DEFAULT_MEASURES, DEFAULT_SEED, GatePolicy, load_gate_file
+from workbench.gate.policy import GATE_MEASURES, GatePolicy, load_gate_file
 from workbench.gate.sources import experiment_layer, load_source, source_layer
-from workbench.types import SPLITS
+from workbench.types import DEFAULT_SEED, SPLITS
+
+if TYPE_CHECKING:
+    from workbench.judging.store import JudgmentStore
 
 
 class _Layers:
@@ -34,7 +38,7 @@ class _Layers:
 
     def __init__(self, layer: str, home: Path, log: Callable[[str], None]):
         self.layer, self.home, self.log = layer, home, log
-        self.store = None
+        self.store: JudgmentStore | None = None
         self.loaded: dict[str, Any] = {}
 
     def __call__(self, ds) -> Any:
@@ -116,7 +120,7 @@ def run_gate_file(path: Path, *, home: Path, options: Mapping[str, Any] | None =
     return results
 
 
-def run_pair(candidate: str, baseline: str, dataset: str, *, home: Path, measures: Sequence[str] = DEFAULT_MEASURES,
+def run_pair(candidate: str, baseline: str, dataset: str, *, home: Path, measures: Sequence[str] = GATE_MEASURES,
              options: Mapping[str, Any] | None = None, splits: Sequence[str] = (), qrels: str | None = None,
              seed: int = DEFAULT_SEED, log: Callable[[str], None] = lambda _m: None) -> GateResult:
     """``workbench gate --candidate SOURCE --baseline SOURCE --dataset NAME``: the paired gate.

@@ -14,9 +14,10 @@ the experiment behind a source declares.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from workbench.errors import ConfigError, DataError
 from workbench.run import Run
@@ -122,8 +123,8 @@ def source_layer(spec: str) -> str | None:
 def experiment_layer(path: Path) -> str | None:
     """The ``qrels`` layer an experiment file declares (``built`` when it declares none); None when the
     file does not load (its own error comes when it is read)."""
-    from workbench.experiment.config import load_experiment
     from workbench.errors import WorkbenchError
+    from workbench.experiment.config import load_experiment
 
     try:
         return load_experiment(Path(path)).qrels

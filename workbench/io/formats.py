@@ -3,7 +3,7 @@
 All writers are deterministic (sorted rows, ``\\n`` line ends, UTF-8, no BOM), so two
 builds from the same inputs give byte-identical files, and durable: each file is written
 to a temporary file beside it, ``fsync``-ed and renamed into place
-(:mod:`workbench.durable`), so a crash or a full disk never leaves half a file, and a
+(:mod:`workbench._infra.durable`), so a crash or a full disk never leaves half a file, and a
 write that fails raises :class:`~workbench.errors.StorageError` naming the path and the
 fix. All readers raise :class:`~workbench.errors.DataError` naming the file and line on
 malformed input.
@@ -25,10 +25,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
 
-from workbench import durable
+from workbench._infra import durable
 from workbench.errors import DataError
 from workbench.types import QUERY_TYPES, SPLITS, Document, Qrel, Query
 
@@ -63,7 +63,7 @@ def _unquote(field: str) -> str:
 
 def write_queries(path: Path, queries: Iterable[Query]) -> None:
     """Write queries as TSV sorted by query_id (atomically, see the module docstring). The ``filter`` column
-    (canonical JSON, :mod:`workbench.data.facets`) is written only when some query has a filter, so a query set
+    (canonical JSON, :mod:`workbench.io.facets`) is written only when some query has a filter, so a query set
     without filters keeps its bytes (and its hash, which keys every cached lane run).
 
     Raises:
@@ -91,10 +91,10 @@ def read_queries(path: Path, facet_values: Callable[[], Mapping[str, set]] | Non
                  dataset: str = "") -> list[Query]:
     """Read a queries TSV written by :func:`write_queries` (the ``group`` and ``filter`` columns are optional).
 
-    A ``filter`` is parsed (:func:`workbench.data.facets.parse_filter`) and stored canonical; with
-    ``facet_values`` (a function returning :func:`workbench.data.facets.facet_values` of the dataset's documents,
+    A ``filter`` is parsed (:func:`workbench.io.facets.parse_filter`) and stored canonical; with
+    ``facet_values`` (a function returning :func:`workbench.io.facets.facet_values` of the dataset's documents,
     called once, at the first filter) it is also checked against the documents
-    (:func:`~workbench.data.facets.check_filter`).
+    (:func:`~workbench.io.facets.check_filter`).
 
     Reads both the quoted files (``csv`` ``QUOTE_MINIMAL``: a field with ``"`` is wrapped in
     quotes, inner quotes doubled) and the older unquoted ones: a field is unquoted only when
@@ -105,7 +105,7 @@ def read_queries(path: Path, facet_values: Callable[[], Mapping[str, set]] | Non
             or split, duplicate query_id, a filter that does not parse or names a facet or value the documents
             lack (names the file and line).
     """
-    from workbench.data.facets import check_filter, parse_filter
+    from workbench.io.facets import check_filter, parse_filter
 
     values: Mapping[str, set] | None = None
 

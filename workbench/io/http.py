@@ -1,6 +1,6 @@
 """One bounded JSON-over-HTTP client for every remote service the workbench calls.
 
-The remote reranker (:mod:`workbench.http_scorer`), the ``openai`` embedder and the ``http`` retriever lane all
+The remote reranker (:mod:`workbench.reranking.http`), the ``openai`` embedder and the ``http`` retriever lane all
 speak JSON over HTTP to a server the workbench does not control. They share these rules (one definition each):
 
 * **a deadline per attempt**: ``timeout_s`` covers connecting, sending, waiting and reading the whole answer. A
@@ -31,9 +31,10 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests

@@ -35,7 +35,7 @@ at least :data:`MIN_SHARED` units and a defined kappa).
 
 **Confidence intervals**: 95% percentile bootstrap (Efron and Tibshirani, *An Introduction
 to the Bootstrap*, 1993). The resampling unit is the (query, document) pair: each of
-``resamples`` (default :data:`RESAMPLES`) resamples draws the pairable units of the
+``resamples`` (default :data:`AGREEMENT_RESAMPLES`) resamples draws the pairable units of the
 statistic with replacement, same count, and recomputes it; a resample where the statistic
 is undefined (no variation) is skipped. Seeded (default :data:`SEED`); each statistic uses
 its own stream derived from the seed and its name, so an interval does not change when
@@ -64,28 +64,32 @@ import math
 import warnings
 import zlib
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
 from workbench.errors import DataError
 from workbench.judging.layers import is_stale, short_pairs  # is_stale: the rule of final_grades, used here too
 from workbench.judging.store import GRADES, JudgeError, JudgmentStore, Rater
+from workbench.types import DEFAULT_SEED
 
 #: The grades, in order (Krippendorff's value domain, the kappa labels).
 VALUES: tuple[int, ...] = tuple(sorted(GRADES))
 
 #: Bootstrap resamples per confidence interval.
-RESAMPLES = 2_000
+AGREEMENT_RESAMPLES = 2_000
 
 #: Default bootstrap seed (the workbench's; ``workbench gate`` uses the same).
-SEED = 20261129
+SEED = DEFAULT_SEED
 
 #: Units two raters must share for their pair to enter a rater's mean kappa.
 MIN_SHARED = 2
 
 LEVELS = ("nominal", "ordinal", "interval")
+#: The levels of measurement the ``krippendorff`` package takes (this module computes the first three, :data:`LEVELS`).
+Level = Literal["nominal", "ordinal", "interval", "ratio"]
 
 
 @dataclass(frozen=True)
@@ -228,7 +232,7 @@ def alpha_from_coincidence(o: np.ndarray, level: str = "ordinal", values: Sequen
     return np.where((expected > 0) & (n >= 2), out, np.nan)
 
 
-def krippendorff_alpha(data: np.ndarray, level: str = "ordinal", values: Sequence[float] = VALUES) -> float | None:
+def krippendorff_alpha(data: np.ndarray, level: Level = "ordinal", values: Sequence[float] = VALUES) -> float | None:
     """Krippendorff's alpha of reliability data by the ``krippendorff`` package (Krippendorff 2011).
 
     Args:
@@ -333,13 +337,13 @@ def _estimate(value: float | None, boot: np.ndarray | None, units: int) -> Estim
     if value is None or boot is None:
         return Estimate(value, None, None, units)
     lo, hi = _interval(boot)
-    if lo is not None:  # the package's value and the vectorised resamples may differ in the last bits
+    if lo is not None and hi is not None:  # the package's value and the vectorised resamples may differ in the last bits
         lo = value if abs(lo - value) < 1e-12 else lo
         hi = value if abs(hi - value) < 1e-12 else hi
     return Estimate(value, lo, hi, units)
 
 
-def alpha_estimate(data: np.ndarray, *, level: str = "ordinal", seed: int = SEED, resamples: int = RESAMPLES,
+def alpha_estimate(data: np.ndarray, *, level: Level = "ordinal", seed: int = SEED, resamples: int = AGREEMENT_RESAMPLES,
                    label: str = "alpha") -> Estimate:
     """Krippendorff's alpha of ``(raters, units)`` data with a 95% percentile bootstrap CI over units.
 
@@ -368,7 +372,7 @@ def _onehots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def kappa_estimate(a: np.ndarray, b: np.ndarray, *, seed: int = SEED, resamples: int = RESAMPLES,
+def kappa_estimate(a: np.ndarray, b: np.ndarray, *, seed: int = SEED, resamples: int = AGREEMENT_RESAMPLES,
                    label: str = "kappa") -> Estimate:
     """Linearly weighted Cohen's kappa of two raters (vectors over the same units, NaN where one did
     not grade) with a 95% percentile bootstrap CI over the units both graded. The point estimate
@@ -385,12 +389,14 @@ def kappa_estimate(a: np.ndarray, b: np.ndarray, *, seed: int = SEED, resamples:
     return _estimate(value, boot, units)
 
 
-def _mean_kappa_estimate(data: np.ndarray, r: int, *, seed: int, resamples: int, label: str) -> tuple[Estimate, list[str]]:
+def _mean_kappa_estimate(data: np.ndarray, r: int, *, seed: int, resamples: int, label: str) -> tuple[Estimate, list[int]]:
     """Rater ``r``'s mean kappa with every other rater sharing ≥ MIN_SHARED units and a defined kappa;
     the CI resamples the pairable units ``r`` graded (one resample serves every partner)."""
     mine = ~np.isnan(data[r]) & (np.sum(~np.isnan(data), axis=0) >= 2)
     sub = data[:, mine]
-    partners, values, cells = [], [], []
+    partners: list[int] = []
+    values: list[float] = []
+    cells: list[np.ndarray] = []
     for p in range(data.shape[0]):
         if p == r:
             continue
@@ -412,10 +418,10 @@ def _mean_kappa_estimate(data: np.ndarray, r: int, *, seed: int, resamples: int,
     stack = np.stack(cells, axis=1).reshape(units, -1)  # (units, partners * 9)
     parts = []
     for w in _resample_counts(units, resamples, _rng(seed, label)):
-        k = kappa_from_confusion((w @ stack).reshape(len(w), len(partners), len(VALUES), len(VALUES)))
+        kb = kappa_from_confusion((w @ stack).reshape(len(w), len(partners), len(VALUES), len(VALUES)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            parts.append(np.nanmean(k, axis=1))
+            parts.append(np.nanmean(kb, axis=1))
     return _estimate(value, np.concatenate(parts), units), partners
 
 
@@ -423,7 +429,7 @@ def _mean_kappa_estimate(data: np.ndarray, r: int, *, seed: int, resamples: int,
 
 
 def agreement(rows: Iterable[Mapping], *, query_types: Mapping[str, str] | None = None,
-              doc_hashes: Mapping[str, str] | None = None, seed: int = SEED, resamples: int = RESAMPLES) -> dict:
+              doc_hashes: Mapping[str, str] | None = None, seed: int = SEED, resamples: int = AGREEMENT_RESAMPLES) -> dict:
     """Agreement among the raters of one dataset (see the module docstring for every definition).
 
     Args:
@@ -431,7 +437,7 @@ def agreement(rows: Iterable[Mapping], *, query_types: Mapping[str, str] | None 
         query_types: query_id → query type (``paraphrase``, ``term``, …) for the per-type
             alphas; None: no per-type breakdown. A query not in it counts as ``unknown``.
         doc_hashes: doc_id → built document hash; stale judgments are left out (counted).
-        seed, resamples: the bootstrap's (:data:`SEED`, :data:`RESAMPLES`).
+        seed, resamples: the bootstrap's (:data:`SEED`, :data:`AGREEMENT_RESAMPLES`).
 
     Returns:
         A JSON-ready dict::
@@ -529,7 +535,7 @@ def doc_hashes_of(ds, doc_ids: Iterable[str] | None = None) -> dict[str, str]:
 
 def store_agreement(store: JudgmentStore, dataset: str, *, ds=None, query_types: Mapping[str, str] | None = None,
                     doc_hashes: Mapping[str, str] | None = None, seed: int = SEED,
-                    resamples: int = RESAMPLES) -> dict:
+                    resamples: int = AGREEMENT_RESAMPLES) -> dict:
     """:func:`agreement` on the store's current judgments of ``dataset`` (everyone's: for engineers
     and the adjudicators' panel, never for a plain rater's page).
 
@@ -581,7 +587,7 @@ def disagreements(rows: Iterable[Mapping], adjudications: Iterable[Mapping], adj
         if not is_stale(r, doc_hashes):
             by_pair[(r["query_id"], r["doc_id"])].append(r)
     latest = {(a["query_id"], a["doc_id"]): a for a in adjudications if not is_stale(a, doc_hashes)}
-    out = []
+    out: list[dict[str, Any]] = []
     for key, js in by_pair.items():
         grades = [int(j["grade"]) for j in js if not j.get("cannot_judge") and j.get("grade") is not None]
         disagree = len(grades) >= 2 and (max(grades) - min(grades) >= adjudicate_at

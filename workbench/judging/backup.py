@@ -31,8 +31,10 @@ import json
 import os
 import secrets
 import zlib
+from collections.abc import Callable
+from datetime import UTC
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO
 
 from workbench.judging.store import SCHEMA_VERSION, JudgeError, JudgmentStore, token_hash
 
@@ -153,7 +155,7 @@ def backup(store: JudgmentStore, path: Path) -> dict[str, int]:
         JudgeError: the store has no schema yet (nothing to back up).
         OSError: the file cannot be written (the temporary file is removed).
     """
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     path = Path(path)
     if store.version() == 0:
@@ -164,7 +166,7 @@ def backup(store: JudgmentStore, path: Path) -> dict[str, int]:
     try:
         with store.snapshot(), _open_write(tmp, path.name.endswith(".gz")) as out:
             header = {"format": FORMAT, "version": VERSION, "schema_version": store.version(),
-                      "created_at": datetime.now(timezone.utc).isoformat(),
+                      "created_at": datetime.now(UTC).isoformat(),
                       "tokens": "not included: restored raters get new tokens with `workbench judge rater token NAME`",
                       "tables": [t for t, _k, _s in TABLES]}
             out.write(json.dumps(header, ensure_ascii=False) + "\n")

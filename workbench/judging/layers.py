@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Any
 
 from workbench.types import Qrel
 
@@ -170,7 +171,7 @@ def qrels_sha256(qrels: Iterable[Qrel]) -> str:
     """sha256 hex of qrels as sorted TREC lines (what MLflow logs beside the layer's name)."""
     h = hashlib.sha256()
     for r in sorted(qrels):
-        h.update(f"{r.query_id} 0 {r.doc_id} {r.relevance}\n".encode("utf-8"))
+        h.update(f"{r.query_id} 0 {r.doc_id} {r.relevance}\n".encode())
     return h.hexdigest()
 
 
@@ -302,7 +303,7 @@ def human_layers(ds, store) -> tuple[LayerQrels, LayerQrels]:
     overridden = sum(1 for key, g in final.items() if key in built and built[key] != g.grade)
     added = sum(1 for key in final if key not in built)
     queries = frozenset(q for q, _d in final)
-    common = dict(human_pairs=len(final), stale=stale, human_queries=queries)
+    common: dict[str, Any] = dict(human_pairs=len(final), stale=stale, human_queries=queries)
     return (LayerQrels("human", ds.name, human, qrels_sha256(human), **common),
             LayerQrels("merged", ds.name, merged, qrels_sha256(merged), overridden=overridden, added=added, **common))
 

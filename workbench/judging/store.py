@@ -42,10 +42,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import secrets
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, cast
 
 from workbench.errors import WorkbenchError
 from workbench.names import name_error
@@ -315,11 +318,26 @@ class JudgmentStore:
             self.migrate()
 
     @classmethod
-    def open(cls, home=None) -> "JudgmentStore":
-        """The store of the workbench's server (``WORKBENCH_PG_DSN``, else the home's embedded one)."""
-        from workbench.engines.pg_client import server_dsn
+    def open(cls, home=None, *, migrate: bool = True, quiet: bool = False) -> JudgmentStore:
+        """The store of the workbench's server: ``WORKBENCH_PG_DSN``, else the home's embedded one
+        (started when needed). The one way the workbench opens the judgment store.
 
-        return cls(server_dsn(home))
+        Args:
+            home: the workbench home (None: :func:`workbench.settings.home_dir`).
+            migrate: create or upgrade the schema (False: create nothing).
+            quiet: keep the embedded server's start-up lines off stderr.
+
+        Raises:
+            PgError: the server cannot be started or reached (names its log and the fix).
+        """
+        from workbench.engines.pg_client import DSN_ENV, server_dsn
+
+        if quiet and not os.environ.get(DSN_ENV, "").strip():
+            from workbench.services import postgres
+            from workbench.settings import home_dir
+
+            return cls(postgres.attach(Path(home) if home is not None else home_dir()), migrate=migrate)
+        return cls(server_dsn(home), migrate=migrate)
 
     # ------------------------------------------------------------ connection and schema
 
@@ -331,14 +349,14 @@ class JudgmentStore:
         """Close the connection (it reopens on the next call)."""
         self._session.close()
 
-    def __enter__(self) -> "JudgmentStore":
+    def __enter__(self) -> JudgmentStore:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
     @contextmanager
-    def snapshot(self) -> Iterator["JudgmentStore"]:
+    def snapshot(self) -> Iterator[JudgmentStore]:
         """Read the store as of one moment: the reads inside share one ``REPEATABLE READ, READ ONLY``
         transaction, so an export's file, counts and agreement agree while raters keep judging.
         Inside a transaction already, it adds nothing (that transaction's snapshot rules).
@@ -672,8 +690,8 @@ class JudgmentStore:
 
     def _reopen_for_another(self, conn, assignment_id: int) -> bool:
         """After a "cannot judge" on ``assignment_id``: when more active raters (either role) have no slot
-        on that pair than it has unclaimed slots, add one more open slot to the pair (and put it back in the queue of every such rater who
-        already has a queue for the pool; the others get it with their queue), so the pair still gets
+        on that pair than it has unclaimed slots, add one more open slot to the pair (and put it back in the queue of
+        every such rater who already has a queue for the pool; the others get it with their queue), so the pair still gets
         its ``raters_per_pair`` grades. Returns whether a slot was added; when not, the pair waits for an
         adjudicator (:func:`workbench.judging.agreement.disagreements`). Runs in the caller's transaction."""
         pair_id, pool_id = conn.execute(
@@ -817,7 +835,7 @@ class JudgmentStore:
         if not adjudicator.is_adjudicator:
             raise JudgeError(f"{adjudicator.name} is a rater, not an adjudicator; an adjudicator's token is made with "
                              "`workbench judge rater add NAME --adjudicator`")
-        grade = _check_grade(grade, False)
+        grade = cast(int, _check_grade(grade, False))  # an int: None only with cannot_judge
         note = _check_note(note)
         conn = self.conn()
         with conn.transaction():
@@ -881,11 +899,11 @@ class _WriteSession:
     :class:`workbench.engines.pg_client.Session` it may write."""
 
     def __init__(self, dsn: str):
-        from workbench.engines.pg_client import redact
+        from workbench.engines.pg_client import redact_dsn
 
         self._dsn = dsn
         self._conn = None
-        self.where = redact(dsn)
+        self.where = redact_dsn(dsn)
 
     def get(self):
         from workbench.engines.pg_client import connect
@@ -898,3 +916,18 @@ class _WriteSession:
         if self._conn is not None and not self._conn.closed:
             self._conn.close()
         self._conn = None
+
+
+#: The command that creates the first rater (and so the judgment store), for messages.
+RATER_ADD_COMMAND = "workbench judge rater add NAME"
+
+
+def store_exists(home: Path) -> bool:
+    """Whether a judgment store may hold raters, decided without creating anything:
+    ``WORKBENCH_PG_DSN`` is set, or the home's embedded PostgreSQL has a data folder."""
+    from workbench.engines.pg_client import DSN_ENV
+    from workbench.services import postgres
+
+    if os.environ.get(DSN_ENV, "").strip():
+        return True
+    return (postgres.layout(Path(home)).pgdata / "PG_VERSION").is_file()

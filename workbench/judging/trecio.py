@@ -41,12 +41,12 @@ import hashlib
 import io
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from workbench.errors import DataError
-from workbench.names import NAME_RULE, is_name
 from workbench.judging.store import GRADES, JudgeError, JudgmentStore, document_hash
+from workbench.names import NAME_RULE, is_name
 
 #: The CSV header of an import (and of ``export --format csv``).
 CSV_COLUMNS = ("query_id", "doc_id", "relevance", "rater")
@@ -202,10 +202,10 @@ def read_judgments_file(path: Path, *, rater: str | None = None) -> tuple[str, l
             raise _refuse(f"{path}:{first + 1}", "TREC qrels name no rater; say who judged them with --rater NAME "
                                                  f"(or import a CSV with the header {','.join(CSV_COLUMNS)})")
         for n, raw in enumerate(lines, start=1):
-            line = raw.rstrip("\r")
-            if not line.strip():
+            stripped = raw.rstrip("\r")
+            if not stripped.strip():
                 continue
-            cols = line.split()
+            cols = stripped.split()
             if len(cols) != 4:
                 errors.add(n, f"a TREC qrels line has 4 whitespace-separated columns (query_id 0 doc_id relevance), "
                               f"got {len(cols)}")
@@ -341,7 +341,7 @@ def export(store: JudgmentStore, ds, path: Path, *, layer: str = "human", fmt: s
             always each rater's own grades.
         fmt: ``trec`` or ``csv``.
         seed, resamples: the agreement summary's bootstrap (default
-            :data:`workbench.judging.agreement.SEED`, :data:`~workbench.judging.agreement.RESAMPLES`).
+            :data:`workbench.judging.agreement.SEED`, :data:`~workbench.judging.agreement.AGREEMENT_RESAMPLES`).
         manifest_sha256: the sha256 of the dataset's ``manifest.json`` (default: read from the
             home's built dataset).
 
@@ -364,7 +364,7 @@ def export(store: JudgmentStore, ds, path: Path, *, layer: str = "human", fmt: s
         StorageError: a file cannot be written (names the path and the fix).
         PgError: the server cannot be reached.
     """
-    from workbench import durable
+    from workbench._infra import durable
     from workbench.io.formats import write_qrels
     from workbench.judging import agreement as ag
     from workbench.judging.layers import final_grades, human_qrels, merged_qrels, qrels_sha256
@@ -418,7 +418,7 @@ def export(store: JudgmentStore, ds, path: Path, *, layer: str = "human", fmt: s
 
     report = ag.agreement(judgments, query_types={q.query_id: q.query_type for q in ds.queries}, doc_hashes=hashes,
                           seed=ag.SEED if seed is None else seed,
-                          resamples=ag.RESAMPLES if resamples is None else resamples)
+                          resamples=ag.AGREEMENT_RESAMPLES if resamples is None else resamples)
     queue = ag.disagreements(judgments, adjudications, adjudicate_at, doc_hashes=hashes)
     prov: dict = {
         "dataset": ds.name,
@@ -430,7 +430,7 @@ def export(store: JudgmentStore, ds, path: Path, *, layer: str = "human", fmt: s
         "lines": lines,
         "qrels_sha256": digest,
         "file_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-        "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "store": {"schema_version": version},
         "counts": counts,
         "raters": ag.grade_counts(judgments),

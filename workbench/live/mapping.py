@@ -13,11 +13,11 @@ answer, and mapping a system's ids or addresses to the dataset's ``doc_id``s.
   within it. Without a ``score`` expression every hit gets ``-rank`` (the system's order is the ranking). With
   one, a hit whose score is missing or not a finite number is dropped and counted (``unscored``), the others
   kept; when no hit of an answer has one, the expression is wrong and the answer is malformed.
-* **Ids** (:class:`retrievers._live.IdMapper`). ``id_map``: ``"doc_id"`` (the system returns the dataset's ids), ``"address"`` (its canonical
-  addresses, ``BG 2.47`` exactly as the dataset writes them, case and spacing aside), ``"metadata:FIELD"`` (a
-  field of the documents' metadata, e.g. ``metadata:verse_id``), or ``"reference"`` (any address the reference
-  grammar reads, in Latin or Cyrillic, ``бг 2.47``: the unit it addresses). An id that maps to no document is
-  dropped from the hits and counted.
+* **Ids** (:class:`retrievers._live.IdMapper`). ``id_map``: ``"doc_id"`` (the system returns the dataset's ids),
+  ``"address"`` (its canonical addresses, ``BG 2.47`` exactly as the dataset writes them, case and spacing aside),
+  ``"metadata:FIELD"`` (a field of the documents' metadata, e.g. ``metadata:verse_id``), or ``"reference"`` (any
+  address the reference grammar reads, in Latin or Cyrillic, ``бг 2.47``: the unit it addresses). An id that maps
+  to no document is dropped from the hits and counted.
 
 Order: hits keep the system's order among equal scores (each hit's ``tiebreak`` is minus its position), so a
 served config read back ranks exactly as it was served.
@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 from urllib.parse import quote
 
 from workbench.errors import ConfigError
@@ -102,10 +103,10 @@ def resolve_headers(headers: Mapping[str, str], where: str) -> dict[str, str]:
     """
     out = {}
     for name, value in headers.items():
-        def env(m: re.Match) -> str:
+        def env(m: re.Match) -> str:  # called by the re.sub below, in this iteration only
             got = os.environ.get(m.group(1), "").strip()
             if not got:
-                raise ConfigError(f"{where} header {name} takes ${{{m.group(1)}}}, which is not set; export "
+                raise ConfigError(f"{where} header {name} takes ${{{m.group(1)}}}, which is not set; export "  # noqa: B023
                                   f"{m.group(1)}=<value> before running")
             return got
 

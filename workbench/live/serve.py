@@ -29,9 +29,10 @@ import itertools
 import math
 import re
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.services.policy import Bounds
@@ -107,14 +108,14 @@ class Searcher:
         Raises:
             BadRequest: ``invalid_argument`` for a text that is not a non-empty string of at most
                 :data:`MAX_QUERY_CHARS` characters, a ``k`` that is not a positive integer, or a filter that does
-                not parse or names a facet or value the dataset lacks (:mod:`workbench.data.facets`);
+                not parse or names a facet or value the dataset lacks (:mod:`workbench.io.facets`);
                 ``dependency_failed`` when a lane's service fails.
 
         A filter is applied as in an evaluation: by each lane that can (SQL, OpenSearch), and after the fact
         for the others (:func:`workbench.experiment.runner.filter_hits`).
         """
-        from workbench.data.facets import check_filter, parse_filter
         from workbench.experiment.runner import config_run, filter_hits
+        from workbench.io.facets import check_filter, parse_filter
         from workbench.text.query import clean
         from workbench.types import Query
 

@@ -72,7 +72,7 @@ disk-watermark checks off (a nearly full disk would otherwise make indexes read-
 audit log off. :func:`up` waits until the cluster is at least yellow.
 
 **Concurrency:** :func:`up` and :func:`down` hold the home's server lock
-(:func:`workbench.locks.server_lock`), so two commands on one home never start two nodes.
+(:func:`workbench._infra.locks.server_lock`), so two commands on one home never start two nodes.
 
 Java: ``OPENSEARCH_JAVA_HOME``, else ``JAVA_HOME``, else the ``java`` on ``PATH``
 (OpenSearch 2.19 runs on Java 11–23; Java 17 is the tested one).
@@ -95,9 +95,10 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from workbench.errors import ServiceError, WorkbenchError
 
@@ -369,7 +370,7 @@ def _write_private(path: Path, data: bytes, ids: tuple[int, int] | None = None) 
     Raises:
         StorageError: the folder cannot be written (names the path and the fix).
     """
-    from workbench.durable import atomic_path
+    from workbench._infra.durable import atomic_path
 
     with atomic_path(path, mode=0o600) as tmp:
         with open(tmp, "wb") as fh:
@@ -385,7 +386,7 @@ def _private_dir(path: Path, ids: tuple[int, int] | None = None) -> Path:
         ServiceError: ``path`` is a link or not a folder (names it and the fix).
         StorageError: it cannot be created.
     """
-    from workbench.durable import mkdirs
+    from workbench._infra.durable import mkdirs
 
     mkdirs(path)
     st = os.lstat(path)
@@ -437,7 +438,7 @@ def _make_certificates() -> dict[str, bytes]:
         return x509.Name([x509.NameAttribute(oids[k], v) for k, v in
                           reversed([part.split("=", 1) for part in dn.split(",")])])
 
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     start, end = now - datetime.timedelta(days=1), now + datetime.timedelta(days=3650)
     ca_key = key()
     ca_name = name(f"CN=workbench-ca-{_secrets.token_hex(4)},O=workbench")
@@ -521,7 +522,7 @@ def ensure_secrets(home: Path, *, ids: tuple[int, int] | None = None, create: bo
     except (OSError, ServiceError):
         current = False
     if not current:
-        from workbench.durable import atomic_write_bytes
+        from workbench._infra.durable import atomic_write_bytes
 
         atomic_write_bytes(ca_path(home), ca)  # public: the CA's certificate, not its key
         _write_private(credentials_path(home), (json.dumps(
@@ -729,8 +730,8 @@ def _chown_tree(path: Path, ids: tuple[int, int], skip: Path | None = None) -> N
 
 
 def _pid_alive(pid: int) -> bool:
-    """Whether a process ``pid`` (> 0) exists (:func:`workbench.procs.pid_exists`)."""
-    from workbench.procs import pid_exists
+    """Whether a process ``pid`` (> 0) exists (:func:`workbench._infra.procs.pid_exists`)."""
+    from workbench._infra.procs import pid_exists
 
     return isinstance(pid, int) and pid > 0 and pid_exists(pid)
 
@@ -846,7 +847,7 @@ def _read_state(home: Path, log: Callable[[str], None] = lambda _m: None, *, rep
     st = _parse_state(text)
     if st is not None and not _belongs_to(st, home):
         if repair:
-            from workbench.locks import server_lock
+            from workbench._infra.locks import server_lock
 
             with server_lock(home, "opensearch", log=log):
                 aside = path.with_name(path.name + ".foreign")
@@ -856,7 +857,7 @@ def _read_state(home: Path, log: Callable[[str], None] = lambda _m: None, *, rep
         return None
     if st is not None or not repair:
         return st
-    from workbench.locks import server_lock
+    from workbench._infra.locks import server_lock
 
     with server_lock(home, "opensearch", log=log):
         try:
@@ -891,7 +892,7 @@ def _parse_state(text: str | None) -> dict | None:
 
 
 def _write_state(home: Path, state: NodeState) -> None:
-    from workbench.durable import atomic_write_json
+    from workbench._infra.durable import atomic_write_json
 
     path = atomic_write_json(state_path(home), asdict(state), indent=2)
     os.chmod(path, 0o600)
@@ -968,7 +969,7 @@ def up(home: Path, *, port: int | None = None, heap: str | None = None, timeout:
             home's credentials and they could not be reset.
         StorageError: a file of the node or of the home cannot be written.
     """
-    from workbench.locks import server_lock
+    from workbench._infra.locks import server_lock
 
     home = Path(home)
     with server_lock(home, "opensearch", log=log):
@@ -1065,7 +1066,7 @@ def _reset_password(state: NodeState, secrets: Path, creds: Credentials) -> bool
 
 
 def _wait(state: NodeState, timeout: float, creds: Credentials | None = None, secrets: Path | None = None) -> NodeState:
-    from workbench.progress import bar as progress_bar
+    from workbench._infra.progress import bar as progress_bar
 
     deadline = time.monotonic() + timeout
     refused, reset = 0, False
@@ -1121,7 +1122,7 @@ def down(home: Path, *, timeout: float = 60.0, log: Callable[[str], None] = lamb
         ServiceError: the node did not stop within ``timeout`` seconds, even after SIGKILL, or
             the state file cannot be read (another user's home).
     """
-    from workbench.locks import server_lock
+    from workbench._infra.locks import server_lock
 
     with server_lock(home, "opensearch", log=log):
         st = _read_state(home, log)
@@ -1160,7 +1161,7 @@ def remove(home: Path, *, log: Callable[[str], None] = lambda _m: None) -> list[
     Raises:
         ServiceError: the node did not stop.
     """
-    from workbench.locks import server_lock
+    from workbench._infra.locks import server_lock
 
     down(home, log=log)
     gone = []

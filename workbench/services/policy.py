@@ -29,9 +29,10 @@ import ipaddress
 import os
 import re
 import socket
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterable, Mapping
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from workbench.errors import ConfigError
@@ -105,7 +106,7 @@ def is_loopback(host: str | None) -> bool:
         infos = socket.getaddrinfo(host, None)
     except OSError:
         return False
-    addrs = {info[4][0] for info in infos}
+    addrs = {cast(str, info[4][0]) for info in infos}  # an IP address string for the inet families
     return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs)
 
 
@@ -129,7 +130,7 @@ def machine_addresses(ipv6: bool = True) -> list[str]:
                     found.append(a.address)
     except Exception:  # psutil missing or refused: fall back to the resolver and the default route
         try:
-            found += [info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None)]
+            found += [cast(str, info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None)]
         except OSError:
             pass
         for family, probe in ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1")):
@@ -350,6 +351,7 @@ class Guard:
         raw = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope.get("headers", [])]
         headers = dict(raw)
         host = headers.get("host")
+        why: str | None
         if sum(k == "host" for k, _ in raw) > 1 or sum(k == "origin" for k, _ in raw) > 1:
             why = "the request has more than one Host or Origin header"
         else:
@@ -373,7 +375,8 @@ class Guard:
 
     def _checked(self, authorization: str | None) -> bool:
         scheme, _, token = (authorization or "").partition(" ")
-        return scheme.lower() == "bearer" and bool(token.strip()) and bool(self.bearer_check(token.strip()))
+        check = cast(Callable[[str], bool], self.bearer_check)  # called only when a check is set
+        return scheme.lower() == "bearer" and bool(token.strip()) and bool(check(token.strip()))
 
     def _too_large(self, n: int | None) -> str:
         size = f"{n} bytes" if n is not None else "more"
@@ -391,7 +394,7 @@ class Guard:
                 return await receive()
             try:
                 message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0.0))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 state["refused"] = True
                 raise _refusal(408, f"{self.service} got no complete request body within "
                                     f"{self.bounds.read_timeout_s:g} s") from None

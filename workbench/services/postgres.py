@@ -33,7 +33,7 @@ binaries sit below a folder others cannot traverse (a virtual environment under
 **When it runs.** Every process that uses the server holds a shared ``flock`` on
 ``<state>/users.lock`` for as long as it does; the last one to let go (at exit, on Ctrl-C,
 on SIGTERM through the CLI's handler, or :func:`release`) stops the server, under the
-home's server lock (:func:`workbench.locks.server_lock`), which also serialises starts. A
+home's server lock (:func:`workbench._infra.locks.server_lock`), which also serialises starts. A
 process killed with SIGKILL loses its lock with its life, so it never keeps the server up
 for ever: the next process attaches to the running server and stops it when it is done.
 
@@ -53,9 +53,10 @@ import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import IO, Any, cast
 
 from workbench.errors import PgError, WorkbenchError
 
@@ -83,7 +84,8 @@ HBA = (f"# Written by the workbench at every start (workbench.services.postgres)
        f"# Only the Unix socket, only the OS user who owns the workbench home (pg_ident.conf map {IDENT_MAP}).\n"
        f"local all all peer map={IDENT_MAP}\n")
 
-_log_default: Callable[[str], None] = lambda _m: None
+def _log_default(_m: str) -> None:
+    return None
 
 
 def _err(msg: str) -> WorkbenchError:
@@ -177,7 +179,8 @@ def binaries() -> Path:
         for p in [tmp, *tmp.rglob("*")]:
             if not p.is_symlink():
                 mode = p.stat().st_mode
-                p.chmod(mode | stat.S_IRGRP | stat.S_IROTH | (stat.S_IXGRP | stat.S_IXOTH if mode & stat.S_IXUSR or p.is_dir() else 0))
+                p.chmod(mode | stat.S_IRGRP | stat.S_IROTH
+                        | (stat.S_IXGRP | stat.S_IXOTH if mode & stat.S_IXUSR or p.is_dir() else 0))
         (tmp / ".complete").write_text(str(pkg) + "\n")
         shutil.rmtree(dest, ignore_errors=True)
         tmp.rename(dest)
@@ -425,7 +428,7 @@ def stop_server(pgdata: Path, timeout: float = STOP_TIMEOUT_S) -> bool:
 @dataclass
 class _Attachment:
     layout: Layout
-    users: object  # the open users.lock file (shared flock held)
+    users: IO[bytes]  # the open users.lock file (shared flock held)
     dsn: str
     owner_pid: int
 
@@ -448,11 +451,14 @@ def _verify(info: Postmaster, lay: Layout, uid: int) -> str | None:
         import psycopg
 
         with psycopg.connect(dsn_of(info), connect_timeout=10, autocommit=True) as conn:
-            datadir = conn.execute("SHOW data_directory").fetchone()[0]
-            hba = conn.execute("SELECT count(*) FROM pg_hba_file_rules WHERE auth_method <> 'peer' "
-                               "OR options IS NULL OR NOT options @> ARRAY[%s]", (f"map={IDENT_MAP}",)).fetchone()[0]
+            # a SHOW and a count(*) always return one row
+            datadir = cast(tuple[Any, ...], conn.execute("SHOW data_directory").fetchone())[0]
+            hba = cast(tuple[Any, ...], conn.execute(
+                "SELECT count(*) FROM pg_hba_file_rules WHERE auth_method <> 'peer' "
+                "OR options IS NULL OR NOT options @> ARRAY[%s]", (f"map={IDENT_MAP}",)).fetchone())[0]
     except Exception as exc:  # noqa: BLE001 - any failure means: not usable as it is
-        return f"it does not answer on its socket ({str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__})"
+        return ("it does not answer on its socket "
+                f"({str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__})")
     if Path(datadir).resolve() != lay.pgdata.resolve():
         return f"it serves {datadir}, not {lay.pgdata}"
     if hba:
@@ -475,7 +481,7 @@ def attach(home: Path, log: Callable[[str], None] = _log_default) -> str:
             its log and the fix).
         StorageError: the home's state folder cannot be created (a read-only home).
     """
-    from workbench.locks import server_lock
+    from workbench._infra.locks import server_lock
 
     lay = layout(home)
     current = _ATTACHED.get(lay.pgdata)
@@ -508,8 +514,8 @@ def attach(home: Path, log: Callable[[str], None] = _log_default) -> str:
 
 
 def _open_users_lock(lay: Layout):
-    from workbench.durable import mkdirs
-    from workbench.locks import open_private
+    from workbench._infra.durable import mkdirs
+    from workbench._infra.locks import open_private
 
     mkdirs(lay.state)
     fh = open_private(lay.state / "users.lock")  # 0600, never through a link: nobody else can hold it
@@ -524,7 +530,7 @@ def release(home: Path | None = None, log: Callable[[str], None] = _log_default)
     Raises:
         PgError: a server that had to stop did not (names its pid).
     """
-    from workbench.locks import server_lock
+    from workbench._infra.locks import server_lock
 
     targets = [p for p, a in list(_ATTACHED.items())
                if home is None or a.layout.home == Path(home).resolve()]

@@ -1,5 +1,5 @@
 """A local rerank server for a cross-encoder folder, speaking the rerank JSON shape that
-:class:`workbench.http_scorer.HttpScorer` (and Cohere / Jina clients) send.
+:class:`workbench.reranking.http.HttpScorer` (and Cohere / Jina clients) send.
 
 Endpoints (FastAPI on uvicorn):
 
@@ -8,7 +8,7 @@ Endpoints (FastAPI on uvicorn):
   ``{"model": model_id, "results": [{"index": i, "relevance_score": s}, ...]}``, best score first (ties by
   index), the first ``top_n`` only when given; ``"document": {"text": ...}`` in each result with
   ``return_documents``. ``index`` is the document's position in the request; ``relevance_score`` the
-  cross-encoder's (:class:`workbench.scorers.CrossEncoderScorer`: a probability in [0, 1]). No document,
+  cross-encoder's (:class:`workbench.reranking.scorers.CrossEncoderScorer`: a probability in [0, 1]). No document,
   no result. Errors: 422 a body of another shape, 413 more than ``max_documents`` documents, 400 a
   ``model`` naming another model than the one served (empty or absent is accepted).
 * ``GET /health`` → ``{"status": "ok", "model": model_id, "requests": n}``, ``n`` the rerank requests
@@ -34,9 +34,10 @@ import os
 import socket
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -44,10 +45,20 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from workbench.errors import ConfigError, ServiceError, WorkbenchError
-from workbench.scorers import CrossEncoderScorer, PairScorer, check_cross_encoder_folder
-from workbench.services.policy import (RERANK_BOUNDS, RERANK_TOKEN_ENV, Bounds, Guard, allowed_names, env_names,
-                                       is_loopback, normal_name, require_tokens_off_loopback, token_digest,
-                                       uvicorn_config)
+from workbench.reranking.scorers import CrossEncoderScorer, PairScorer, check_cross_encoder_folder
+from workbench.services.policy import (
+    RERANK_BOUNDS,
+    RERANK_TOKEN_ENV,
+    Bounds,
+    Guard,
+    allowed_names,
+    env_names,
+    is_loopback,
+    normal_name,
+    require_tokens_off_loopback,
+    token_digest,
+    uvicorn_config,
+)
 
 #: The most documents one request may carry.
 MAX_DOCUMENTS = 1000

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from workbench.types import Document
 
-
 #: Field order in ``index_text``; fields not listed come last, in the document's order.
 FIELD_ORDER = ("translation", "word_meanings_iast", "word_meanings", "transliteration_iast", "transliteration",
                "root")
@@ -53,7 +52,8 @@ def snippet(doc: Document, length: int = 160) -> str:
 def beside(doc: Document) -> str:
     """What a scholar reads beside the address: the CST book where the address names the sutta instead (``CST
     s0201m`` beside ``MN 10 ¶105``; from the ``book`` metadata of CST documents) and its PTS page (the first it
-    starts, else the one it lies on; another edition's when no PTS page is known: ``PTS M 1.56``), joined by `` · ``; empty when there is neither (a gita verse)."""
+    starts, else the one it lies on; another edition's when no PTS page is known: ``PTS M 1.56``), joined by `` · ``;
+    empty when there is neither (a gita verse)."""
     parts = []
     book = doc.metadata.get("book")
     if isinstance(book, str) and book and not doc.address.startswith("CST "):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from typing import Sequence
+from collections.abc import Sequence
 
 _TOKEN_RE = re.compile(r"[^\W\d_]+", re.UNICODE)
 

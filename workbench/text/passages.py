@@ -23,8 +23,8 @@ source), and its ``page_refs`` / ``pages`` are the union of its segments' in ord
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from itertools import groupby
-from typing import Iterable, Sequence
 
 from workbench.types import Document, Text
 

@@ -69,7 +69,7 @@ PALI_VARIANTS = (
 _PALI = tuple((re.compile(p), r) for p, r in PALI_VARIANTS)
 
 
-def _control(m: "regex.Match") -> str:
+def _control(m: regex.Match) -> str:
     return "" if m.group(1) else " "
 
 

@@ -589,11 +589,11 @@ def _resolve(t: str, context: str | None) -> TextRef | PageRef:
     if words[0] in _EDITION_KEYS:
         edition = _EDITION_KEYS[words[0]]
         more = words[1:]
-        volume = None
+        roman: int | None = None  # the volume, when written as a roman number
         if more and more[-1] in _ROMAN_VALUES:
             if edition != "PTS":
                 raise _Unresolved(f"roman volume numbers are PTS notation, not {edition}")
-            volume = _ROMAN_VALUES[more[-1]]
+            roman = _ROMAN_VALUES[more[-1]]
             more = more[:-1]
         collection = context
         if more:
@@ -603,10 +603,10 @@ def _resolve(t: str, context: str | None) -> TextRef | PageRef:
                                   f"(known: {', '.join(COLLECTIONS)})")
         if not rest:
             raise _Unresolved(f"no page number after {name!r}")
-        if volume is None:
+        if roman is None:
             volume, page = _vol_page(rest, f"{edition} page reference")
         else:
-            page = _single(rest, f"{edition} page reference")
+            volume, page = roman, _single(rest, f"{edition} page reference")
         return _page(edition, collection, volume, page)
 
     # Book name: a text reference, or a PTS page for MN/DN with a dotted pair (rule 2).

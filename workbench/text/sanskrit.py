@@ -81,7 +81,7 @@ def declension(stem: str) -> frozenset[str]:
     """Every nominal form of the IAST stem ``stem`` in 3 genders × 8 cases × 3 numbers (vidyut), in IAST;
     ``ṁ`` in the stem is read as ``ṃ``. Empty for a stem vidyut derives nothing from (or that is not a word:
     empty, with a space or a character IAST lacks)."""
-    from vidyut.prakriya import Pada, Pratipadika
+    from vidyut.prakriya import Pada, Pratipadika  # type: ignore[attr-defined]  # in vidyut, not in its prakriya.pyi
 
     stem = unicodedata.normalize("NFC", stem).lower()
     if len(stem) < 2 or not stem.isalpha():

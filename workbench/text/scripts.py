@@ -30,7 +30,8 @@ def _family(ch: str) -> str | None:
         return "Devanagari"
     if not (ch.isalpha() or (0x0300 <= o <= 0x036F)):
         return None
-    if 0x0400 <= o <= 0x052F:
+    if 0x0400 <= o <= 0x052F or 0x1C80 <= o <= 0x1C8F or o == 0x1D2B or 0x2DE0 <= o <= 0x2DFF \
+            or 0xA640 <= o <= 0xA69F or 0x1E030 <= o <= 0x1E08F:  # Cyrillic and its supplement, extensions A-D
         return "Cyrillic"
     if o < 0x80:
         return "ASCII"

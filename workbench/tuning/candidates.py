@@ -9,14 +9,14 @@ engine setting, split and reranker, as a (Q, C) array filled lazily (:meth:`Cand
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from workbench.eval.fasteval import CandidateMatrix
 from workbench.tuning.space import Study
-
 
 _UNSET = object()
 
@@ -172,7 +172,7 @@ class Candidates:
         (:meth:`workbench.protocols.Reranker.rerank` on a run holding only those candidates, in fused
         order), and what it returns is stored; pairs it leaves out stay NaN but are remembered as asked,
         so nothing is asked twice. A model reranker reads and fills the persistent pair-score cache
-        (:class:`workbench.scorers.CachedScorer`), so after ``workbench eval`` of the experiment almost
+        (:class:`workbench.reranking.scorers.CachedScorer`), so after ``workbench eval`` of the experiment almost
         no pair reaches a model. A reranker's score of a pair does not depend on the other candidates
         sent with it (true of the ``lane``, ``cross-encoder``, ``embedding`` and ``http`` kinds).
 

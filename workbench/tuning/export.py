@@ -124,7 +124,7 @@ def read_export(cfg: dict[str, Any], path: Path):
     from dataclasses import replace
 
     from workbench.errors import ConfigError
-    from workbench.experiment.config import _config, _reranker_spec, lane_spec, load_experiment
+    from workbench.experiment.config import fused_config, lane_spec, load_experiment, reranker_spec
 
     try:
         exp_file = Path(cfg["provenance"]["experiment"])
@@ -163,9 +163,9 @@ def read_export(cfg: dict[str, Any], path: Path):
                 embedders[ename] = emb
                 rparams["embedder"] = ename
             name = stage["reranker"]
-            rerankers[name] = _reranker_spec(path, name, {"kind": stage["kind"], **rparams}, lanes, embedders)
+            rerankers[name] = reranker_spec(path, name, {"kind": stage["kind"], **rparams}, lanes, embedders)
             table["rerank"] = {"reranker": name, "depth": stage["depth"], "weight": stage.get("weight", 1.0)}
-        fused = _config(path, cfg["provenance"].get("config") or path.stem, table, lanes, rerankers)
+        fused = fused_config(path, cfg["provenance"].get("config") or path.stem, table, lanes, rerankers)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path} is not a config written by `workbench export` ({type(exc).__name__}: {exc})") from None
     return replace(exp, lanes=lanes, embedders=embedders, rerankers=rerankers), fused

@@ -8,13 +8,14 @@ pair-score cache, :meth:`workbench.tuning.candidates.Candidates.rerank_scores`);
 weighted mean of per-query-type means); :func:`trial_value` joins the three;
 :func:`make_objective` is the Optuna objective (with the p95 latency as a second objective when
 the study asks for it); :func:`staged_run` is the real run of a setting (fused, then reranked by
-the reranker itself and :func:`workbench.eval.rerank.apply_rerank`) for the honest report.
+the reranker itself and :func:`workbench.reranking.stage.apply_rerank`) for the honest report.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -184,9 +185,9 @@ def _negatives(study: Study, cands: Candidates, key: tuple, split: str) -> Candi
 def staged_run(cands: Candidates, engine_key: tuple, split: str, s: FusionSpec, stage: RerankStage | None) -> Run:
     """The run of setting ``s`` then ``stage`` on the matrix of ``engine_key`` and ``split``, as
     :func:`workbench.experiment.runner.config_run` makes it: fused to ``max(top_k, depth)``, the top
-    ``depth`` rescored by the reranker itself and reordered by :func:`workbench.eval.rerank.apply_rerank`,
+    ``depth`` rescored by the reranker itself and reordered by :func:`workbench.reranking.stage.apply_rerank`,
     then cut to ``top_k`` (for the honest report: no in-memory shortcut)."""
-    from workbench.eval.rerank import apply_rerank
+    from workbench.reranking.stage import apply_rerank
 
     m = cands.matrix(engine_key, split)
     if stage is None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from workbench._infra.durable import atomic_path, atomic_write_json, atomic_write_text, mkdirs, remove_temporaries
 from workbench.eval.fusion import METHOD_PARAMS
-from workbench.durable import atomic_path, atomic_write_json, atomic_write_text, mkdirs, remove_temporaries
 from workbench.tuning.export import export_config
 from workbench.tuning.report import QrelsSummary, StudyReport, StudyResult
 from workbench.tuning.storage import outputs_dir
@@ -47,7 +47,7 @@ def write_outputs(result: StudyResult, home: Path, storage: str | None = None) -
     parameter importances, parallel coordinates and, with two objectives, the Pareto front)
     into :func:`workbench.tuning.storage.outputs_dir`; returns that folder.
 
-    Each file is replaced atomically (:mod:`workbench.durable`): a crash or a full disk leaves
+    Each file is replaced atomically (:mod:`workbench._infra.durable`): a crash or a full disk leaves
     the previous file whole, never half a report.
 
     Raises:

@@ -8,10 +8,10 @@ whether it still runs (:func:`process_alive`).
 from __future__ import annotations
 
 import datetime
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from workbench.tuning.space import Study, baseline_params
-
 
 #: A running trial without a ``process`` record (a study from an older workbench, or a kill in
 #: the instant between the trial's creation and its first record) is taken for dead after this long.
@@ -20,8 +20,8 @@ UNOWNED_STALE_S = 3600
 
 def this_process() -> dict[str, Any]:
     """Who runs this process's trials, recorded on each as the ``process`` user attribute
-    (:func:`workbench.procs.record`: host, pid and an identity that a reused pid does not share)."""
-    from workbench import procs
+    (:func:`workbench._infra.procs.record`: host, pid and an identity that a reused pid does not share)."""
+    from workbench._infra import procs
 
     return procs.record()
 
@@ -29,7 +29,7 @@ def this_process() -> dict[str, Any]:
 def process_alive(owner: Any) -> bool | None:
     """Whether the process recorded as a trial's ``process`` still runs: ``True``/``False`` when this
     machine can tell, ``None`` when it cannot (it ran elsewhere, or the record is missing or malformed)."""
-    from workbench import procs
+    from workbench._infra import procs
 
     return {"alive": True, "dead": False}.get(procs.state(owner))
 

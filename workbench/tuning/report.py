@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, cast
 
-from workbench.durable import atomic_write_json
+from workbench._infra.durable import atomic_write_json
 from workbench.errors import DataError
 from workbench.eval.fusion import FusionSpec
 from workbench.tuning.space import Study
 from workbench.tuning.storage import masked_storage
-
 
 #: The key of a split's per-query-type table in report.json: the table is of the study's objective
 #: measure, which the key names ("R@10 by query_type"). Written and read only here.
@@ -34,13 +34,16 @@ def ci_pair(v: Any) -> tuple[float, float]:
 
 
 #: How :class:`_Record` reads a field of each annotated type.
-_READ = {"str": str, "int": int, "float": float, "tuple[float, float]": ci_pair}
+_READ: dict[str, Callable[[Any], Any]] = {"str": str, "int": int, "float": float, "tuple[float, float]": ci_pair}
 
 
 class _Record:
     """``to_json`` / ``from_json`` of a flat frozen dataclass whose fields are ``str``, ``int``, ``float``
     or ``tuple[float, float]`` (a CI, a JSON list): ``from_json`` converts each field by its type and
     takes a field's default when the key is absent."""
+
+    # for the type checker only: every subclass is a dataclass (an annotation without a value creates nothing)
+    __dataclass_fields__: ClassVar[dict[str, Any]]
 
     def to_json(self) -> dict[str, Any]:
         """The fields; a field left at a NaN default (``p_adjusted`` of a report written before it existed)
@@ -59,7 +62,8 @@ class _Record:
     def from_json(cls, d: dict[str, Any]):
         import dataclasses
 
-        return cls(**{f.name: _READ[f.type](d[f.name]) for f in dataclasses.fields(cls)
+        # f.type is the annotation's text (this module has ``from __future__ import annotations``)
+        return cls(**{f.name: _READ[cast(str, f.type)](d[f.name]) for f in dataclasses.fields(cls)
                       if f.name in d or f.default is dataclasses.MISSING})
 
 

@@ -9,16 +9,34 @@ baseline config on dev and test with ir_measures, bootstrap CIs and a paired ran
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from workbench.errors import ConfigError
 from workbench.eval.fusion import FusionSpec
-from workbench.eval.stats import bootstrap_ci, paired_test
+from workbench.eval.stats import ALL, bootstrap_ci, paired_comparison
 from workbench.tuning.candidates import Candidates
-from workbench.tuning.objective import (answer_shares, baseline_rerank, baseline_setting, baseline_value,
-                                        objective_value, rerank_from, rerank_input, setting_from, staged_run)
-from workbench.tuning.report import (MeasureComparison, QrelsSummary, SplitReport, StudyEvaluation, StudyResult,
-                                     TrainSummary, TypeComparison, ci_pair)
+from workbench.tuning.objective import (
+    answer_shares,
+    baseline_rerank,
+    baseline_setting,
+    baseline_value,
+    objective_value,
+    rerank_from,
+    rerank_input,
+    setting_from,
+    staged_run,
+)
+from workbench.tuning.report import (
+    MeasureComparison,
+    QrelsSummary,
+    SplitReport,
+    StudyEvaluation,
+    StudyResult,
+    TrainSummary,
+    TypeComparison,
+    ci_pair,
+)
 from workbench.tuning.space import Range, Study
 
 
@@ -51,7 +69,8 @@ def sensitivity(study: Study, cands: Candidates, params: dict[str, Any]) -> list
     used = set(setting.lanes) if setting is not None else set()
     rows = []
     for name, dim in _numeric_dims(study).items():
-        if name not in params or (name.split(".")[0] in ("weights", "depth", "lane_min_score") and name.split(".", 1)[1] not in used):
+        per_lane = name.split(".")[0] in ("weights", "depth", "lane_min_score")
+        if name not in params or (per_lane and name.split(".", 1)[1] not in used):
             continue
         if name == "k" and (setting is None or setting.method != "rrf"):
             continue
@@ -91,6 +110,9 @@ def choose_and_report(study: Study, ost, cands: Candidates, log: Callable[[str],
         notes.append(f"chose trial {chosen.number} ({chosen.values[0]:.4f}) over the best ({best:.4f}): "
                      "its ±10% neighbourhood is flatter")
     setting = setting_from(study, chosen.params)
+    if setting is None:  # every lane off: only when every trial scored nothing
+        raise ConfigError(f"study {study.name}: the chosen trial {chosen.number} turns every lane off (weights 0); "
+                          "widen the space so that some trial keeps a lane, or run more trials")
     splits = honest_report(study, cands, chosen.params, setting)
     base_val = baseline_value(study, cands)  # the baseline as written: no engine overrides, its own rerank stage
     evaluation = StudyEvaluation(splits["dev"], splits["test"],
@@ -115,7 +137,7 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any],
     Evaluated with :func:`workbench.eval.evaluate.evaluate` (ir_measures) on the real runs, not
     with the in-memory evaluator the study used: fused, then (for a setting with a rerank stage,
     :func:`workbench.tuning.objective.rerank_from` of ``params``; the baseline's own stage) rescored by
-    the reranker and reordered by :func:`workbench.eval.rerank.apply_rerank`
+    the reranker and reordered by :func:`workbench.reranking.stage.apply_rerank`
     (:func:`workbench.tuning.objective.staged_run`).
     """
     from workbench.eval.evaluate import evaluate
@@ -137,20 +159,19 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any],
         ev = evaluate(run, cands.view.qrels, qs, measures).per_query.set_index("query_id")
         evb = evaluate(base_run, cands.view.qrels, qs, measures).per_query.set_index("query_id")
         qids = [q for q in ev.index if q in evb.index]
-        rows = {}
-        for meas in measures:
-            a, b = ev.loc[qids, meas].to_numpy(float), evb.loc[qids, meas].to_numpy(float)
-            rows[meas] = MeasureComparison(float(a.mean()), ci_pair(bootstrap_ci(a, study.seed)), float(b.mean()),
-                                           ci_pair(bootstrap_ci(b, study.seed)), **paired_test(a, b, study.seed))
-        by_type = {}
-        types = ev.loc[qids, "query_type"]
-        for t in sorted(set(types)):
-            mask = (types == t).to_numpy()
-            a = ev.loc[qids, study.measure].to_numpy(float)[mask]
-            b = evb.loc[qids, study.measure].to_numpy(float)[mask]
-            by_type[t] = TypeComparison(int(mask.sum()), float(a.mean()), float(b.mean()),
-                                        **paired_test(a, b, study.seed))
-        rows, by_type = _holm(rows, by_type)
+        joined = ev.loc[qids, ["query_type", *measures]].join(evb.loc[qids, measures], rsuffix="__base")
+        table = paired_comparison(joined, {m: (m, f"{m}__base") for m in measures}, seed=study.seed,
+                                  by_type=[study.measure])
+        rows, by_type = {}, {}
+        for r in table.itertuples(index=False):
+            paired = {"mean_diff": r.delta, "ci_low": r.ci_low, "ci_high": r.ci_high, "p_value": r.p_value,
+                      "p_adjusted": float(r.p_adjusted)}
+            if r.stratum == ALL:
+                a, b = joined[r.measure].to_numpy(float), joined[f"{r.measure}__base"].to_numpy(float)
+                rows[r.measure] = MeasureComparison(r.candidate, ci_pair(bootstrap_ci(a, study.seed)), r.baseline,
+                                                    ci_pair(bootstrap_ci(b, study.seed)), **paired)
+            else:
+                by_type[r.stratum] = TypeComparison(int(r.n), r.candidate, r.baseline, **paired)
         answers = {}
         if study.abstention:  # empty answers depend on fusion alone (a rerank stage reorders, never drops)
             answers = {"chosen": answer_shares(cands.matrix(key, split), cands.negatives(key, split), setting),
@@ -158,19 +179,6 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any],
                                                  cands.negatives(base_lanes_key, split), baseline_setting(study))}
         out[split] = SplitReport(len(qids), rows, study.measure, by_type, answers=answers)
     return out
-
-
-def _holm(rows: dict, by_type: dict) -> tuple[dict, dict]:
-    """The measures and per-type comparisons of one split with ``p_adjusted``: Holm–Bonferroni over all
-    of them (one family: they are read together in the report)."""
-    import dataclasses
-
-    from workbench.eval.stats import P_ADJUST, adjust_pvalues
-
-    items = [*rows.items(), *by_type.items()]
-    adjusted = adjust_pvalues([r.p_value for _, r in items], P_ADJUST)
-    done = [dataclasses.replace(r, p_adjusted=float(p)) for (_, r), p in zip(items, adjusted)]
-    return (dict(zip(rows, done[:len(rows)])), dict(zip(by_type, done[len(rows):])))
 
 
 def _fast(measure: str) -> bool:

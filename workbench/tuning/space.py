@@ -33,7 +33,7 @@ lanes a fused config may use, the baseline config, the objective and the search 
     [space.engine.vector]             # engine parameters: small categorical sets
     ef_search = [40, 100, 200]
     embedder = ["minilm", "e5"]       # the embedding model: names of the experiment's [embedders.*]
-    [space.rerank]                    # the rerank stage after fusion (workbench.eval.rerank)
+    [space.rerank]                    # the rerank stage after fusion (workbench.reranking.stage)
     reranker = ["none", "e5", "ce"]   # names of the experiment's [rerankers.*], or "none" (no stage)
     depth = [10, 20]                  # fused hits the reranker reorders (a list or an int range, >= 1)
     weight = { low = 0.0, high = 1.0 }   # its share of the score interpolated with the fused one
@@ -61,12 +61,13 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from workbench.errors import ConfigError
 from workbench.eval.fusion import METHOD_PARAMS, METHODS, NORMALISATIONS
-from workbench.registry import EMBEDDER_PARAM, retriever_kind
 from workbench.io.toml import read_toml
+from workbench.registry import EMBEDDER_PARAM, retriever_kind
+from workbench.types import DEFAULT_SEED
 
 #: Fusion methods a study may choose between (ranx's are slower per trial: :mod:`workbench.eval.fusion`).
 FUSION_CHOICES = METHODS
@@ -162,8 +163,8 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     Raises:
         ConfigError: the file, the experiment or the space is invalid; the message names the key and the fix.
     """
-    from workbench.experiment.config import load_experiment
     from workbench.eval.fasteval import supported
+    from workbench.experiment.config import load_experiment
     from workbench.types import QUERY_TYPES
 
     path = Path(path)
@@ -201,7 +202,7 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     trials = raw.get("trials", 100)
     if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
         raise _err(path, "trials", "must be an integer >= 1")
-    seed = raw.get("seed", 20261129)
+    seed = raw.get("seed", DEFAULT_SEED)
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise _err(path, "seed", "must be an integer")
     split = raw.get("split", "train")
@@ -303,7 +304,7 @@ def _space(path: Path, raw: Any, lanes: list[str], exp: Any) -> dict[str, Any]:
         if not isinstance(dim, tuple) or any(n not in NORMALISATIONS for n in dim):
             raise _err(path, "space.norm", f"must list some of {', '.join(NORMALISATIONS)}")
         out["norm"] = dim
-    for key, lo in (("k", 0.0), ("min_score", None), ("top_k", 1)):
+    for key, _lo in (("k", 0.0), ("min_score", None), ("top_k", 1)):
         if key in raw:
             dim = _dim(path, f"space.{key}", raw[key], numeric_only=True)
             values = (dim.low, dim.high) if isinstance(dim, Range) else dim
@@ -366,7 +367,7 @@ def _space(path: Path, raw: Any, lanes: list[str], exp: Any) -> dict[str, Any]:
                                    f"([embedders.NAME]: {', '.join(exp.embedders) or 'none'})")
                 if not isinstance(values, list):
                     raise _err(path, where, "must be a list of values (engine parameters are small categorical sets)")
-                dim = _dim(path, where, values)
+                dim = cast(tuple, _dim(path, where, values))  # a list gives a tuple
                 for v in dim:
                     try:
                         decl.parse({**spec.params, param: v}, f"space.engine.{lane}")
@@ -395,7 +396,8 @@ def _rerank_space(path: Path, raw: Any, exp: Any) -> dict[str, Any]:
             raise _err(path, where, f"cannot be tuned: the experiment names a reranker \"{NO_RERANK}\", which is "
                        "also the value of no rerank stage; rename [rerankers.none]")
         dim = _dim(path, where, raw["reranker"])
-        unknown = [v for v in dim if v != NO_RERANK and v not in exp.rerankers]
+        # a list (checked above) gives a tuple
+        unknown = [v for v in cast(tuple, dim) if v != NO_RERANK and v not in exp.rerankers]
         if unknown:
             raise _err(path, where, f"names reranker(s) {unknown} the experiment does not declare "
                        f"([rerankers.NAME]: {', '.join(exp.rerankers) or 'none'}); \"{NO_RERANK}\" is no rerank stage")

@@ -14,13 +14,13 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, cast
 
-from workbench.durable import mkdirs, repair_jsonl_tail, storage_error
+from workbench._infra.durable import mkdirs, repair_jsonl_tail, storage_error
 from workbench.errors import ConfigError, StorageError
 from workbench.tuning.space import Study
-
 
 #: PostgreSQL storage: seconds between the heartbeats a running trial records, and how long a
 #: trial may go without one before any process of the study marks it failed (its process is
@@ -88,7 +88,7 @@ def storage_for(study: Study, home: Path, storage: str | None, *, create: bool =
     if spec == "memory":
         return optuna.storages.InMemoryStorage()
     if spec == "journal" or spec.startswith("journal:"):
-        path = journal_path(study, home, spec)
+        path = cast(Path, journal_path(study, home, spec))  # a journal spec: never None
         if spec == "journal":
             if create:
                 try:
@@ -117,10 +117,10 @@ def storage_for(study: Study, home: Path, storage: str | None, *, create: bool =
                 return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True},
                                                   heartbeat_interval=PG_HEARTBEAT_S, grace_period=PG_GRACE_S)
         except Exception as exc:  # sqlalchemy OperationalError and friends
-            from workbench.engines.pg_client import redact
+            from workbench.engines.pg_client import redact_dsn
 
             first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-            raise ConfigError(f"cannot use PostgreSQL study storage {redact(spec)}: {first}; check the URL "
+            raise ConfigError(f"cannot use PostgreSQL study storage {redact_dsn(spec)}: {first}; check the URL "
                               "and that the server runs, or use --storage journal") from None
     raise ConfigError(f"storage {spec!r} must be memory, journal, journal:PATH, postgresql (the workbench's server) "
                       "or a postgresql:// URL")
@@ -147,7 +147,7 @@ def open_journal(path: Path, *, create: bool = True, log: Callable[[str], None] 
     """Optuna's journal storage on ``path``, with the journal's tail repaired first.
 
     Under Optuna's own journal lock (the one every append takes), a last record cut by a
-    crash or a full disk is dropped (:func:`workbench.durable.repair_jsonl_tail`) and said in
+    crash or a full disk is dropped (:func:`workbench._infra.durable.repair_jsonl_tail`) and said in
     one line through ``log``; every append afterwards writes whole records or nothing
     (:func:`_append_whole`). A record damaged before the last one cannot be repaired that way
     and is an error. A journal that cannot be written (``create=False`` on a read-only

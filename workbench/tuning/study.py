@@ -47,18 +47,19 @@ from __future__ import annotations
 import functools
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Literal
 
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.tuning.candidates import Candidates
 from workbench.tuning.objective import make_objective
 from workbench.tuning.recovery import ensure_baseline, fail_dead_trials
-from workbench.tuning.select import choose_and_report
 from workbench.tuning.report import StudyResult
+from workbench.tuning.select import choose_and_report
 from workbench.tuning.space import Study, baseline_params, study_rerankers
-from workbench.types import UNANSWERABLE_QUERY_TYPES
 from workbench.tuning.storage import storage_failure, storage_for, trial_lock
+from workbench.types import UNANSWERABLE_QUERY_TYPES
 
 #: The trial states that take a place of ``--trials N``: complete ones, and running ones (on their way to
 #: complete). A trial that fails gives its place back, so N is the number of complete trials in the end.
@@ -138,7 +139,7 @@ def _seeded_sampler_type():
 def definition(study: Study) -> dict[str, Any]:
     """What a stored study was made for: dataset, lanes, baseline, split, objective and space
     (a stored study is only resumed or exported for the same definition)."""
-    d = {"dataset": study.dataset, "lanes": list(study.lanes), "baseline": study.baseline,
+    d: dict[str, Any] = {"dataset": study.dataset, "lanes": list(study.lanes), "baseline": study.baseline,
          "split": study.split, "measure": study.measure, "weights": study.type_weights,
          "latency": study.latency, "space": study.space, "experiment": str(study.experiment.path.name)}
     layer = getattr(study, "qrels", "built")
@@ -176,7 +177,7 @@ def make_study(study: Study, storage) -> Any:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    directions = ["maximize", "minimize"] if study.latency else ["maximize"]
+    directions: list[Literal["minimize", "maximize"]] = ["maximize", "minimize"] if study.latency else ["maximize"]
     try:
         ost = optuna.create_study(study_name=study.name, storage=storage, directions=directions,
                                   sampler=seeded_sampler(study), load_if_exists=True)
@@ -237,7 +238,7 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
         ost = make_study(study, store)
         lock = trial_lock(study, home, storage, store)
         cands = candidates or Candidates(study, home, log, progress)
-        check_split(study, cands)
+        check_study_split(study, cands)
         notes_qrels = _qrels_changed(ost, cands, log)
         lock.acquire()  # two processes starting on a new study enqueue one baseline between them
         try:
@@ -267,7 +268,7 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
         elif remaining:
             objective = make_objective(study, cands)
             # whole lines with the rate and the ETA every 30 s in a log; tqdm's bar on a terminal
-            from workbench.progress import bar as progress_bar
+            from workbench._infra.progress import bar as progress_bar
 
             with progress_bar(remaining, f"study {study.name}", "trial", enabled=progress) as lines:
                 ran = run_trials(ost, objective, n_target, lock, on_trial=lambda: lines.update(1))
@@ -390,7 +391,7 @@ def _qrels_changed(ost, cands: Candidates, log: Callable[[str], None]) -> list[s
     return [note]
 
 
-def check_split(study: Study, cands: Candidates) -> None:
+def check_study_split(study: Study, cands: Candidates) -> None:
     """The study's split has judged queries, and of every query type the objective weighs.
 
     Raises:

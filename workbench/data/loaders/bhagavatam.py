@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workbench.errors import DataError
 from workbench.data.loaders._io import read_json
+from workbench.errors import DataError
 from workbench.text.normalize import nfc
 from workbench.types import Document, Text
 

@@ -30,12 +30,13 @@ Dhp's ``pts-vp-pli1ed<n>`` tokens are PTS *verse* numbers, not pages: they are k
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from workbench.errors import DataError
 from workbench.data.loaders._io import json_kind, read_json
+from workbench.errors import DataError
 from workbench.types import Document, Text
 
 #: collection → (folder under ``sutta/``, PTS collection letter or None, address label)

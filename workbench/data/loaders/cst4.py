@@ -106,9 +106,10 @@ from __future__ import annotations
 import re
 import unicodedata
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import cast
 
 from workbench.errors import DataError
 from workbench.types import Document, Text
@@ -402,9 +403,10 @@ def _load_book(cscd: Path, book: str) -> list[Document]:
     def add_marker(m: _Marker) -> None:
         # The page starts inside ``cur``; if no word of it precedes the marker, the page
         # running before does not reach into it.
-        if not cur.has_text:
-            cur.running.pop(m.ed, None)
-        cur.starts.append(m)
+        doc = cast(_Open, cur)  # every call is made with a paragraph open
+        if not doc.has_text:
+            doc.running.pop(m.ed, None)
+        doc.starts.append(m)
         running[m.ed] = m
 
     for path in files:

@@ -28,9 +28,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench.errors import DataError
 from workbench.data.damage import CheckedText, DroppedLetters
 from workbench.data.loaders._io import json_kind, read_json
+from workbench.errors import DataError
 from workbench.text.normalize import gita_to_iast, nfc
 from workbench.types import Document, Text
 
@@ -106,13 +106,14 @@ def _records(obj: object, path: Path, what: str, required: dict[str, str],
                         "restore it from gita/gita")
     for i, rec in enumerate(obj):
         if not isinstance(rec, dict):
-            raise DataError(f"{path}: {what} record {i} is a JSON {json_kind(rec)}, not an object; restore the file from gita/gita")
+            raise DataError(f"{path}: {what} record {i} is a JSON {json_kind(rec)}, not an object; "
+                            "restore the file from gita/gita")
         for key, kind in required.items():
             if key not in rec:
                 raise DataError(f"{path}: {what} record {i} lacks the key {key!r}; restore the file from gita/gita")
             if not _is(rec[key], kind):
-                raise DataError(f"{path}: {what} record {i}: {key!r} is a JSON {json_kind(rec[key])}, not {'an' if kind == _INT else 'a'} "
-                                f"{kind}; restore the file from gita/gita")
+                raise DataError(f"{path}: {what} record {i}: {key!r} is a JSON {json_kind(rec[key])}, "
+                                f"not {'an' if kind == _INT else 'a'} {kind}; restore the file from gita/gita")
         for key, kind in (optional or {}).items():
             if key in rec and not _is(rec[key], kind):
                 raise DataError(f"{path}: {what} record {i}: {key!r} is a JSON {json_kind(rec[key])}, not a {kind}; "

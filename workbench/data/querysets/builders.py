@@ -15,13 +15,14 @@ import bisect
 import re
 import unicodedata
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import cast
 
-from workbench.text import refs
 from workbench.data.loaders.dpd import Lexicon
 from workbench.data.loaders.gita import GitaCorpus, shared_translation_groups, word_meanings_pairs
 from workbench.data.querysets.split import DEFAULT_RATIOS, assign_split, assign_splits, unit_interval
+from workbench.text import refs
 from workbench.text.normalize import ascii_fold, gita_to_iast, match_form, to_cyrillic_many, tokens
 from workbench.text.translit import iast_to_devanagari_many
 from workbench.types import QUERY_TYPES, Document, Qrel, Query
@@ -128,7 +129,7 @@ def gita_terms(corpus: GitaCorpus, min_df: int = 2, max_df: int = 15, min_len: i
             for stem in stems:
                 stem_forms[match_form(stem)].add(form)
     for d in corpus.documents:
-        for form, stems in (d.metadata.get("stems") or {}).items():
+        for _form, stems in (d.metadata.get("stems") or {}).items():
             for stem in stems:
                 if len(stem_forms[match_form(stem)]) >= 2:
                     holders[match_form(stem)].add(d.doc_id)
@@ -293,7 +294,7 @@ def _work_refs(work_id: str) -> list[refs.TextRef]:
 
 
 def sutta_references(documents: Sequence[Document], seed: int, forms_per_language: int = 1,
-                     work_of: "callable | None" = None) -> list[Candidate]:
+                     work_of: Callable[[Document], str] | None = None) -> list[Candidate]:
     """References to suttas (``MN 10``, ``МН 10``, ``SN 56.11``, ``Dhp 21``).
 
     Relevant: every document of the work, grade 2 for its heading segments (``:0.x``)
@@ -318,8 +319,8 @@ def sutta_references(documents: Sequence[Document], seed: int, forms_per_languag
 
 
 def page_ref_candidates(documents: Sequence[Document], seed: int, forms: str = "pts",
-                        forms_per_page: int = 2, group_of: "callable | None" = None,
-                        issue_for: "callable | None" = None) -> list[Candidate]:
+                        forms_per_page: int = 2, group_of: Callable[[Document], str] | None = None,
+                        issue_for: Callable[[Document], bool] | None = None) -> list[Candidate]:
     """Page references; relevant = documents on that page, grade 2 where the page starts.
 
     Args:
@@ -369,7 +370,7 @@ def page_ref_candidates(documents: Sequence[Document], seed: int, forms: str = "
         if issue_for is not None and not issue_for(first):
             continue
         if forms == "pts":
-            page = parsed[k]
+            page = cast(refs.PageRef, parsed[k])  # key() returns None for an unparsed page: every k has one
             texts = [(t, lang) for t, lang in refs.variants(page) if t != page.cst()]
         else:
             texts = [(k, "und")]
@@ -559,7 +560,7 @@ FILTERED_FROM = ("paraphrase", "term", "headword")
 def filtered_variants(queries: Sequence[Query], qrels: Sequence[Qrel], documents: Sequence[Document],
                       facet_names: Sequence[str], seed: int,
                       per_facet: int = FILTERED_PER_FACET) -> tuple[list[Query], list[Qrel]]:
-    """Filtered copies of a query set's queries, from the corpus's own structure (:mod:`workbench.data.facets`).
+    """Filtered copies of a query set's queries, from the corpus's own structure (:mod:`workbench.io.facets`).
 
     For each facet in ``facet_names`` (``collection``, ``category``, ``book``, ``work``, ``chapter``), up to
     ``per_facet`` queries of :data:`FILTERED_FROM` whose relevant documents (grade >= 1) all share one value of
@@ -567,17 +568,18 @@ def filtered_variants(queries: Sequence[Query], qrels: Sequence[Qrel], documents
     commentary layer, the book or the sutta the answer lies in. The copy keeps the text, type, language, split
     and group of its query (a group never straddles splits) and the judgments of the documents the filter admits
     (all its relevant ones, by construction); its id is ``<query_id>~<facet>``. Queries are drawn in the seeded
-    order ``sha256(seed:filter:<facet>:<query_id>)`` (:func:`~workbench.data.querysets.split.unit_interval`). The filter's selectivity is the value's share of the corpus
-    (MN 45 %, a sutta under 1 %), so the facets chosen span the range from about half the corpus to about 1 %.
+    order ``sha256(seed:filter:<facet>:<query_id>)`` (:func:`~workbench.data.querysets.split.unit_interval`).
+    The filter's selectivity is the value's share of the corpus (MN 45 %, a sutta under 1 %), so the facets
+    chosen span the range from about half the corpus to about 1 %.
 
     Returns:
         ``(queries, qrels)`` of the copies only.
 
     Raises:
-        ValueError: a facet name that is not one of :data:`workbench.data.facets.FACETS` (or is ``doc_id``), or one
+        ValueError: a facet name that is not one of :data:`workbench.io.facets.FACETS` (or is ``doc_id``), or one
             that yields no copy (the documents lack it, or no query's answers share one value of it).
     """
-    from workbench.data.facets import FACETS, facets, parse_filter
+    from workbench.io.facets import FACETS, Filter, facets, parse_filter
 
     bad = [f for f in facet_names if f not in FACETS or f in ("doc_id", "language")]
     if bad:
@@ -605,7 +607,7 @@ def filtered_variants(queries: Sequence[Query], qrels: Sequence[Qrel], documents
                              "name a facet the documents have")
         picked.sort(key=lambda t: t[0])
         for _u, q, value in picked[:per_facet]:
-            text = parse_filter({facet: value}).text
+            text = cast(Filter, parse_filter({facet: value})).text  # a non-empty filter: never None
             qid = f"{q.query_id}~{facet}"
             out_q.append(Query(qid, q.text, q.query_type, q.language, q.split, q.group, text))
             out_r += [Qrel(qid, r.doc_id, r.relevance) for r in relevant[q.query_id]

@@ -36,7 +36,7 @@ def check_ratios(ratios: tuple[float, float, float]) -> None:
 
 def unit_interval(seed: int, group: str) -> float:
     """``sha256(f"{seed}:{group}")``'s first 8 bytes as a float in [0, 1)."""
-    digest = hashlib.sha256(f"{seed}:{group}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{seed}:{group}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
 
 

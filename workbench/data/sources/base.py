@@ -8,9 +8,10 @@ catalog and the build need to know about it in one :class:`Source`, and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from workbench.data.definitions import Definitions
 from workbench.types import Document, Qrel, Query

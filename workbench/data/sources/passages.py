@@ -31,8 +31,8 @@ def _check(path: Path, where: str, d: dict[str, Any], datasets: dict[str, Any]) 
 
 
 def _build(defn: dict[str, Any], defs: Definitions, data: Path, step: Step) -> Built:
-    from workbench.text.passages import merge_segments
     from workbench.data.querysets.builders import project_to_passages
+    from workbench.text.passages import merge_segments
 
     parent = defs.definition(defn["segments_from"])
     segs, qs, notes = bilara.parts(parent, defs, data, step)

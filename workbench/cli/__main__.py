@@ -1,0 +1,5 @@
+"""``python -m workbench.cli``."""
+
+from workbench.cli import main
+
+main()

@@ -1,0 +1,95 @@
+"""`workbench serve`: serve a config over HTTP and MCP."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from workbench.cli._shared import _fail, _log, app
+from workbench.errors import WorkbenchError
+
+
+@app.command("serve")
+def serve_cmd(
+    config: str = typer.Option(..., "--config", "-c", help="A config name of the experiment."),
+    experiment: Path = typer.Option(Path("experiments/seeds.toml"), "--experiment", "-e", help="Experiment TOML."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Dataset (default: the experiment's first)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (beyond loopback: needs access tokens, "
+                                                        "`workbench dashboard token add NAME`)."),
+    port: int = typer.Option(8790, "--port", min=1, max=65535, help="Port to serve on."),
+    stdio: bool = typer.Option(False, "--stdio", help="Speak MCP over standard input and output instead of a port."),
+    allow_host: Optional[list[str]] = typer.Option(None, "--allow-host", help="One more name clients may use in "
+                                                   "Host (a reverse proxy's); repeatable."),
+) -> None:
+    """Serve one config as an HTTP search API (/search) and an MCP server (/mcp, tool `search`), to shadow it.
+
+    Every answer is the {ok, result | error} envelope; the hits are the config's run exactly as `eval` computes
+    it. Read it back with an `http` or `mcp` lane (the line printed at start is one).
+    """
+    from workbench.live.serve import SERVE_BOUNDS, Searcher, http_app, mcp_server
+    from workbench.services import policy
+    from workbench.settings import home_dir
+
+    try:
+        home = home_dir()
+        bearer = None
+        if not stdio:
+            from workbench.dashboard import auth
+
+            sources = auth.sources(home)
+            if auth.required(sources):
+                bearer = lambda token: auth.check_token(token, sources) is not None  # noqa: E731
+            policy.require_tokens_off_loopback("the search API", host, bearer is not None,
+                                               "create an access token first (`workbench dashboard token add NAME`; "
+                                               "clients send it as 'Authorization: Bearer TOKEN')")
+            explicit = [*(policy.normal_name(n, what="--allow-host") for n in allow_host or []), *policy.env_names()]
+            sock = _bind_or_fail(host, port)
+        searcher = Searcher(experiment, config, dataset, home, log=_log)
+        server = mcp_server(searcher)
+    except WorkbenchError as exc:
+        _fail(exc)
+    if stdio:
+        import anyio
+
+        _log(f"MCP over stdio: tool search over {config} on {searcher.served.dataset} (Ctrl-D or close stdin stops it)")
+        anyio.run(server.run_stdio_async)
+        return
+    import uvicorn
+
+    app = policy.Guard(http_app(searcher, server), service="the search API",
+                       allowed=policy.allowed_names(host, explicit), explicit=frozenset(explicit), bounds=SERVE_BOUNDS,
+                       bearer_check=bearer, body_fix="send one query per request")
+    shown = (socket.gethostname() or "localhost") if host in ("0.0.0.0", "::", "") else host
+    base = f"http://{f'[{shown}]' if ':' in shown else shown}:{sock.getsockname()[1]}"
+    auth_line = ("\nheaders = {Authorization = \"Bearer ${WORKBENCH_SERVE_TOKEN}\"}   # export WORKBENCH_SERVE_TOKEN="
+                 "<an access token>" if bearer else "")
+    _log(f"serving {config} of {experiment} on {searcher.served.dataset} at {base}/search and MCP at {base}/mcp "
+         f"({'access token required' if bearer else 'this machine only, no token'}; Ctrl-C stops it). As a lane:\n"
+         f'[lanes.served]\nkind = "http"\nurl = "{base}/search"\nmethod = "POST"\n'
+         f'body = {{query = "{{query}}", k = "{{k}}", filters = "{{filters}}"}}\nhits = "result.hits"\nid = "doc_id"\n'
+         f'score = "score"\n'
+         f'snapshot = "{config}"{auth_line}')
+    sys.stdout.flush()
+    sock.listen(128)
+    cfg = policy.uvicorn_config(app, SERVE_BOUNDS, log_level="warning", access_log=False, lifespan="on")
+    uvicorn.Server(cfg).run(sockets=[sock])
+
+
+def _bind_or_fail(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (not yet listening).
+
+    Raises:
+        WorkbenchError: the address is taken or not this machine's (names the fix)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise WorkbenchError(f"cannot serve on {host}:{port} ({exc.strerror or exc}); pass --port with a free port, "
+                             "or --host with an address of this machine") from None
+    return sock
