@@ -13,13 +13,13 @@ loopback address (a ``?token=`` link whose token is nobody's is still said to be
 rater token (``workbench judge rater add NAME``) makes the session a judging session: it
 shows the Judge page (an adjudicator's also Adjudicate and Agreement) and nothing else until
 the rater signs out; the session survives a reload (``?s=`` in the address, kept by the
-server: :func:`workbench.dashboard.ui.session_rater`). After signing in a rater lands on
+server: :func:`dashboards.ui.session_rater`). After signing in a rater lands on
 Judge, an adjudicator on Adjudicate (opening Judge would claim a pair for them). Rater
 tokens also let the app serve beyond this machine, where then only raters get in until an
 access token exists.
 
 Blind however it is opened (#28): signing in marks the browser as a rater's with a cookie that
-carries the judging session's id (:func:`workbench.dashboard.ui.judging_cookie`), so every other
+carries the judging session's id (:func:`dashboards.ui.judging_cookie`), so every other
 tab of that browser — ``/``, an engineer page's address, a bookmark without ``?s=`` — opens the
 same judging session, and once that session has ended, the rater sign-in alone: never an engineer
 page, even on 127.0.0.1 without tokens. Signing out (or "Leave judging on this browser") removes
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from workbench.dashboard import ui
+from dashboards import ui
 from workbench.errors import WorkbenchError
 
 HERE = Path(__file__).resolve().parent / "views"  # not "pages/": that name would turn on Streamlit's older page discovery

@@ -11,4 +11,12 @@ from starlette.middleware import Middleware
 
 from workbench.dashboard.serving import DashboardGuard
 
-app = st.App("app.py", middleware=[Middleware(DashboardGuard)])
+
+def _bind_address() -> str:
+    """The address Streamlit binds, read once its options are (when the app starts)."""
+    from streamlit import config
+
+    return config.get_option("server.address")
+
+
+app = st.App("app.py", middleware=[Middleware(DashboardGuard, address=_bind_address)])

@@ -20,7 +20,8 @@ import time
 import pandas as pd
 import streamlit as st
 
-from workbench.dashboard import judging, ui
+from dashboards import ui
+from workbench.dashboard import judging
 from workbench.errors import WorkbenchError
 from workbench.judging import agreement
 

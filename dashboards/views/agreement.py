@@ -8,7 +8,7 @@ import hashlib
 import pandas as pd
 import streamlit as st
 
-from workbench.dashboard import ui
+from dashboards import ui
 from workbench.errors import WorkbenchError
 from workbench.judging import agreement
 

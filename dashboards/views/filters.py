@@ -3,7 +3,7 @@ min_score trade-off on unanswerable queries, from one eval's report tables (work
 
 import streamlit as st
 
-from workbench.dashboard import ui
+from dashboards import ui
 from workbench.errors import WorkbenchError
 from workbench.results import store, views
 

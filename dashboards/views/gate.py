@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from workbench.dashboard import ui
+from dashboards import ui
 from workbench.errors import WorkbenchError
 from workbench.gate.report import GateReport
 from workbench.results import gates

@@ -1,22 +1,22 @@
 """Judge: a rater grades one (query, document) pair at a time, blind, from their own shuffled queue.
 
 Sign-in with a rater token only; the judging session then survives a reload (``?s=``:
-:func:`workbench.dashboard.ui.session_rater`). Shown: the query (text, type, language), the
+:func:`dashboards.ui.session_rater`). Shown: the query (text, type, language), the
 document's canonical address and its texts (original, transliterations named by scheme,
 translations named by translator, word meanings) with the query's words marked; never a
 config, lane, rank, score or why the pair was pooled. Grades 0 / 1 / 2 and "cannot judge"
 with the keys 0, 1, 2, X (either case, wherever the focus is but a text field:
-:func:`workbench.dashboard.ui.keyboard_shortcuts`), and U to undo; an optional note; a
+:func:`dashboards.ui.keyboard_shortcuts`), and U to undo; an optional note; a
 progress bar.
 
 Layout (#28, "the scholar's path"): the line saying what was saved and the progress bar on top;
 then the pair on the left (query, address, texts) and, beside it and in view while the texts
 scroll, the grade buttons, the keys, the note *below* the buttons, and the guideline of the
-query's type (:func:`workbench.dashboard.ui.cached_guideline_html`: what 2 / 1 / 0 / cannot judge mean).
-Each new pair opens scrolled to the top (:func:`workbench.dashboard.ui.scroll_to_top`); the
+query's type (:func:`dashboards.ui.cached_guideline_html`: what 2 / 1 / 0 / cannot judge mean).
+Each new pair opens scrolled to the top (:func:`dashboards.ui.scroll_to_top`); the
 saved line stays until the next action, so the run a note sends draws nothing new above the pair;
 Tab or Esc out of the note moves nothing; and a mouse click on a grade counts only when the
-pointer was moved onto it (:func:`workbench.dashboard.ui.keyboard_shortcuts`): a click that the
+pointer was moved onto it (:func:`dashboards.ui.keyboard_shortcuts`): a click that the
 page moved a button under never grades.
 
 A grade button's widget key and the action it queues carry the assignment of the pair on
@@ -34,7 +34,8 @@ import time
 import pandas as pd
 import streamlit as st
 
-from workbench.dashboard import judging, ui
+from dashboards import ui
+from workbench.dashboard import judging
 from workbench.errors import WorkbenchError
 
 st.title("Judge")

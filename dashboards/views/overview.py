@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from workbench.dashboard import ui
+from dashboards import ui
 from workbench.errors import WorkbenchError
 from workbench.results import views
 from workbench.types import SPLITS

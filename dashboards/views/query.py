@@ -3,7 +3,8 @@ document's texts, judged marks, and the lanes that found each document (rank and
 
 import streamlit as st
 
-from workbench.dashboard import judging, ui
+from dashboards import ui
+from workbench.dashboard import judging
 from workbench.errors import WorkbenchError
 from workbench.results import store, views
 

@@ -5,7 +5,7 @@ import json
 
 import streamlit as st
 
-from workbench.dashboard import ui
+from dashboards import ui
 from workbench.errors import WorkbenchError
 from workbench.results import studies
 from workbench.tuning.outputs import study_figures

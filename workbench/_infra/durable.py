@@ -122,6 +122,34 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def swap_folder(tmp: Path, dest: Path, old: Path) -> None:
+    """Put the finished folder ``tmp`` in place of ``dest``, the one atomic-folder step of the dataset builder
+    and the model writer: the previous ``dest`` (if any) is renamed to ``old``, ``tmp`` renamed to ``dest``, the
+    parent ``fsync``-ed, then ``old`` removed. Both renames stay on one file system (``tmp`` and ``old`` sit
+    beside ``dest``), so a reader sees the previous folder or the new one, never a mix; a crash between the
+    two renames leaves ``old`` and no ``dest``, which the caller's recovery puts back.
+
+    Raises:
+        OSError: a rename failed; the previous ``dest`` is back in place (and ``tmp`` is left to the caller).
+    """
+    if dest.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.rename(dest, old)
+        try:
+            os.rename(tmp, dest)
+        except BaseException:
+            try:
+                os.rename(old, dest)
+            except OSError:
+                pass
+            raise
+        fsync_dir(dest.parent)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(tmp, dest)
+        fsync_dir(dest.parent)
+
+
 def _fsync_file(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:

@@ -44,6 +44,18 @@ def qrels_option(default: str) -> Any:
                         f"(human over built); default: {default}.")
 
 
+def json_option(what: str) -> Any:
+    """The ``--json`` option of a command that reports results; ``what`` names the object printed."""
+    return typer.Option(False, "--json", help=f"Print {what} as one JSON object on stdout (logs stay on stderr).")
+
+
+def echo_json(body: Any) -> None:
+    """Print ``body`` as indented JSON (non-JSON values as their ``str``), the ``--json`` output of every command."""
+    import json
+
+    typer.echo(json.dumps(body, indent=1, ensure_ascii=False, default=str))
+
+
 def no_color() -> bool:
     """True when the ``NO_COLOR`` environment variable is set and not empty (https://no-color.org)."""
     return bool(os.environ.get("NO_COLOR"))

@@ -83,7 +83,7 @@ def dashboard_cmd(
     sys.stdout.flush()
     # serve.py: app.py behind the served-port policy's Host / Origin check and request bounds
     # launch: Streamlit with the policy's connection bounds (head deadline, head size, connection cap)
-    args = [sys.executable, "-m", "workbench.dashboard.launch", "run", str(app_path.with_name("serve.py")),
+    args = [sys.executable, "-m", "dashboards.launch", "run", str(app_path.with_name("serve.py")),
             "--server.port", str(port),
             "--server.address", host, "--server.headless", "false" if open_browser else "true",
             "--browser.gatherUsageStats", "false", "--server.showEmailPrompt", "false", "--server.fileWatcherType", "none",

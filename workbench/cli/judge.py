@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app
+from workbench.cli._shared import _fail, _log, app, echo_json, json_option
 from workbench.errors import WorkbenchError
 from workbench.types import DEFAULT_SEED
 
@@ -210,6 +210,7 @@ def judge_settings(
                                                 help="Send pairs whose grades differ by this much (1, the default: every "
                                                      "disagreement; 2: 1 vs 2 settles as 1) to adjudication; 0 vs 1 "
                                                      "or 2 always goes."),
+    as_json: bool = json_option("the dataset and its adjudicate-at setting"),
 ) -> None:
     """Show or change a dataset's judging settings (when a disagreement goes to the adjudicators)."""
     try:
@@ -220,6 +221,9 @@ def judge_settings(
             now = store.adjudicate_at(dataset)
     except WorkbenchError as exc:
         _fail(exc)
+    if as_json:
+        echo_json({"dataset": dataset, "adjudicate_at": now})
+        return
     typer.echo(f"{dataset}: pairs whose grades differ by {now} or more go to adjudication"
                + (" (and 0 vs 1, always; 1 vs 2 resolves to 1 without an adjudicator; `--adjudicate-at 1` sends "
                   "1 vs 2 too)" if now == 2 else " (every disagreement: 0 vs 1, 0 vs 2, 1 vs 2)"))
@@ -234,6 +238,7 @@ def judge_export(
     fmt: str = typer.Option("trec", "--format", metavar="[trec|csv]",
                             help="trec (the layer's qrels) or csv (each rater's current grades, "
                                                        "the import format; not a backup: `workbench judge backup FILE`)."),
+    as_json: bool = json_option("the provenance written beside the file (with file and provenance_file)"),
 ) -> None:
     """Write the human judgments as TREC qrels (or CSV), with FILE.provenance.json: raters, counts, agreement,
     stale judgments left out, the qrels' sha256, the store's schema version and the dataset's manifest hash.
@@ -253,6 +258,9 @@ def judge_export(
         _fail(exc)
     what = f"{prov['lines']:,d} qrels ({prov['layer']})" if fmt == "trec" else f"{prov['lines']:,d} judgments"
     stale = prov["stale"]["judgments"] + prov["stale"]["adjudications"]
+    if as_json:
+        echo_json({"file": str(out), "provenance_file": str(trecio.provenance_path(out)), **prov})
+        return
     typer.echo(f"wrote {what} to {out}" + (f" (sha256 {prov['qrels_sha256'][:12]})" if prov["qrels_sha256"] else ""))
     typer.echo(f"provenance: {trecio.provenance_path(out)}")
     if stale:
@@ -267,6 +275,7 @@ def judge_backup(
     file: Path = typer.Argument(..., help="The backup to write: JSON Lines, gzip-compressed when FILE ends in .gz "
                                           "(e.g. judge-2026-12-04.jsonl.gz). An existing FILE is refused unless --force."),
     force: bool = typer.Option(False, "--force", help="Replace FILE when it exists (its old backup is lost)."),
+    as_json: bool = json_option("the file and the counts it holds"),
 ) -> None:
     """Back up the whole judgment store: raters (without their tokens), pools, pairs, slots, queues, every
     judgment with its grade, "cannot judge", note, time and undo history, every adjudication, and the settings.
@@ -286,7 +295,10 @@ def judge_backup(
         _fail(exc)
     except OSError as exc:
         _fail(WorkbenchError(f"cannot write the backup {file}: {exc.strerror or exc}; choose a writable path"))
-    typer.echo(f"wrote {file}: " + ", ".join(f"{n:,d} {t}" for t, n in counts.items()))
+    if as_json:
+        echo_json({"file": str(file), "counts": counts})
+    else:
+        typer.echo(f"wrote {file}: " + ", ".join(f"{n:,d} {t}" for t, n in counts.items()))
     if not counts.get("judgments"):
         _log("warning: the store backed up holds no judgment (0 judgments); if you expected grades, check "
              "WORKBENCH_PG_DSN / WORKBENCH_HOME point at the store the raters use, and keep your older backups")
@@ -294,7 +306,8 @@ def judge_backup(
 
 
 @judge_app.command("restore")
-def judge_restore(file: Path = typer.Argument(..., help="A file `workbench judge backup` wrote.")) -> None:
+def judge_restore(file: Path = typer.Argument(..., help="A file `workbench judge backup` wrote."),
+                  as_json: bool = json_option("the file and the counts restored")) -> None:
     """Restore a backup into an empty judgment store (the file is checked whole first; one transaction)."""
     from workbench.judging import backup as bk
 
@@ -303,7 +316,10 @@ def judge_restore(file: Path = typer.Argument(..., help="A file `workbench judge
             counts = bk.restore(store, file, log=_log)
     except WorkbenchError as exc:
         _fail(exc)
-    typer.echo(f"restored {file}: " + ", ".join(f"{n:,d} {t}" for t, n in counts.items()))
+    if as_json:
+        echo_json({"file": str(file), "counts": counts})
+    else:
+        typer.echo(f"restored {file}: " + ", ".join(f"{n:,d} {t}" for t, n in counts.items()))
 
 
 @judge_app.command("import")
@@ -312,6 +328,7 @@ def judge_import(
                                           "query_id,doc_id,relevance,rater."),
     dataset: str = typer.Option(..., "--dataset", "-d", help="The dataset the judgments are for."),
     rater: Optional[str] = typer.Option(None, "--rater", help="Who judged a TREC qrels file."),
+    as_json: bool = json_option("what was imported (rows, format, raters, replaced, new_raters)"),
 ) -> None:
     """Import judgments from another tool; every line is checked first (ids in the built dataset, grades 0-2),
     and a file with any bad line writes nothing."""
@@ -323,6 +340,9 @@ def judge_import(
             got = trecio.import_file(store, ds, file, rater=rater)
     except WorkbenchError as exc:
         _fail(exc)
+    if as_json:
+        echo_json({"dataset": dataset, **got})
+        return
     who = ", ".join(f"{n} {c:,d}" for n, c in got["raters"].items())
     typer.echo(f"imported {got['rows']:,d} judgments ({got['format']}) into {dataset}: {who}")
     if got["replaced"]:

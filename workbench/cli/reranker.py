@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app, qrels_option, secho
+from workbench.cli._shared import _fail, _log, app, echo_json, json_option, qrels_option, secho
 from workbench.errors import WorkbenchError
 
 reranker_app = typer.Typer(help="Cross-encoder rerankers: fine-tune one from the judgments.", no_args_is_help=True)
@@ -47,6 +47,8 @@ def reranker_train(
     text_order: Optional[str] = typer.Option(None, "--text-order", metavar="[latin-first|index]",
                                              help="Document text order in the pairs: latin-first "
                                              "(default: English translations first) or index.", show_default=False),
+    as_json: bool = json_option("the model folder, whether it was kept, the pair counts, the final loss and the "
+                                "MLflow run"),
 ) -> None:
     """Fine-tune a cross-encoder on the train split's judgments, reproducibly, on CPU.
 
@@ -75,6 +77,9 @@ def reranker_train(
     except KeyboardInterrupt:
         secho("interrupted: no model was written", fg=typer.colors.YELLOW, err=True)
         raise typer.Exit(130) from None
+    if as_json and res.kept:
+        echo_json({"folder": str(res.folder), "kept": True})
+        return
     if res.kept:
         typer.echo(f"{res.folder} already holds a cross-encoder: kept (--force retrains it)")
         return
@@ -85,6 +90,12 @@ def reranker_train(
         warn(res.warning)
     stats = res.stats
     final = res.card["loss"]["summary"].get("final_smoothed", float("nan"))
+    if as_json:
+        from dataclasses import asdict
+
+        echo_json({"folder": str(res.folder), "kept": False, "pairs": asdict(stats), "final_loss_smoothed": final,
+                   "elapsed_s": round(res.elapsed_s, 1), "mlflow_run": res.run_id, "warning": res.warning or None})
+        return
     typer.echo(f"trained {res.folder}: {stats.pairs} pairs ({stats.positives} positive, {stats.negatives} negative, "
                f"{stats.unjudged_negatives} of them unjudged), final loss {final:.4f} (smoothed), "
                f"{res.elapsed_s:.0f} s; use it:{rt.usage_line(res.folder, res.max_length)}")

@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app
+from workbench.cli._shared import _fail, _log, app, echo_json, json_option
 from workbench.errors import WorkbenchError
 
 services_app = typer.Typer(help="Start, stop and inspect the local OpenSearch node; serve a cross-encoder reranker.",
@@ -40,6 +40,7 @@ def services_up(
                                                    "give in Host / Origin, e.g. a reverse proxy's (repeatable)."),
     max_body_mb: Optional[float] = typer.Option(None, "--max-body-mb", help="reranker: the largest request body, "
                                                 "in MiB (default 16; larger: HTTP 413)."),
+    as_json: bool = json_option("the node's url, pid and log (opensearch)"),
 ) -> None:
     """Fetch (Maven, cached in ~/.m2), install and start the local node; print its URL. Reuses a running one.
 
@@ -64,7 +65,10 @@ def services_up(
         st = node.up(home_dir(), port=port, heap=heap, timeout=timeout, log=_log)
     except WorkbenchError as exc:
         _fail(exc)
-    typer.echo(st.url)
+    if as_json:
+        echo_json({"service": service, "url": st.url, "pid": st.pid, "log": str(st.log)})
+    else:
+        typer.echo(st.url)
     _log(f"OpenSearch is up at {st.url} (pid {st.pid}, log {st.log}); this home's clients find its credentials in "
          f"{node.credentials_path(home_dir())}; from another home set WORKBENCH_OS_URL={st.url}, WORKBENCH_OS_USER, "
          f"WORKBENCH_OS_PASSWORD (from that file) and WORKBENCH_OS_CA_CERTS={node.ca_path(home_dir())}; "
@@ -98,7 +102,8 @@ def _reranker_up(model: Optional[Path], host: str, port: int, heap: bool, max_le
 
 
 @services_app.command("down")
-def services_down(service: str = typer.Argument(..., metavar="[opensearch|postgres]", help="opensearch or postgres")) -> None:
+def services_down(service: str = typer.Argument(..., metavar="[opensearch|postgres]", help="opensearch or postgres"),
+                  as_json: bool = json_option("whether the service was running and is stopped")) -> None:
     """Stop the local node or the embedded PostgreSQL of this home (their data stay for the next start)."""
     from workbench.services import opensearch as node
     from workbench.services import postgres
@@ -113,6 +118,8 @@ def services_down(service: str = typer.Argument(..., metavar="[opensearch|postgr
     except WorkbenchError as exc:
         _fail(exc)
     what = "the embedded PostgreSQL" if service == "postgres" else "OpenSearch"
+    if as_json:
+        echo_json({"service": service, "stopped": bool(was)})
     _log(f"{what} stopped" if was else f"{what} was not running")
 
 
@@ -120,6 +127,7 @@ def services_down(service: str = typer.Argument(..., metavar="[opensearch|postgr
 def services_remove(
     service: str = typer.Argument(..., metavar="[opensearch|postgres]", help="opensearch or postgres"),
     yes: bool = typer.Option(False, "--yes", help="Really delete (without it, only say what would go)."),
+    as_json: bool = json_option("the folders deleted"),
 ) -> None:
     """Stop a service of this home and delete its data (PostgreSQL: indexes and the judgment store; OpenSearch:
     install, indexes, secrets). As root both live outside the home, so deleting the home does not remove them."""
@@ -143,6 +151,8 @@ def services_remove(
             gone = node.remove(home, log=_log)
     except WorkbenchError as exc:
         _fail(exc)
+    if as_json:
+        echo_json({"service": service, "deleted": [str(g) for g in gone]})
     _log(f"{service} stopped; deleted " + (", ".join(map(str, gone)) or "nothing (there was nothing)"))
 
 

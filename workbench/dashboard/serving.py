@@ -13,6 +13,7 @@ the dashboard's Streamlit app.
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from workbench.services.policy import DASHBOARD_BOUNDS, WILDCARDS, Guard, allowed_names, env_names, machine_addresses
@@ -37,12 +38,9 @@ class DashboardGuard(Guard):
         ConfigError: ``$WORKBENCH_ALLOWED_HOSTS`` holds something that is not a host name.
     """
 
-    def __init__(self, app: Any) -> None:
-        from streamlit import config
-
+    def __init__(self, app: Any, address: Callable[[], str]) -> None:
         explicit = frozenset(env_names())
-        super().__init__(app, service="the dashboard", allowed=allowed_names(config.get_option("server.address"),
-                                                                              explicit),
+        super().__init__(app, service="the dashboard", allowed=allowed_names(address(), explicit),
                          explicit=explicit, bounds=DASHBOARD_BOUNDS)
 
 

@@ -282,30 +282,6 @@ def build_stamp(out: Path) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_mtime_ns, st.st_size
 
 
-def _swap_into_place(tmp: Path, out: Path) -> None:
-    """Move the finished build ``tmp`` to ``out``; the previous build goes, or stays when this fails.
-
-    Raises:
-        OSError: a rename failed (the previous build is back in place).
-    """
-    import shutil
-
-    old = out.with_name(f".{out.name}-old")
-    if out.exists():
-        shutil.rmtree(old, ignore_errors=True)
-        out.rename(old)
-        try:
-            tmp.rename(out)
-        except OSError:
-            old.rename(out)
-            raise
-        durable.fsync_dir(out.parent)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        tmp.rename(out)
-        durable.fsync_dir(out.parent)
-
-
 def build_dataset(name: str, defs: Definitions, data: Path, home: Path | None, *, force: bool,
                   step: Callable[[str], None] | None, log: Callable[[str], None] | None,
                   checked: tuple[str, tuple | None] | None) -> tuple[dict[str, Any], bool]:
@@ -422,7 +398,7 @@ def _build_locked(name: str, defs: Definitions, defn: dict[str, Any], data: Path
         }
         durable.atomic_write_json(tmp / "manifest.json", manifest, sort_keys=True)
         try:
-            _swap_into_place(tmp, out)
+            durable.swap_folder(tmp, out, out.with_name(f".{out.name}-old"))
         except OSError as exc:
             raise durable.storage_error(exc, out, action="move the new build into") from None
     except StorageError as exc:

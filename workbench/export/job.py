@@ -1,6 +1,6 @@
 """``workbench export``: resolve what is exported, write it in the chosen format, and verify it on the engine.
 
-What is exported (:class:`Source`): a study's chosen trial (``STUDY.toml``, as tuned) or an experiment's config
+What is exported (:class:`ExportSource`): a study's chosen trial (``STUDY.toml``, as tuned) or an experiment's config
 (``-e EXPERIMENT.toml -c CONFIG``). Formats (:data:`FORMATS`):
 
 * ``json`` — the workbench's own production config with provenance (one file: ``-o FILE.json``);
@@ -41,7 +41,7 @@ SUFFIXES = {"postgres": (".sql", ".statement.sql"), "opensearch": (".search.json
 
 
 @dataclass
-class Source:
+class ExportSource:
     """The config to export: the experiment (with the exported lanes in place), the config, the dataset it is
     verified on, and the json export (:func:`workbench.tuning.export.export_config` or
     :func:`~workbench.tuning.export.config_export`)."""
@@ -54,7 +54,7 @@ class Source:
     #: Where the json export is read from for an engine format (a study's file, in errors).
     path: Path | None = None
 
-    def resolved(self) -> Source:
+    def resolved(self) -> ExportSource:
         """This source with its experiment and config read back from the json export (a study's trial is read
         only for an engine format: ``--format json`` writes the export as the study chose it)."""
         if self.exp is None:
@@ -67,7 +67,7 @@ class Source:
         return self
 
 
-def from_experiment(path: Path, config: str, dataset: str | None) -> Source:
+def from_experiment(path: Path, config: str, dataset: str | None) -> ExportSource:
     """``[configs.CONFIG]`` of the experiment at ``path``, verified on ``dataset`` (default: its first dataset).
 
     Raises:
@@ -83,10 +83,10 @@ def from_experiment(path: Path, config: str, dataset: str | None) -> Source:
     if ds not in exp.datasets:
         raise ConfigError(f"{path} does not evaluate dataset {ds!r}; choose one of {', '.join(exp.datasets)} with --dataset")
     cfg = exp.configs[config]
-    return Source(exp, cfg, ds, config_export(exp, cfg, ds), f"{path.name}:{config}")
+    return ExportSource(exp, cfg, ds, config_export(exp, cfg, ds), f"{path.name}:{config}")
 
 
-def from_study(study_file: Path, storage: str, home: Path, log: Callable[[str], None]) -> Source:
+def from_study(study_file: Path, storage: str, home: Path, log: Callable[[str], None]) -> ExportSource:
     """The chosen trial of the study at ``study_file`` in ``storage`` (only read; nothing is written to it).
 
     Raises:
@@ -111,10 +111,10 @@ def from_study(study_file: Path, storage: str, home: Path, log: Callable[[str], 
     test = result.evaluation.test.measures if result.evaluation.test else {}
     label = (f"trial {result.chosen.number} of study {st.name}, test "
              + ", ".join(f"{m} {r.chosen:.4f}" for m, r in test.items()))
-    return Source(None, None, st.dataset, config, label, study_file)
+    return ExportSource(None, None, st.dataset, config, label, study_file)
 
 
-def identity(config_json: Mapping[str, Any]) -> tuple[str, ...]:
+def export_identity(config_json: Mapping[str, Any]) -> tuple[str, ...]:
     """What names one exported config: ``("study", name)`` for a tuned study's config, else
     ``("config", experiment file, config name)``, the file as resolved when it was exported
     (``provenance.experiment_file``: another clone's ``experiments/seeds.toml`` is another file, and one file typed
@@ -127,7 +127,7 @@ def identity(config_json: Mapping[str, Any]) -> tuple[str, ...]:
     return ("config", str(prov.get("experiment_file") or prov.get("experiment")), str(prov.get("config")))
 
 
-def _is_export(path: Path, source: Source) -> bool:
+def _is_export(path: Path, source: ExportSource) -> bool:
     """Whether ``path`` is an earlier workbench export of ``source``'s config: a json object whose
     ``provenance`` names the same study, or the same experiment and config (another config's export is
     someone else's file: replacing it needs ``--force``)."""
@@ -137,7 +137,7 @@ def _is_export(path: Path, source: Source) -> bool:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(doc, dict) and identity(doc) != () and identity(doc) == identity(source.config_json)
+    return isinstance(doc, dict) and export_identity(doc) != () and export_identity(doc) == export_identity(source.config_json)
 
 
 def check_targets(targets: Sequence[Path], ours: bool, force: bool) -> None:
@@ -179,19 +179,19 @@ def masked(config_json: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def kept_report_name(source: Source) -> str:
+def kept_report_name(source: ExportSource) -> str:
     """The name of the parity report kept in ``<home>/exports``: the study's name, or
     ``<experiment stem>.<config>`` (two experiments' configs of one name keep apart)."""
     from workbench.export.names import file_stem
 
-    ident = identity(source.config_json)
+    ident = export_identity(source.config_json)
     if ident[:1] == ("study",):
         return file_stem(ident[1])
     experiment = ident[1] if ident else "experiment"
     return file_stem(f"{Path(experiment).stem}.{source.cfg.name}")
 
 
-def write(source: Source, fmt: str, out: Path, *, home: Path, verify: bool = False,
+def write(source: ExportSource, fmt: str, out: Path, *, home: Path, verify: bool = False,
           splits: Sequence[str] = ("dev", "test"), log: Callable[[str], None] = lambda _m: None,
           force: bool = False) -> dict[str, Any]:
     """Write ``source`` as ``fmt`` to ``out`` (a file for ``json``, a folder otherwise) and, with ``verify``, run

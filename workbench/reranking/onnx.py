@@ -7,11 +7,11 @@ quantised per output channel, activations per batch) does the matrix products in
 1.5-1.7x faster (``benchmarks/bench_rerank.py``). int8 moves the scores a little, so each trained model is
 checked before it is used:
 
-* :func:`export` writes ``model.onnx`` (fp32, the legacy TorchScript exporter, dynamic batch and length) and
+* :func:`export_int8` writes ``model.onnx`` (fp32, the legacy TorchScript exporter, dynamic batch and length) and
   ``model-int8.onnx`` (``onnxruntime.quantization.quantize_dynamic``, per channel, MatMul only: quantised word
   embeddings lose more than they save) into ``<home>/cache/onnx/<digest>/``, written to a temporary folder and
   renamed into place.
-* :func:`agreement`: Spearman's rank correlation of the int8 scores with the torch scores over probe pairs of
+* :func:`int8_agreement`: Spearman's rank correlation of the int8 scores with the torch scores over probe pairs of
   the dataset (:func:`probe_pairs`). :data:`MIN_SPEARMAN` (0.99) or more: int8 is used; less: torch. The verdict
   is kept beside the model (``agreement-L<max_length>.json``), so the check runs once per model and window.
 
@@ -60,7 +60,7 @@ def check_installed() -> None:
 
 
 def export_size_estimate(folder: Path) -> int:
-    """Bytes :func:`export` of the cross-encoder in ``folder`` needs free at its peak: twice its weights (``model.onnx``
+    """Bytes :func:`export_int8` of the cross-encoder in ``folder`` needs free at its peak: twice its weights (``model.onnx``
     is their size, and the quantizer writes a shape-inferred copy of it beside it before ``model-int8.onnx``),
     plus 5% and 1 MB."""
     files = [p for p in Path(folder).iterdir() if p.is_file()]
@@ -103,7 +103,7 @@ def _storage_fault(exc: BaseException | None, folder: Path, dest: Path, needed: 
 FULL_DISK_MARGIN = 16 << 20
 
 
-def export(folder: Path, dest: Path) -> Path:
+def export_int8(folder: Path, dest: Path) -> Path:
     """Export the cross-encoder in ``folder`` to ``dest/model.onnx`` and ``dest/model-int8.onnx``; returns ``dest``.
 
     Already there: returned as it is. Written into a temporary folder beside ``dest`` and renamed, so a crash
@@ -182,7 +182,7 @@ class OnnxCrossEncoder:
     CrossEncoderScorer`'s (sigmoid of the one logit, a probability in [0, 1]).
 
     Args:
-        onnx_path: ``model-int8.onnx`` (or ``model.onnx``) written by :func:`export`.
+        onnx_path: ``model-int8.onnx`` (or ``model.onnx``) written by :func:`export_int8`.
         folder: the model folder (its tokenizer).
         max_length: word pieces per pair (longer pairs are truncated, longest first, as sentence-transformers does).
         batch_size: pairs per run.
@@ -220,7 +220,7 @@ class OnnxCrossEncoder:
 
 def probe_pairs(ds: Any, order: str = "index", queries: int = PROBE_QUERIES,
                 texts: int = PROBE_TEXTS) -> list[tuple[str, list[str]]]:
-    """Probe pairs for :func:`agreement`: ``queries`` queries spread over the dataset (every n-th, in its order),
+    """Probe pairs for :func:`int8_agreement`: ``queries`` queries spread over the dataset (every n-th, in its order),
     each with its judged-relevant documents and others drawn with a fixed seed, ``texts`` in all (so the scores
     span relevant and not); the documents' texts in ``order`` (the one the model was trained on)."""
     from workbench.text.doctext import index_text
@@ -254,7 +254,7 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
     return float(spearmanr(x, y).statistic)
 
 
-def agreement(reference: Any, candidate: Any, probe: Sequence[tuple[str, Sequence[str]]]) -> dict[str, Any]:
+def int8_agreement(reference: Any, candidate: Any, probe: Sequence[tuple[str, Sequence[str]]]) -> dict[str, Any]:
     """How closely ``candidate`` (int8) scores ``probe`` as ``reference`` (torch) does, and how fast each was.
 
     Returns:
@@ -278,7 +278,7 @@ def agreement(reference: Any, candidate: Any, probe: Sequence[tuple[str, Sequenc
 
 
 def read_verdict(dest: Path, max_length: int) -> dict[str, Any] | None:
-    """The kept :func:`agreement` of the export in ``dest`` at ``max_length`` (None: not checked yet)."""
+    """The kept :func:`int8_agreement` of the export in ``dest`` at ``max_length`` (None: not checked yet)."""
     try:
         return json.loads((Path(dest) / f"agreement-L{max_length}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -269,7 +269,7 @@ class CrossEncoderScorer:
                 return "torch"
             log(f"checking the int8 ONNX path of {self.folder.name} (L{self.max_length}) against torch, once")
             try:
-                verdict = onnx_ce.agreement(_TorchPath(self), self._int8(), probe(self.text_order))
+                verdict = onnx_ce.int8_agreement(_TorchPath(self), self._int8(), probe(self.text_order))
             except (ConfigError, StorageError) as exc:  # no ONNX Runtime, a model that does not export, a home
                 log(f"{self.folder.name}: scored with torch ({exc})")  # without room for it (#28): torch, as before
                 return "torch"
@@ -289,7 +289,7 @@ class CrossEncoderScorer:
             from workbench.reranking import onnx as onnx_ce
 
             assert self._onnx_dir is not None
-            onnx_ce.export(self.folder, self._onnx_dir)
+            onnx_ce.export_int8(self.folder, self._onnx_dir)
             self._onnx = onnx_ce.OnnxCrossEncoder(self._onnx_dir / "model-int8.onnx", self.folder,
                                                   max_length=self.max_length, batch_size=self.batch_size,
                                                   threads=self._threads)

@@ -917,13 +917,12 @@ def write_model(model: Any, folder: Path | str, card: Mapping[str, Any], *, forc
         ConfigError: :func:`check_destination` refuses the folder.
         StorageError: it cannot be written (names the path and the fix).
     """
-    from workbench._infra.durable import free_bytes, fsync_dir, human_size, mkdirs, storage_error, storage_error_in
+    from workbench._infra.durable import free_bytes, human_size, mkdirs, storage_error, storage_error_in, swap_folder
 
     folder = check_destination(folder, force)
     parent = mkdirs(folder.parent)
     _sweep(parent, folder.name)
     tmp = parent / f".{folder.name}.tmp-{os.getpid()}-{time.monotonic_ns() % 10**9}"
-    old: Path | None = None
     try:
         tmp.mkdir()
         model.save(str(tmp), create_model_card=False)
@@ -931,19 +930,9 @@ def write_model(model: Any, folder: Path | str, card: Mapping[str, Any], *, forc
                                              encoding="utf-8")
         (tmp / "README.md").write_text(render_readme(card), encoding="utf-8")
         _fsync_tree(tmp)
-        if folder.exists():
-            old = parent / f".{folder.name}.old-{os.getpid()}-{time.monotonic_ns() % 10**9}"
-            os.rename(folder, old)
-        os.rename(tmp, folder)
-        fsync_dir(parent)
+        swap_folder(tmp, folder, parent / f".{folder.name}.old-{os.getpid()}-{time.monotonic_ns() % 10**9}")
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and not folder.exists():
-            try:
-                os.rename(old, folder)
-                old = None
-            except OSError:
-                pass
         err = storage_error_in(exc, folder) if isinstance(exc, Exception) else None
         if err is None and isinstance(exc, OSError):  # another errno (EIO, ...): still one line naming the folder
             err = storage_error(exc, folder)
@@ -955,6 +944,4 @@ def write_model(model: Any, folder: Path | str, card: Mapping[str, Any], *, forc
             raise StorageError(f"{err} (the model for {folder}: nothing was left there; choose another -o or fix "
                                "it, and train again)") from None
         raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
     return folder

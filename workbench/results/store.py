@@ -6,7 +6,7 @@ Nothing here queries a retrieval service: the tracking store (``MLFLOW_TRACKING_
 ``lanes/<dataset>.parquet`` per eval), and the files of ``<home>/datasets/<name>/``.
 
 Everything returns plain pandas / dataclasses; the pages cache them
-(:mod:`workbench.dashboard.ui`: artifacts of a finished run never change, so by run id).
+(:mod:`dashboards.ui`: artifacts of a finished run never change, so by run id).
 """
 
 from __future__ import annotations

@@ -183,7 +183,7 @@ def test_a_kill_during_the_artifact_upload_keeps_the_last_complete_run(home, whe
     # the overview shows both configs, `second` from the earlier eval
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("WORKBENCH_HOME", str(home))
-    from workbench.dashboard import ui
+    from dashboards import ui
 
     ui.cached_config_runs.clear()  # the page caches run listings for 30 s; an earlier case of this test read this store
     at = _app(PAGES / "overview.py")

@@ -34,7 +34,7 @@ from workbench.judging.store import JudgmentStore, PoolPair, document_hash
 ROOT = REPO
 PAGES = ROOT / "dashboards" / "views"
 APP = ROOT / "dashboards" / "app.py"
-RATER_KEY = "_wb_rater_token"  # workbench.dashboard.ui's session key for a rater token just given
+RATER_KEY = "_wb_rater_token"  # dashboards.ui's session key for a rater token just given
 
 
 def _seen() -> None:
@@ -71,7 +71,7 @@ def store(jhome, pg_dsn, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("WORKBENCH_HOME", str(jhome))
     monkeypatch.setenv("WORKBENCH_PG_DSN", pg_dsn)
-    from workbench.dashboard import ui
+    from dashboards import ui
 
     ui._rater_tokens_exist.clear()
     st = JudgmentStore(pg_dsn)
@@ -389,7 +389,7 @@ def test_a_rater_stays_signed_in_across_a_reload_and_revocation_still_ends_it(st
     """A reload is a new Streamlit session: the rater comes back by the ``?s=`` session id in the address (an
     opaque id, never the token), to the same held pair. Signing out ends it on the server; so does revocation,
     at the next run; 12 hours without use end it too."""
-    from workbench.dashboard import ui
+    from dashboards import ui
 
     _pool(store, _pairs(gita, 3))
     ann, token = store.add_rater("ann")
@@ -740,7 +740,7 @@ def test_beyond_loopback_rater_tokens_let_raters_in_and_nobody_else(store, gita,
     [err] = [e.value for e in at.error]
     assert "without access tokens, so it shows nothing" in err and "`workbench judge rater add NAME`" in err
     _ann, token = store.add_rater("ann")
-    from workbench.dashboard import ui
+    from dashboards import ui
 
     ui._rater_tokens_exist.clear()
     assert auth.token_kinds(jhome) == {"rater"}

@@ -47,8 +47,8 @@ def test_distinct_names_never_meet():
     assert names.pipeline_id("a b") != names.pipeline_id("a-b")
 
 
-def _source(config_json: dict) -> job.Source:
-    return job.Source(None, None, "gita", config_json, "test")
+def _source(config_json: dict) -> job.ExportSource:
+    return job.ExportSource(None, None, "gita", config_json, "test")
 
 
 CONFIG = {"fusion": "rrf", "lanes": {"prod": {"kind": "http", "headers": {
@@ -79,7 +79,7 @@ def test_json_export_refuses_devices_folders_and_foreign_files_and_masks_secrets
     study = {**CONFIG, "provenance": {"study": "s1", "experiment": "e.toml", "config": "c"}}
     with pytest.raises(ConfigError, match="pass --force"):
         job.write(_source(study), "json", foreign, home=tmp_path)  # a study's export is not the config's
-    assert job.identity(study) == ("study", "s1") and job.identity({}) == ()
+    assert job.export_identity(study) == ("study", "s1") and job.export_identity({}) == ()
     with pytest.raises(ConfigError, match="is not a folder; --format postgres writes several files"):
         job.write(_source(CONFIG), "postgres", foreign, home=tmp_path)
 

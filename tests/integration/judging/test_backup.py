@@ -185,6 +185,30 @@ def _cli(pg_dsn, tmp_path, monkeypatch):
     return lambda *args: CliRunner().invoke(app, list(args))
 
 
+def test_the_backup_and_restore_commands_report_as_json(store, pg_dsn, tmp_path, monkeypatch):
+    """``--json``: the same counts as the text lines, as one object on stdout."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from workbench.cli import app
+
+    monkeypatch.setenv("WORKBENCH_PG_DSN", pg_dsn)
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "home"))
+    _everything(store)
+    path = tmp_path / "judge.jsonl.gz"
+    res = CliRunner().invoke(app, ["judge", "backup", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    body = json.loads(res.stdout)
+    assert body["file"] == str(path)
+    assert {k: body["counts"][k] for k in ("raters", "pools", "pairs", "assignments", "judgments", "adjudications")} \
+        == {"raters": 4, "pools": 2, "pairs": 4, "assignments": 8, "judgments": 9, "adjudications": 3}
+    _empty(pg_dsn).close()
+    res = CliRunner().invoke(app, ["judge", "restore", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["counts"]["judgments"] == 9
+
+
 def test_restore_refuses_an_out_of_range_grade_by_line_before_anything_is_written(store, pg_dsn, tmp_path,
                                                                                    monkeypatch):
     _everything(store)

@@ -259,3 +259,37 @@ def test_two_processes_creating_the_mlflow_store_at_once_both_succeed(tmp_path):
         outs = [p.communicate(timeout=120) for p in procs]
         assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
         assert [o[0].strip() for o in outs] == ["ok", "ok"]
+
+
+def test_swap_folder_replaces_a_folder_whole_and_restores_it_when_the_second_rename_fails(tmp_path, monkeypatch):
+    """The one atomic-folder step of the dataset builder and the model writer (durable.swap_folder)."""
+    import os
+
+    from workbench._infra.durable import swap_folder
+
+    dest, old = tmp_path / "ds", tmp_path / ".ds-old"
+    first = tmp_path / ".ds-build-1"
+    first.mkdir()
+    (first / "a.txt").write_text("one")
+    swap_folder(first, dest, old)  # nothing there yet: a plain rename
+    assert (dest / "a.txt").read_text() == "one" and not first.exists() and not old.exists()
+
+    second = tmp_path / ".ds-build-2"
+    second.mkdir()
+    (second / "b.txt").write_text("two")
+    swap_folder(second, dest, old)  # the previous folder goes whole
+    assert sorted(p.name for p in dest.iterdir()) == ["b.txt"] and not old.exists()
+
+    third = tmp_path / ".ds-build-3"
+    third.mkdir()
+    real = os.rename
+
+    def fail_into_place(src, dst):
+        if str(src) == str(third):
+            raise OSError(28, "No space left on device")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "rename", fail_into_place)
+    with pytest.raises(OSError):
+        swap_folder(third, dest, old)
+    assert sorted(p.name for p in dest.iterdir()) == ["b.txt"] and not old.exists() and third.is_dir()

@@ -401,7 +401,7 @@ def rater_browser() -> bool:
 
 _COOKIE_SCRIPT = """<script>
 (() => {
-  // workbench.dashboard.ui.judging_cookie: mark (or unmark) this browser as a rater's, for every tab of it.
+  // dashboards.ui.judging_cookie: mark (or unmark) this browser as a rater's, for every tab of it.
   document.cookie = %s;
 })();
 </script>"""
@@ -470,7 +470,7 @@ SHORTCUT_KEYS: dict[str, tuple[str, ...]] = {
 
 _SHORTCUT_SCRIPT = """<script>
 (() => {
-  // The judging pages' keys (workbench.dashboard.ui.keyboard_shortcuts). Streamlit's own button shortcuts
+  // The judging pages' keys (dashboards.ui.keyboard_shortcuts). Streamlit's own button shortcuts
   // ignore a key while any input element has the focus (a toggle, a checkbox) and take Shift+X for another
   // key; this listener, on the page's window before Streamlit's, presses the button itself. (No angle
   // brackets in here: Streamlit's HTML sanitiser drops a script whose text has one.)
@@ -563,7 +563,7 @@ _SHORTCUT_SCRIPT = """<script>
 
 _TOP_SCRIPT = """<script>
 (() => {
-  // workbench.dashboard.ui.scroll_to_top: a new pair opens at the top of the page.
+  // dashboards.ui.scroll_to_top: a new pair opens at the top of the page.
   const pair = %s;
   if (window.__wbPairOnTop === pair) return;
   window.__wbPairOnTop = pair;

@@ -1,4 +1,4 @@
-"""``python -m workbench.dashboard.launch ARGS``: ``streamlit ARGS`` with the served-port policy's connection
+"""``python -m dashboards.launch ARGS``: ``streamlit ARGS`` with the served-port policy's connection
 bounds (what ``workbench dashboard`` runs).
 
 Streamlit builds its own ``uvicorn.Config`` (``starlette_server._get_uvicorn_config_kwargs``), so the head
