@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 #: facet → (ordered, multi-valued).
 FACETS: dict[str, tuple[bool, bool]] = {
@@ -121,7 +121,8 @@ def parse_filter(raw: Any) -> Filter | None:
         try:
             raw = json.loads(raw)
         except ValueError as exc:
-            msg = cast(json.JSONDecodeError, exc).msg  # what json.loads raises for a bad string
+            # a JSONDecodeError for bad text; a plain ValueError for an integer beyond Python's digit limit
+            msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).split(';')[0]
             raise ValueError(f"filter {raw[:80]!r} is not JSON ({msg}); write e.g. {{\"collection\": \"dn\"}}") \
                 from None
         except RecursionError:

@@ -50,6 +50,7 @@ def test_a_filter_is_canonical_json_and_admits_by_the_one_rule():
     ('{"chapter": "2"}', "value '2' must be a number"),
     ('{"collection": 3}', "value 3 must be a string"),
     ('{"collection": {}}', "has an empty condition"),
+    ('{"chapter": ' + "9" * 5000 + "}", "is not JSON (Exceeds the limit (4300 digits)"),  # a plain ValueError, not a decode error
 ])
 def test_a_bad_filter_is_refused_naming_the_fix(raw, needle):
     with pytest.raises(ValueError, match=__import__("re").escape(needle)):
