@@ -457,7 +457,7 @@ def _h11_with_head_deadline(timeout_s: float) -> type:
 
             self.loop.call_later(timeout_s, expire)
 
-        def connection_made(self, transport):  # type: ignore[override]
+        def connection_made(self, transport):
             super().connection_made(transport)
             self._arm()
 
