@@ -33,6 +33,7 @@ operator the facet does not allow, or a value no document has is refused, naming
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -108,18 +109,37 @@ class Filter:
         return self.text
 
 
+class _FilterTextError(ValueError):
+    """What the JSON hooks of :func:`parse_filter` refuse (a key twice in one object, NaN or Infinity)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _v in pairs]
+    dup = next((k for k in keys if keys.count(k) > 1), None)
+    if dup is not None:
+        raise _FilterTextError(f"key {dup!r} is given twice in one object (JSON keeps only the last)")
+    return dict(pairs)
+
+
+def _no_constant(name: str) -> Any:
+    raise _FilterTextError(f"{name} is not a finite number")
+
+
 def parse_filter(raw: Any) -> Filter | None:
     """A :class:`Filter` from its JSON text or object; None for ``""``, ``{}`` or None.
 
     Raises:
-        ValueError: not a JSON object, an unknown facet or operator, a range on an unordered facet, an empty
-            ``$in``, a value that is not a string or number (the message names the fix).
+        ValueError: not a JSON object, a key given twice in one object, an unknown facet or operator, a range on
+            an unordered facet, an empty ``$in``, a value that is not a string or a finite number (NaN and
+            Infinity are refused; the message names the fix).
     """
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return None
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
+            raw = json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+        except _FilterTextError as exc:
+            raise ValueError(f"filter {raw[:80]!r}: {exc}; write e.g. {{\"chapter\": {{\"$gte\": 2}}}}") from None
         except ValueError as exc:
             # a JSONDecodeError for bad text; a plain ValueError for an integer beyond Python's digit limit
             msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).split(';')[0]
@@ -158,7 +178,10 @@ def parse_filter(raw: Any) -> Filter | None:
                 if isinstance(v, bool) or not isinstance(v, (str, int, float)) or (ordered and isinstance(v, str)) \
                         or (not ordered and not isinstance(v, str)):
                     kind = "a number" if ordered else "a string"
-                    raise ValueError(f"filter facet {facet!r}: value {v!r} must be {kind}")
+                    hint = "; for several values write {\"$in\": [...]}" if isinstance(v, list) else ""
+                    raise ValueError(f"filter facet {facet!r}: value {v!r} must be {kind}{hint}")
+                if isinstance(v, float) and not math.isfinite(v):
+                    raise ValueError(f"filter facet {facet!r}: value {v!r} must be a finite number")
             clauses.append(Clause(facet, op, values))
             canon[op] = list(values) if op == "$in" else values[0]
         canonical[facet] = canon["$eq"] if set(canon) == {"$eq"} else canon
@@ -199,18 +222,26 @@ def admitted(flt: Filter | None, docs: Iterable[Any]) -> list[str]:
     return [d.doc_id for d in docs if flt is None or flt.admits(facets(d))]
 
 
+#: How many filters' admitted document sets a :class:`FacetIndex` keeps (least recently used go first).
+ADMITTED_KEPT = 4096
+
+
 class FacetIndex:
     """The facets of a dataset's documents, the values each facet takes (:attr:`values`) and the documents each
     filter admits (computed once per filter). A loaded dataset keeps one
-    (:attr:`workbench.data.catalog.Dataset.facet_index`).
+    (:attr:`workbench.data.catalog.Dataset.facet_index`). The admitted sets are kept for the
+    :data:`ADMITTED_KEPT` filters used last (an evaluation has a few hundred; ``workbench serve`` may see any
+    number, so the memory stays bounded).
 
     Args:
         docs: the dataset's :class:`workbench.types.Document` list.
     """
 
     def __init__(self, docs: Iterable[Any]) -> None:
+        from collections import OrderedDict
+
         self._facets = {d.doc_id: facets(d) for d in docs}
-        self._admitted: dict[str, frozenset[str]] = {}
+        self._admitted: OrderedDict[str, frozenset[str]] = OrderedDict()
         #: facet → every value it takes (:func:`facet_values`).
         self.values = _values(self._facets.values())
 
@@ -223,6 +254,10 @@ class FacetIndex:
             flt = parse_filter(filter_text)
             got = frozenset(d for d, f in self._facets.items() if flt is None or flt.admits(f))
             self._admitted[filter_text] = got
+            if len(self._admitted) > ADMITTED_KEPT:
+                self._admitted.popitem(last=False)  # the least recently used
+        else:
+            self._admitted.move_to_end(filter_text)
         return got
 
 

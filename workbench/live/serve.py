@@ -130,6 +130,9 @@ class Searcher:
         except ValueError as exc:
             raise BadRequest(INVALID, str(exc)[:300]) from None
         problem = check_filter(flt, self.ds.facet_index.values, self.served.dataset) if flt is not None else ""
+        if not problem and flt is not None and not self.ds.facet_index.admitted(flt.text):
+            # a contradictory range, a bound beyond every value: a client's mistake, not an honest empty answer
+            problem = f"filter {flt.text} admits no document of {self.served.dataset}; loosen it"
         if problem:
             raise BadRequest(INVALID, problem[:300])
         k = min(k, self.cfg.top_k)
@@ -191,6 +194,17 @@ def mcp_server(searcher: Searcher):
 
         return await anyio.to_thread.run_sync(searcher.answer, query, k, filters)  # lanes block: not on the loop
 
+    # an argument the tool does not take ("filter" for "filters") is refused, not ignored: the answer would come
+    # back unfiltered. The SDK builds the arguments model with pydantic's default (extra keys ignored) and has no
+    # public hook for it; the tool's own model is tightened here (its input schema then says
+    # additionalProperties: false), and a test holds the SDK to it.
+    tool = server._tool_manager.get_tool("search")
+    if tool is None:  # the decorator above registers it; an SDK that changed this is caught by the tests
+        raise RuntimeError("the MCP SDK did not register the search tool")
+    args = tool.fn_metadata.arg_model
+    args.model_config["extra"] = "forbid"
+    args.model_rebuild(force=True)
+    tool.parameters = args.model_json_schema(by_alias=True)  # what tools/list shows: additionalProperties false
     return server
 
 
@@ -210,6 +224,11 @@ def http_app(searcher: Searcher, mcp: Any):
     @mcp.custom_route("/search", methods=["GET", "POST"])
     async def search(request: Request) -> JSONResponse:
         if request.method == "GET":
+            unknown = sorted(set(request.query_params) - {"q", "k", "filters"})
+            if unknown:  # a typo ("filter") would otherwise be answered unfiltered
+                env = {"ok": False, "error": {"code": INVALID, "message": f"unknown parameter(s) {unknown}; "
+                                              "/search takes q, k and filters"}}
+                return JSONResponse(env, status_code=400)
             text, k_raw = request.query_params.get("q"), request.query_params.get("k", "10")
             k: Any = int(k_raw) if re.fullmatch(r"[0-9]{1,9}", k_raw.strip()) else k_raw  # not "²" (isdigit)
             filters = request.query_params.get("filters")  # the filter's JSON text, as in the body

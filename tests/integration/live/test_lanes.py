@@ -190,8 +190,14 @@ def test_serve_applies_a_filter_sent_by_get_as_by_post(home, pg_dsn, tmp_path):
         typo = urllib.request.Request(f"{base}/search", json.dumps({"query": "karma", "filter": {"chapter": 2}}).encode(),
                                       {"Content-Type": "application/json"})
         deep = "[" * 5000 + "]" * 5000
-        for req in (f"{base}/search?" + urllib.parse.urlencode({"q": "karma", "filters": '{"sutta": "x"}'}), typo,
-                    f"{base}/search?" + urllib.parse.urlencode({"q": "karma", "filters": deep})):
+        get = f"{base}/search?"
+        for req in (get + urllib.parse.urlencode({"q": "karma", "filters": '{"sutta": "x"}'}), typo,
+                    get + urllib.parse.urlencode({"q": "karma", "filters": deep}),
+                    # a newcomer's attack: a GET typo, a filter that admits nothing, NaN, a key given twice
+                    get + urllib.parse.urlencode({"q": "karma", "filter": flt}),
+                    get + urllib.parse.urlencode({"q": "karma", "filters": '{"chapter": {"$gt": 5, "$lt": 3}}'}),
+                    get + urllib.parse.urlencode({"q": "karma", "filters": '{"chapter": {"$gt": NaN}}'}),
+                    get + urllib.parse.urlencode({"q": "karma", "filters": '{"chapter": {"$gte": 2, "$gte": 30}}'})):
             with pytest.raises(urllib.error.HTTPError) as err:
                 urllib.request.urlopen(req, timeout=60)
             bad.append((err.value.code, json.loads(err.value.read())))
@@ -202,6 +208,10 @@ def test_serve_applies_a_filter_sent_by_get_as_by_post(home, pg_dsn, tmp_path):
     assert code == 400 and env["error"]["code"] == "invalid_argument" and "'sutta'" in env["error"]["message"]
     assert bad[1][0] == 400 and "unknown key(s) ['filter']" in bad[1][1]["error"]["message"]  # not unfiltered hits
     assert bad[2][0] == 400 and "nested too deeply" in bad[2][1]["error"]["message"]  # not a 502
+    assert bad[3][0] == 400 and "unknown parameter(s) ['filter']" in bad[3][1]["error"]["message"]
+    assert bad[4][0] == 400 and "admits no document of gita" in bad[4][1]["error"]["message"]
+    assert bad[5][0] == 400 and "NaN is not a finite number" in bad[5][1]["error"]["message"]
+    assert bad[6][0] == 400 and "key '$gte' is given twice" in bad[6][1]["error"]["message"]
     assert 'filters = "{filters}"' in (tmp_path / "serve.log").read_text()  # the lane table it prints sends them
 
 
