@@ -51,6 +51,10 @@ def test_a_filter_is_canonical_json_and_admits_by_the_one_rule():
     ('{"collection": 3}', "value 3 must be a string"),
     ('{"collection": {}}', "has an empty condition"),
     ('{"chapter": ' + "9" * 5000 + "}", "is not JSON (Exceeds the limit (4300 digits)"),  # a plain ValueError, not a decode error
+    ('{"chapter": {"$gt": NaN}}', "NaN is not a finite number"),  # Python's json reads NaN and Infinity
+    ('{"chapter": {"$lt": -Infinity}}', "-Infinity is not a finite number"),
+    ('{"chapter": {"$gte": 2, "$gte": 30}}', "key '$gte' is given twice in one object"),
+    ('{"work": ["bg"]}', 'must be a string; for several values write {"$in": [...]}'),
 ])
 def test_a_bad_filter_is_refused_naming_the_fix(raw, needle):
     with pytest.raises(ValueError, match=__import__("re").escape(needle)):
