@@ -120,9 +120,11 @@ def test_the_dashboard_page_shows_the_evals_tables(filtered_job, tmp_path, monke
     from workbench.experiment.tracking import log_job
 
     _exp, res, _home = filtered_job
-    log_job(res, tmp_path)
+    # the store the page reads is the one the eval is logged to: no MLFLOW_TRACKING_URI an earlier test left set
+    # (it was deleted only after logging, so the page read an empty store when such a test ran first)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path))
+    log_job(res, tmp_path)
     main = sys.modules["__main__"]
     try:
         at = AppTest.from_file(str(REPO / "dashboards" / "views" / "filters.py"),
