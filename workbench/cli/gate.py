@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Optional, cast
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app, qrels_option
+from workbench.cli._shared import _fail, _log, app, echo_json, qrels_option
 from workbench.errors import WorkbenchError
 from workbench.gate.policy import GatePolicy as _GatePolicy  # for `gate --help`: the defaults
 from workbench.types import DEFAULT_SEED as _GATE_SEED
@@ -96,7 +95,10 @@ def gate_cmd(
             command += [x for m in dict.fromkeys(c.measure for r in results for c in r.checks) for x in ("-m", m)]
         command += [x for sp in split for x in ("--split", sp)]
         report = GateReport.of(results, command)
-        typer.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False) if as_json else text)
+        if as_json:
+            echo_json(report.to_json())
+        else:
+            typer.echo(text)
         saved = report.save(home)
         typer.echo(f"[workbench] gate report saved: {saved} (the dashboard's gate page shows the latest)", err=True)
     except WorkbenchError as exc:  # a full disk, a read-only home: the report is part of the command's work

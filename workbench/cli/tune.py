@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app, qrels_option, secho
+from workbench.cli._shared import _fail, _log, app, echo_json, qrels_option, secho
 from workbench.errors import WorkbenchError
 
 
@@ -67,7 +66,7 @@ def tune_cmd(
 
         body = {**StudyReport.of(result, storage).to_json(), "trials_run": result.trials_run,
                 "elapsed_s": round(result.elapsed_s, 3), "folder": str(folder) if folder else None}
-        typer.echo(json.dumps(body, indent=2, ensure_ascii=False, default=str))
+        echo_json(body)
     else:
         typer.echo(summary(result))
         typer.echo(f"\n{result.trials_run} trials run by this command in {result.elapsed_s:.1f} s; "
