@@ -4,7 +4,9 @@ cache share (:class:`workbench.embedding.embedders.CachedEmbedder`, :class:`work
 A subclass declares its table (:attr:`SqliteCache.TABLE`, :attr:`~SqliteCache.COLUMNS`,
 :attr:`~SqliteCache.DDL`) and reads and writes through :meth:`SqliteCache._db`. The file is
 in WAL mode (readers never wait for a writer; writers take the lock up front with
-``BEGIN IMMEDIATE`` and wait up to 60 s). Opening checks its structure (``PRAGMA
+``BEGIN IMMEDIATE`` and wait up to :attr:`SqliteCache.BUSY_WAIT_S`, 60 s). SQLite answers some lock
+conflicts at once, without waiting (switching a new file to WAL while another process holds its write
+lock, a lock upgrade that could deadlock): those are retried with a backoff until the same 60 s are up. Opening checks its structure (``PRAGMA
 quick_check``). A damaged file (``database disk image is malformed``, ``file is not a
 database``, a failed check, a stored value a subclass finds impossible and raises
 :class:`Damaged` for) is moved aside to ``<name>.damaged-<time>`` with its ``-wal`` /
@@ -20,6 +22,7 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -86,6 +89,8 @@ class SqliteCache:
     TABLE = ""
     COLUMNS: tuple[str, ...] = ()
     DDL = ""
+    #: How long a call waits for another process's lock before it goes without the cache, in seconds.
+    BUSY_WAIT_S = 60.0
 
     def __init__(self, cache_path: Path | str, *, label: str, without: str, unkept: str,
                  log: Callable[[str], None] | None = None) -> None:
@@ -109,9 +114,9 @@ class SqliteCache:
         except OSError:
             self._ino = None
         if self._ro_mode:
-            return sqlite3.connect(f"{self.cache_path.as_uri()}?{self._ro_mode}", uri=True, timeout=60,
-                                   isolation_level=None)
-        con = sqlite3.connect(self.cache_path, timeout=60, isolation_level=None)
+            return sqlite3.connect(f"{self.cache_path.as_uri()}?{self._ro_mode}", uri=True,
+                                   timeout=self.BUSY_WAIT_S, isolation_level=None)
+        con = sqlite3.connect(self.cache_path, timeout=self.BUSY_WAIT_S, isolation_level=None)
         try:
             con.execute("PRAGMA synchronous=NORMAL")  # with WAL: consistent after a crash, fewer fsyncs
         except BaseException:
@@ -122,7 +127,8 @@ class SqliteCache:
     def _setup(self, con: sqlite3.Connection) -> None:
         """WAL mode, the table (when writable), its layout and an integrity check."""
         if not self._ro_mode:
-            con.execute("PRAGMA journal_mode=WAL")
+            if con.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # reading it takes no lock
+                con.execute("PRAGMA journal_mode=WAL")
             con.execute(self.DDL)
         columns = [row[1] for row in con.execute(f"PRAGMA table_info({self.TABLE})")]
         if not columns and self._ro_mode:  # an empty cache that cannot be written: nothing to read either
@@ -146,7 +152,9 @@ class SqliteCache:
 
     def _db(self, fn: Callable[[sqlite3.Connection], Any], *, write: bool) -> Any:
         """``fn(connection)`` with the cache's faults handled (see the class); None when the cache was skipped."""
-        for _attempt in range(4):
+        started, pause, attempts = time.monotonic(), 0.01, 0
+        while attempts < 4:
+            attempts += 1
             if self.unavailable is not None or (write and self.read_only):
                 return None
             try:
@@ -170,8 +178,14 @@ class SqliteCache:
                     self._db(self._setup, write=False)  # another process has just replaced a damaged file
                     continue
                 if kind == "busy":
+                    waited = time.monotonic() - started
+                    if waited < self.BUSY_WAIT_S:  # answered at once, not after the busy timeout: wait and retry
+                        attempts -= 1
+                        time.sleep(min(pause, self.BUSY_WAIT_S - waited))
+                        pause = min(pause * 2, 0.5)
+                        continue
                     self._say("busy", f"the {self.label} {self.cache_path} stayed locked by another process "
-                                      "for 60 s; this call goes without it (its values are computed)")
+                                      f"for {waited:.1f} s; this call goes without it (its values are computed)")
                     return None
                 if kind in ("full", "unwritable"):
                     if not self.cache_path.exists():
