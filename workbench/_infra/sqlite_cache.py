@@ -6,8 +6,8 @@ A subclass declares its table (:attr:`SqliteCache.TABLE`, :attr:`~SqliteCache.CO
 in WAL mode (readers never wait for a writer; writers take the lock up front with
 ``BEGIN IMMEDIATE`` and wait up to :attr:`SqliteCache.BUSY_WAIT_S`, 60 s). SQLite answers some lock
 conflicts at once, without waiting (switching a new file to WAL while another process holds its write
-lock, a lock upgrade that could deadlock): those are retried with a backoff until the same 60 s are up. Opening checks its structure (``PRAGMA
-quick_check``). A damaged file (``database disk image is malformed``, ``file is not a
+lock, a lock upgrade that could deadlock): those are retried with a backoff until the same 60 s are up.
+Opening checks its structure (``PRAGMA quick_check``). A damaged file (``database disk image is malformed``, ``file is not a
 database``, a failed check, a stored value a subclass finds impossible and raises
 :class:`Damaged` for) is moved aside to ``<name>.damaged-<time>`` with its ``-wal`` /
 ``-shm`` / ``-journal`` files (:func:`workbench._infra.durable.quarantine`), said once, and
