@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app
+from workbench.cli._shared import _fail, _log, app, echo_json
 from workbench.errors import WorkbenchError
 
 data_app = typer.Typer(help="Build and list datasets and query sets.", no_args_is_help=True)
@@ -105,7 +104,7 @@ def data_list(
     except WorkbenchError as exc:
         _fail(exc)
     if as_json:
-        typer.echo(json.dumps({"data": str(data), "home": str(home), "datasets": out}, ensure_ascii=False, indent=1))
+        echo_json({"data": str(data), "home": str(home), "datasets": out})
         return
     typer.echo(f"data: {data}\nhome: {home}\n")
     for e in out:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Optional, cast
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app, secho
+from workbench.cli._shared import _fail, _log, app, echo_json, secho
 from workbench.errors import WorkbenchError
 
 
@@ -75,8 +74,7 @@ def export_cmd(
         _fail(storage_error(exc, exc.filename or out))
     report = result["parity"]
     if as_json:
-        typer.echo(json.dumps({"files": result["files"], "parity": report.to_json() if report else None},
-                              indent=1, default=str))
+        echo_json({"files": result["files"], "parity": report.to_json() if report else None})
     else:
         typer.echo(f"wrote {', '.join(result['files'])}: {source.label}")
         if report is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -68,7 +67,7 @@ def judge_rater_list(as_json: bool = typer.Option(False, "--json", help="Machine
     except WorkbenchError as exc:
         _fail(exc)
     if as_json:
-        typer.echo(json.dumps([{"name": r.name, "role": r.role} for r in raters], indent=1))
+        echo_json([{"name": r.name, "role": r.role} for r in raters])
         return
     if not raters:
         _log("no raters yet: `workbench judge rater add NAME` (add --adjudicator for one who resolves disagreements)")
@@ -130,15 +129,15 @@ def judge_pool(
     except WorkbenchError as exc:
         _fail(exc)
     if as_json:
-        typer.echo(json.dumps({"pool_id": pool_id, "dataset": plan.dataset, "pairs": stored,
-                               "pool_pairs": plan.pool_pairs, "audit_pairs": plan.audit_pairs,
-                               "slots": stored * plan.raters_per_pair, "raters_per_pair": plan.raters_per_pair,
-                               "queries": plan.queries, "candidates": plan.candidates, "excluded": plan.excluded,
-                               "capped": plan.capped, "tiers": plan.tiers, "open_elsewhere": plan.open_elsewhere,
-                               "stale": plan.stale, "skipped": plan.params["skipped"],
-                               "judged_at_10_now": plan.params["judged_at_10_now"],
-                               "judged_at_10_after": plan.params["judged_at_10_after"],
-                               "elapsed_s": round(plan.elapsed_s, 3)}, indent=1))
+        echo_json({"pool_id": pool_id, "dataset": plan.dataset, "pairs": stored,
+                   "pool_pairs": plan.pool_pairs, "audit_pairs": plan.audit_pairs,
+                   "slots": stored * plan.raters_per_pair, "raters_per_pair": plan.raters_per_pair,
+                   "queries": plan.queries, "candidates": plan.candidates, "excluded": plan.excluded,
+                   "capped": plan.capped, "tiers": plan.tiers, "open_elsewhere": plan.open_elsewhere,
+                   "stale": plan.stale, "skipped": plan.params["skipped"],
+                   "judged_at_10_now": plan.params["judged_at_10_now"],
+                   "judged_at_10_after": plan.params["judged_at_10_after"],
+                   "elapsed_s": round(plan.elapsed_s, 3)})
     else:
         typer.echo(pooling.summary(plan))
     if pool_id is None:
@@ -192,7 +191,7 @@ def judge_agreement(
     except WorkbenchError as exc:
         _fail(exc)
     if as_json:
-        typer.echo(json.dumps({"dataset": dataset, **report}, indent=1, default=str))
+        echo_json({"dataset": dataset, **report})
         return
     if not rows:
         _log(f"no judgments on {dataset} yet: pool pairs (`workbench judge pool`) and judge them on the dashboard's "

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 import typer
 
-from workbench.cli._shared import _fail, app
+from workbench.cli._shared import _fail, app, echo_json
 from workbench.errors import WorkbenchError
 
 
@@ -29,7 +28,7 @@ def kinds_cmd(
     out = [{"group": g, "kind": name, "summary": k.summary, "module": type(k).__module__, "params": describe_kind(k)}
            for g, kinds in groups.items() for name, k in sorted(kinds.items())]
     if as_json:
-        typer.echo(json.dumps(out, ensure_ascii=False, indent=1))
+        echo_json(out)
         return
     for entry in out:
         typer.echo(f"{entry['group']} kind {entry['kind']}  ({entry['module']})  {entry['summary']}")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
 import typer
 
-from workbench.cli._shared import _fail, app
+from workbench.cli._shared import _fail, app, echo_json
 from workbench.errors import WorkbenchError
 
 refs_app = typer.Typer(help="Parse canonical references.", no_args_is_help=True)
@@ -37,7 +36,7 @@ def ref_parse(
         results.append({"input": shown(r), "canonical": res.ref.canonical() if res.ref is not None else None,
                         "reason": res.reason})
     if as_json:
-        typer.echo(json.dumps(results, ensure_ascii=False, indent=1))
+        echo_json(results)
     else:
         for x in results:
             typer.echo(f"{x['input']!r:24s} -> {x['canonical'] or 'unresolved: ' + x['reason']}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import Any, Optional
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app, secho
+from workbench.cli._shared import _fail, _log, app, echo_json, secho
 from workbench.errors import WorkbenchError
 
 #: How a file in another encoding is converted, by the script its readers write (the hint of :func:`_decode_lines`).
@@ -152,7 +151,7 @@ def search_cmd(
     dead = sorted({f["lane"] for rec in records for f in rec.get("failures", [])
                    if all(any(g["lane"] == f["lane"] for g in r.get("failures", [])) for r in records)})
     if as_json:
-        typer.echo(json.dumps(records, ensure_ascii=False, indent=1))
+        echo_json(records)
     else:
         _print_search(records)
     if dead:

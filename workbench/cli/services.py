@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Optional
@@ -177,9 +176,11 @@ def services_status(
     except WorkbenchError as exc:
         _fail(exc)
     if service == "postgres":
-        typer.echo(json.dumps(st, indent=1) if as_json else
-                   f"postgres: {st['state']}" + (f", pid {st['pid']}, socket in {st['socket_dir']}" if st["pid"] else "")
-                   + f", data {st['pgdata']}, log {st['log']}")
+        if as_json:
+            echo_json(st)
+        else:
+            typer.echo(f"postgres: {st['state']}" + (f", pid {st['pid']}, socket in {st['socket_dir']}" if st["pid"] else "")
+                       + f", data {st['pgdata']}, log {st['log']}")
         if st["state"] != "running":
             raise typer.Exit(1)
         return
@@ -192,7 +193,7 @@ def services_status(
         except Exception:
             st["indexes"] = []
     if as_json:
-        typer.echo(json.dumps(st, indent=1))
+        echo_json(st)
     else:
         typer.echo(f"opensearch: {st['state']}" + (f" at {st['url']} ({st.get('health') or 'no answer'}), pid {st['pid']}, "
                                                    f"{len(st.get('indexes', []))} workbench indexes, log {st['log']}"

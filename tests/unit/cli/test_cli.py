@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from importlib.metadata import version
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -33,3 +35,21 @@ def test_help_shows_the_choices_and_one_wording_of_qrels():
     assert "[json|postgres|opensearch]" in help_of("export")
     assert "[warn|fail]" in help_of("gate")
     assert "--install-completion" in help_of()
+
+
+def test_json_output_is_one_format_utf8_and_indented_by_one():
+    res = CliRunner().invoke(app, ["ref", "parse", "BG २.४७", "Бг 2.47", "BG 19.1", "--json"])
+    assert res.exit_code == 1  # one reference did not resolve
+    expected = [{"input": "BG २.४७", "canonical": "BG 2.47", "reason": ""},
+                {"input": "Бг 2.47", "canonical": "BG 2.47", "reason": ""}]
+    body = json.loads(res.stdout)
+    assert body[:2] == expected and body[2]["canonical"] is None and "19" in body[2]["reason"]
+    assert res.stdout.startswith('[\n {\n  "input": "BG २.४७",\n  "canonical": "BG 2.47",\n')
+
+
+def test_every_json_output_goes_through_the_one_printer():
+    import workbench.cli as cli_pkg
+
+    folder = Path(cli_pkg.__file__).parent
+    callers = sorted(p.name for p in folder.glob("*.py") if "json.dumps(" in p.read_text(encoding="utf-8"))
+    assert callers == ["_shared.py"], "print --json output with workbench.cli._shared.echo_json"
