@@ -398,8 +398,11 @@ def _discriminator(kind: type[Declaration] | Declaration) -> str | None:
 
 
 def describe_error(kind: type[Declaration] | Declaration, exc: ValidationError, given: Mapping[str, Any], where: str) -> str:
-    """The first error of ``exc`` as one line naming ``<where>.<key>``, the value and the fix."""
-    err = exc.errors(include_url=False)[0]
+    """The first error of ``exc`` as one line naming ``<where>.<key>``, the value and the fix. A key that is not a
+    parameter is named before anything else (a misspelt key also leaves its field missing), with the allowed
+    key it is closest to."""
+    errors = exc.errors(include_url=False)
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = [str(p) for p in err["loc"]]
     model = kind._model_for(given)
     tag = _discriminator(kind)
@@ -420,7 +423,11 @@ def describe_error(kind: type[Declaration] | Declaration, exc: ValidationError, 
             if readers:
                 return (f"{at} is not read by {utag} {given.get(utag)!r} (only by {', '.join(readers)}); remove it "
                         f"(allowed: {', '.join(allowed) or 'none'})")
-        return f"{at} is not a parameter of {kind.kind}{variant}; allowed: {', '.join(allowed) or 'none'}"
+        import difflib
+
+        close = difflib.get_close_matches(loc[-1], allowed, n=1) if loc else []
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        return f"{at} is not a parameter of {kind.kind}{variant}{hint}; allowed: {', '.join(allowed) or 'none'}"
     if typ == "missing":
         f = model.model_fields.get(loc[-1]) if loc else None
         need = f"needs {loc[-1] if loc else '?'}" + (f" ({f.description})" if f and f.description else "")

@@ -44,9 +44,10 @@ def qrels_option(default: str) -> Any:
                         f"(human over built); default: {default}.")
 
 
-def json_option(what: str) -> Any:
-    """The ``--json`` option of a command that reports results; ``what`` names the object printed."""
-    return typer.Option(False, "--json", help=f"Print {what} as one JSON object on stdout (logs stay on stderr).")
+def json_option(what: str, shape: str = "one JSON object") -> Any:
+    """The ``--json`` option of a command that reports results; ``what`` names what is printed, ``shape`` its
+    JSON form (``"a JSON list"`` for a command that prints one entry per input)."""
+    return typer.Option(False, "--json", help=f"Print {what} as {shape} on stdout (logs stay on stderr).")
 
 
 def echo_json(body: Any) -> None:

@@ -98,7 +98,7 @@ def dashboard_cmd(
 
 
 @dashboard_token_app.command("add")
-def dashboard_token_add(name: str = typer.Argument(..., help="Who or what the token is for (letters, digits, _ . -).")) -> None:
+def dashboard_token_add(name: str = typer.Argument(..., help="Who or what the token is for (letters, digits, _ . @ -).")) -> None:
     """Create an access token and print it once (only its sha256 is stored, in <home>/dashboard/tokens.json, mode 0600)."""
     from workbench.dashboard import auth
     from workbench.settings import home_dir

@@ -249,6 +249,9 @@ def judge_export(
     try:
         if out.is_dir():
             raise WorkbenchError(f"--output {out} is a folder; give a file path, e.g. {out / 'qrels.txt'}")
+        if not out.absolute().parent.is_dir():
+            raise WorkbenchError(f"--output {out}: the folder {out.absolute().parent} does not exist; create it "
+                                 "(mkdir -p) or give a path in a folder that does")
         trecio.check_export(layer, fmt)
         ds = _judge_dataset(dataset)
         with _judge_store() as store:
@@ -257,8 +260,11 @@ def judge_export(
         _fail(exc)
     what = f"{prov['lines']:,d} qrels ({prov['layer']})" if fmt == "trec" else f"{prov['lines']:,d} judgments"
     stale = prov["stale"]["judgments"] + prov["stale"]["adjudications"]
+    if not prov["lines"]:
+        _log(f"no human judgments of {dataset} to export yet: {out} is empty (`workbench judge pool` starts a round; "
+             "`workbench judge agreement` shows what is judged)")
     if as_json:
-        echo_json({"file": str(out), "provenance_file": str(trecio.provenance_path(out)), **prov})
+        echo_json({**prov, "file": str(out.absolute()), "provenance_file": str(trecio.provenance_path(out).absolute())})
         return
     typer.echo(f"wrote {what} to {out}" + (f" (sha256 {prov['qrels_sha256'][:12]})" if prov["qrels_sha256"] else ""))
     typer.echo(f"provenance: {trecio.provenance_path(out)}")
@@ -311,8 +317,9 @@ def judge_restore(file: Path = typer.Argument(..., help="A file `workbench judge
     from workbench.judging import backup as bk
 
     try:
+        checked = bk.read_backup(file)  # the whole file checked before the store is opened (or created)
         with _judge_store() as store:
-            counts = bk.restore(store, file, log=_log)
+            counts = bk.restore(store, file, log=_log, checked=checked)
     except WorkbenchError as exc:
         _fail(exc)
     if as_json:

@@ -6,18 +6,26 @@ from typing import Any, Optional
 
 import typer
 
-from workbench.cli._shared import _fail, app, echo_json
+from workbench.cli._shared import _fail, app, echo_json, json_option
 from workbench.errors import WorkbenchError
 
 refs_app = typer.Typer(help="Parse canonical references.", no_args_is_help=True)
 app.add_typer(refs_app, name="ref")
 
 
+def _collections() -> tuple[str, ...]:
+    from workbench.text.refs import COLLECTIONS
+
+    return tuple(COLLECTIONS)
+
+
 @refs_app.command("parse")
 def ref_parse(
     reference: list[str] = typer.Argument(..., help="References such as 'BG 2.47', 'ШБ 5.5.3', 'M i 56', 'P1.56'."),
-    collection: Optional[str] = typer.Option(None, help="Collection for bare CST notation (M, D, S, Ps)."),
-    as_json: bool = typer.Option(False, "--json"),
+    collection: Optional[str] = typer.Option(None, help="Collection for bare CST notation: "
+                                             f"{', '.join(_collections())}."),
+    as_json: bool = json_option("each reference's input, canonical form (null when unresolved) and reason",
+                                                 "a JSON list"),
 ) -> None:
     """Parse references; unresolvable ones print the reason (exit 1 if any did not resolve, 2 on a bad --collection)."""
     from workbench.text import refs

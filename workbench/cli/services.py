@@ -54,7 +54,8 @@ def services_up(
 
     try:
         if service not in SERVICES:
-            raise WorkbenchError(f"unknown service {service!r}; `services up` starts: {', '.join(SERVICES)}, reranker")
+            raise WorkbenchError(f"unknown service {service!r}; `services up` starts opensearch or reranker (the "
+                                 "embedded PostgreSQL starts by itself when a command needs it)")
         if model is not None or host is not None or max_length is not None or allow_host or max_body_mb is not None:
             raise WorkbenchError("--model, --host, --max-length, --allow-host and --max-body-mb are options of "
                                  "`workbench services up reranker`")
@@ -138,10 +139,19 @@ def services_remove(
         _service(service)
         home = home_dir()
         where = [postgres.layout(home).pgdata] if service == "postgres" else [node.runtime_dir(home)]
-        if not yes:
-            _log(f"would stop {service} and delete {', '.join(map(str, where))}"
-                 + (" — with the judgment store: export it first (`workbench judge export`)" if service == "postgres"
-                    else "") + "; run again with --yes")
+        if not yes:  # a dry run: what would go (exit 1: nothing was done)
+            present = [w for w in where if w.exists()]
+            if as_json:
+                echo_json({"service": service, "dry_run": True, "would_delete": [str(w) for w in present],
+                           "deleted": []})
+            if not present:
+                _log(f"{service} has no data in this home ({', '.join(map(str, where))} does not exist); "
+                     "nothing to delete")
+            else:
+                _log(f"would stop {service} and delete {', '.join(map(str, present))}"
+                     + (" — with the judgment store: back it up first (`workbench judge backup FILE`; "
+                        "`judge export` writes only the qrels)" if service == "postgres" else "")
+                     + "; run again with --yes")
             raise typer.Exit(1)
         if service == "postgres":
             postgres.remove(home)
@@ -151,7 +161,7 @@ def services_remove(
     except WorkbenchError as exc:
         _fail(exc)
     if as_json:
-        echo_json({"service": service, "deleted": [str(g) for g in gone]})
+        echo_json({"service": service, "dry_run": False, "would_delete": [], "deleted": [str(g) for g in gone]})
     _log(f"{service} stopped; deleted " + (", ".join(map(str, gone)) or "nothing (there was nothing)"))
 
 

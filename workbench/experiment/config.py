@@ -68,7 +68,7 @@ from pydantic import Field, model_validator
 
 from workbench.errors import ConfigError
 from workbench.eval.fusion import ALL_METHODS, METHOD_PARAMS, NORMALISATIONS, FusionSpec, readers
-from workbench.io.toml import read_toml
+from workbench.io.toml import kind_hint, read_toml
 from workbench.registry import EMBEDDER_PARAM, Declaration, Params, reranker_kind, retriever_kind
 from workbench.types import SPLITS
 
@@ -275,7 +275,8 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
                    "configs", "qrels", "rerankers", "ann_check"}
     extra = set(raw) - allowed_top
     if extra:
-        raise _err(path, "top level", f"has unknown key(s) {sorted(extra)}; allowed: {sorted(allowed_top)}")
+        raise _err(path, "top level", f"has unknown key(s) {sorted(extra)}; allowed: {sorted(allowed_top)}"
+                   + kind_hint(raw, "experiment"))
     for key in ("index", "embedders", "lanes", "configs", "rerankers"):
         if key in raw and not isinstance(raw[key], dict):
             raise _err(path, key, f"must be a table ([{key}] or [{key}.NAME])")

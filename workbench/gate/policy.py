@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workbench.errors import ConfigError
-from workbench.io.toml import read_toml
+from workbench.io.toml import kind_hint, read_toml
 from workbench.types import SPLITS
 
 #: The measures gated when none are named (the bootstrap seed of paired decisions is :data:`workbench.types.DEFAULT_SEED`).
@@ -190,7 +190,8 @@ def load_gate_file(path: Path) -> GateFile:
     raw = read_toml(path, "gate")
     extra = set(raw) - set(GATE_FILE_KEYS) - set(GatePolicy.model_fields)
     if extra:
-        raise ConfigError(f"{path}: unknown key(s) {sorted(extra)}")
+        allowed = sorted({*GATE_FILE_KEYS, *GatePolicy.model_fields})
+        raise ConfigError(f"{path}: unknown key(s) {sorted(extra)}; allowed: {allowed}" + kind_hint(raw, "gate"))
     if not isinstance(raw.get("experiment"), str):
         raise ConfigError(f"{path}: experiment must name an experiment TOML (relative to this file)")
     policy = GatePolicy.from_mapping({k: raw[k] for k in GatePolicy.model_fields if k in raw}, str(path))

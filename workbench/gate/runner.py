@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from workbench.errors import ConfigError
 from workbench.gate.decide import GateResult, gate_expected, gate_pair
 from workbench.gate.policy import GATE_MEASURES, GatePolicy, load_gate_file
-from workbench.gate.sources import experiment_layer, load_source, source_layer
+from workbench.gate.sources import check_source, experiment_layer, load_source, source_layer
 from workbench.types import DEFAULT_SEED, SPLITS
 
 if TYPE_CHECKING:
@@ -152,6 +152,11 @@ def run_pair(candidate: str, baseline: str, dataset: str, *, home: Path, measure
     defs = catalog.load_definitions()
     if dataset not in defs.datasets:
         raise ConfigError(f"--dataset {dataset!r} is unknown; known: {', '.join(defs.datasets)}")
+    for opt, spec in (("--candidate", candidate), ("--baseline", baseline)):
+        try:
+            check_source(spec)  # before the dataset is built: a misspelt config costs no build
+        except WorkbenchError as exc:
+            raise WorkbenchError(f"{opt}: {exc}") from None
     layer = qrels
     if layer is None:
         named = {"--candidate": source_layer(candidate), "--baseline": source_layer(baseline)}

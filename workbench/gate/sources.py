@@ -39,17 +39,28 @@ class Ranking:
     from_file: bool = False
 
 
-def load_source(spec: str, dataset: Any, *, home: Path, log: Callable[[str], None] = lambda _m: None) -> Ranking:
-    """Read a ranking source (see the module docstring) for ``dataset``.
+def _split(spec: str) -> tuple[str, str]:
+    """``(experiment path, config)`` of ``EXPERIMENT.toml:CONFIG``, else ``(spec, "")``."""
+    path_part, _, config = spec.rpartition(":") if spec.count(":") and not Path(spec).exists() else (spec, "", "")
+    return (path_part, config) if config and path_part.endswith(".toml") else (spec, "")
+
+
+def check_source(spec: str) -> None:
+    """Check what a ranking source names before any slow work (a dataset build, a lane run): the experiment
+    file loads and has the config, or the file exists and is not a folder or a bare experiment.
 
     Raises:
-        ConfigError: an unknown config, a bad export file.
-        DataError: a malformed run file (wrong column count, NaN scores, duplicate doc ids in one
-            ranking, empty), or one naming queries the dataset does not have.
+        ConfigError: an experiment file that does not load or lacks the config (the message lists its
+            configs), a bare experiment file, a missing path, a folder.
     """
-    path_part, _, config = spec.rpartition(":") if spec.count(":") and not Path(spec).exists() else (spec, "", "")
-    if config and path_part.endswith(".toml"):
-        return _from_experiment(Path(path_part), config, dataset, home, log)
+    from workbench.experiment.config import load_experiment
+
+    path_part, config = _split(spec)
+    if config:
+        exp = load_experiment(Path(path_part))
+        if config not in exp.configs:
+            raise ConfigError(f"{path_part} has no config {config!r}; configs: {', '.join(exp.configs)}")
+        return
     path = Path(spec)
     if path.suffix == ".toml" and path.is_file():
         raise ConfigError(f"{spec} is an experiment; name one of its configs: {spec}:CONFIG")
@@ -58,6 +69,21 @@ def load_source(spec: str, dataset: Any, *, home: Path, log: Callable[[str], Non
                           "config (.json) or e.g. experiments/kb.toml:kb-fold-ref")
     if path.is_dir():
         raise ConfigError(f"{spec} is a folder; give a TREC run file, an exported config or EXPERIMENT.toml:CONFIG")
+
+
+def load_source(spec: str, dataset: Any, *, home: Path, log: Callable[[str], None] = lambda _m: None) -> Ranking:
+    """Read a ranking source (see the module docstring) for ``dataset``.
+
+    Raises:
+        ConfigError: an unknown config, a bad export file, what :func:`check_source` refuses.
+        DataError: a malformed run file (wrong column count, NaN scores, duplicate doc ids in one
+            ranking, empty), or one naming queries the dataset does not have.
+    """
+    check_source(spec)
+    path_part, config = _split(spec)
+    if config:
+        return _from_experiment(Path(path_part), config, dataset, home, log)
+    path = Path(spec)
     if path.suffix == ".json":
         return _from_export(path, dataset, home, log)
     from workbench.run import read_trec_run
@@ -106,8 +132,8 @@ def source_layer(spec: str) -> str | None:
     exported config came from); None for a TREC run file or a source that does not load (its own error
     comes when it is read)."""
     try:
-        path_part, _, config = spec.rpartition(":") if spec.count(":") and not Path(spec).exists() else (spec, "", "")
-        if config and path_part.endswith(".toml"):
+        path_part, config = _split(spec)
+        if config:
             return experiment_layer(Path(path_part))
         path = Path(spec)
         if path.suffix == ".json" and path.is_file():
@@ -135,9 +161,7 @@ def experiment_layer(path: Path) -> str | None:
 def _from_experiment(path: Path, config: str, dataset, home: Path, log) -> Ranking:
     from workbench.experiment.config import load_experiment
 
-    exp = load_experiment(path)
-    if config not in exp.configs:
-        raise ConfigError(f"{path} has no config {config!r}; configs: {', '.join(exp.configs)}")
+    exp = load_experiment(path)  # its config is there (:func:`check_source`)
     if dataset.name not in exp.datasets:
         log(f"note: {path.name} does not list dataset {dataset.name}; its lanes run on it anyway")
     return _config_ranking(exp, exp.configs[config], dataset, home, log, f"{path.name}:{config}")

@@ -243,11 +243,13 @@ def read_backup(path: Path) -> tuple[dict, dict[str, list[dict]]]:
     return header, rows
 
 
-def restore(store: JudgmentStore, path: Path, *, log: Callable[[str], None] | None = None) -> dict[str, int]:
+def restore(store: JudgmentStore, path: Path, *, log: Callable[[str], None] | None = None,
+            checked: tuple[dict, dict[str, list[dict]]] | None = None) -> dict[str, int]:
     """Restore a backup into an **empty** store (migrated to this workbench's schema; every table empty),
     in one transaction: a failure leaves the store empty. Rows keep their ids; the id sequences continue
     after them. Raters get an unknown token (the backup has none): give each a new one with
-    ``workbench judge rater token NAME``. Returns rows per table.
+    ``workbench judge rater token NAME``. Returns rows per table. ``checked`` is :func:`read_backup` ``(path)``
+    when the caller has already read it (the command checks the file before it opens the store).
 
     Raises:
         JudgeError: the file is not a whole backup or holds a row the store refuses (:func:`read_backup`),
@@ -256,7 +258,7 @@ def restore(store: JudgmentStore, path: Path, *, log: Callable[[str], None] | No
     """
     import psycopg
 
-    header, rows = read_backup(path)
+    header, rows = checked if checked is not None else read_backup(path)
     store.migrate()
     conn = store.conn()
     with conn.transaction():

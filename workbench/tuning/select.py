@@ -159,7 +159,7 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any],
         ev = evaluate(run, cands.view.qrels, qs, measures).per_query.set_index("query_id")
         evb = evaluate(base_run, cands.view.qrels, qs, measures).per_query.set_index("query_id")
         qids = [q for q in ev.index if q in evb.index]
-        joined = ev.loc[qids, ["query_type", *measures]].join(evb.loc[qids, measures], rsuffix="__base")
+        joined = ev.loc[qids, ["query_type", *measures]].join(evb.loc[qids, measures].add_suffix("__base"))
         table = paired_comparison(joined, {m: (m, f"{m}__base") for m in measures}, seed=study.seed,
                                   by_type=[study.measure])
         rows, by_type = {}, {}

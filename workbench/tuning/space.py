@@ -65,7 +65,7 @@ from typing import Any, cast
 
 from workbench.errors import ConfigError
 from workbench.eval.fusion import METHOD_PARAMS, METHODS, NORMALISATIONS
-from workbench.io.toml import read_toml
+from workbench.io.toml import kind_hint, read_toml
 from workbench.registry import EMBEDDER_PARAM, retriever_kind
 from workbench.types import DEFAULT_SEED
 
@@ -171,7 +171,8 @@ def load_study(path: Path, *, known_datasets: set[str] | None = None) -> Study:
     raw = read_toml(path, "study", "see experiments/tune-*.toml for examples")
     extra = set(raw) - TOP_LEVEL
     if extra:
-        raise _err(path, "top level", f"has unknown key(s) {sorted(extra)}; allowed: {sorted(TOP_LEVEL)}")
+        raise _err(path, "top level", f"has unknown key(s) {sorted(extra)}; allowed: {sorted(TOP_LEVEL)}"
+                   + kind_hint(raw, "study"))
     exp_name = raw.get("experiment")
     if not isinstance(exp_name, str) or not exp_name:
         raise _err(path, "experiment", "must name an experiment TOML (relative to this file), e.g. \"kb.toml\"")

@@ -281,3 +281,12 @@ def test_the_store_readers_take_the_built_dataset_for_types_and_stale_texts(stor
     qtype = next(x.query_type for x in gita.queries if x.query_id == q)
     assert rep["stale"] == 1 and rep["pairable_units"] == 4 and list(rep["by_type"]) == [qtype]
     assert ag.store_agreement(store, "gita", resamples=100)["pairable_units"] == 5  # without the dataset: none stale
+
+
+def test_an_export_with_no_judgments_says_so(store, gita, tmp_path):
+    out = tmp_path / "qrels.txt"
+    res = judge("export", "-d", "gita", "-o", str(out), "--json")
+    assert res.exit_code == 0, res.output
+    body = json.loads(res.stdout)
+    assert body["lines"] == 0 and body["file"] == str(out) and out.read_text() == ""
+    assert "no human judgments of gita to export yet" in res.stderr

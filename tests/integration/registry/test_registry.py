@@ -92,6 +92,10 @@ def test_a_kind_is_described_by_its_declaration():
      "must be an integer in 1..1000 (got 1000000000000.0)"),
     ('[lanes.vector]\nkind = "pgvector"\nembedder = "h"\nfoo = 1\n', "lanes.vector.foo",
      "is not a parameter of pgvector; allowed: embedder, ef_search, iterative_scan, exact, max_scan_tuples"),
+    # a misspelt key is named (with the key it is closest to) before the field it leaves missing
+    ('[lanes.vector]\nkind = "pgvector"\nembeder = "h"\n', "lanes.vector.embeder",
+     "is not a parameter of pgvector (did you mean embedder?); allowed: embedder, ef_search, iterative_scan, exact, "
+     "max_scan_tuples"),
     ('[lanes.fts]\nkind = "fulltext"\nnormalization = 64\n', "lanes.fts.normalization",
      "must be an integer in 0..63 (got 64)"),
     ('[index]\nm = 1e9\n[lanes.ref]\nkind = "reference"\n', "index.m", "must be an integer in 2..100 (got 1000000000.0)"),

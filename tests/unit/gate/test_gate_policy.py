@@ -101,6 +101,7 @@ def test_the_cli_resolves_one_policy_on_both_paths(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(settings, "data_dir", lambda: tmp_path)
     monkeypatch.setattr(catalog, "ensure", lambda name, defs, home, log=None: SimpleNamespace(name=name))
+    monkeypatch.setattr(gate_runner, "check_source", lambda spec: None)
     monkeypatch.setattr(gate_runner, "load_source", lambda spec, ds, home, log: Ranking(spec, Run({})))
     monkeypatch.setattr(gate_runner._Layers, "__call__", lambda self, ds: None)
     monkeypatch.setattr(gate_runner, "gate_pair", fake_pair)
