@@ -20,6 +20,31 @@ from workbench.cli import (  # noqa: F401
 # isort: on
 
 
+def _flowed(text: str) -> str:
+    """``text`` with the line breaks inside each paragraph joined (paragraphs stay apart)."""
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in text.split("\n\n"))
+
+
+def _flow_help(typer_app: typer.Typer) -> None:
+    """Docstrings are wrapped at the source's width and Rich keeps their line breaks, so ``--help`` broke
+    lines mid-sentence: each paragraph of a command's and a group's help is joined into one line here, and
+    wraps at the terminal's width."""
+    import inspect
+
+    for info in typer_app.registered_commands:
+        if info.help is None and info.callback is not None and info.callback.__doc__:
+            info.help = _flowed(inspect.getdoc(info.callback) or "")
+    for group in typer_app.registered_groups:
+        sub = group.typer_instance
+        if sub is not None:
+            if isinstance(sub.info.help, str):
+                sub.info.help = _flowed(sub.info.help)
+            _flow_help(sub)
+
+
+_flow_help(app)
+
+
 def _terminate(signum, _frame) -> None:
     """SIGTERM / SIGHUP end a command the way Ctrl-C does: ``finally`` blocks and exit handlers
     run, so the embedded server this process started is stopped and temporary files are removed."""

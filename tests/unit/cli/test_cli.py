@@ -53,3 +53,12 @@ def test_every_json_output_goes_through_the_one_printer():
     folder = Path(cli_pkg.__file__).parent
     callers = sorted(p.name for p in folder.glob("*.py") if "json.dumps(" in p.read_text(encoding="utf-8"))
     assert callers == ["_shared.py"], "print --json output with workbench.cli._shared.echo_json"
+
+
+def test_help_flows_each_paragraph_at_the_terminals_width():
+    # the docstring breaks "(type," / "default" at the source's width; the help wraps at the terminal's
+    res = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert "with their parameters (type, default, range, meaning)" in res.stdout
+    gate = CliRunner().invoke(app, ["gate", "--help"], env={"COLUMNS": "300"}).stdout
+    assert ("The policy options (--margin, --min-queries, --judged-floor, --judged-action, --empty-floor, "
+            "--false-empty-ceiling) override a gate file's values") in gate
