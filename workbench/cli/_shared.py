@@ -35,11 +35,24 @@ def _root(show_version: Optional[bool] = typer.Option(
     """Evaluation and relevance-tuning workbench for hybrid retrieval over scripture corpora."""
 
 
+def choices(*values: str, argument: bool = False) -> dict[str, Any]:
+    """The keyword arguments of a ``typer.Option`` (or, with ``argument``, a ``typer.Argument``) whose value is
+    one of ``values``: the choices shown in ``--help`` (``[a|b|c]`` for an option; ``a|b|c`` for an argument,
+    which the usage line brackets itself) and offered by shell completion. The value itself is checked by
+    the library, whose message names the choices."""
+
+    def complete(incomplete: str) -> list[str]:
+        return [v for v in values if v.startswith(incomplete)]
+
+    shown = "|".join(values)
+    return {"metavar": shown if argument else f"[{shown}]", "autocompletion": complete}
+
+
 def qrels_option(default: str) -> Any:
     """The ``--qrels`` option every command that scores runs takes (one wording, its choices shown in
     ``--help``); ``default`` says where the layer comes from when it is not given. The value is checked
     by :func:`workbench.judging.layers.check_layer` (its message names the choices)."""
-    return typer.Option(None, "--qrels", metavar="[built|human|merged]",
+    return typer.Option(None, "--qrels", **choices("built", "human", "merged"),
                         help="Qrels layer: built (corpus-derived labels), human (scholars' final grades) or merged "
                         f"(human over built); default: {default}.")
 

@@ -8,7 +8,7 @@ from typing import Optional, cast
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app, echo_json, secho
+from workbench.cli._shared import _fail, _log, app, choices, echo_json, secho
 from workbench.errors import WorkbenchError
 
 
@@ -18,7 +18,7 @@ def export_cmd(
                                                 "storage); or give -e/-c."),
     out: Path = typer.Option(..., "--out", "-o", help="Where to write: a .json file for --format json, a folder "
                              "for postgres / opensearch."),
-    fmt: str = typer.Option("json", "--format", "-f", metavar="[json|postgres|opensearch]",
+    fmt: str = typer.Option("json", "--format", "-f", **choices("json", "postgres", "opensearch"),
                             help="json (the workbench's config), postgres (one SQL "
                             "statement and a function), opensearch (hybrid query and search pipeline)."),
     experiment: Optional[Path] = typer.Option(None, "--experiment", "-e", help="Export a config of this experiment "

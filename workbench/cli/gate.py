@@ -8,7 +8,7 @@ from typing import Optional, cast
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app, echo_json, qrels_option
+from workbench.cli._shared import _fail, _log, app, choices, echo_json, qrels_option
 from workbench.errors import WorkbenchError
 from workbench.gate.policy import GatePolicy as _GatePolicy  # for `gate --help`: the defaults
 from workbench.types import DEFAULT_SEED as _GATE_SEED
@@ -32,11 +32,11 @@ def gate_cmd(
                                                 "are listed by; default R@10)."),
     margin: Optional[float] = typer.Option(None, "--margin", min=0.0, max=1.0, help=_policy_help("margin")),
     min_queries: Optional[int] = typer.Option(None, "--min-queries", min=1, help=_policy_help("min_queries")),
-    split: list[str] = typer.Option([], "--split", metavar="[train|dev|test]",
+    split: list[str] = typer.Option([], "--split", **choices("train", "dev", "test"),
                                     help="Splits to gate on (default: the gate file's, else all)."),
     judged_floor: Optional[float] = typer.Option(None, "--judged-floor", min=0.0, max=1.0,
                                                  help=_policy_help("judged_floor")),
-    judged_action: Optional[str] = typer.Option(None, "--judged-action", metavar="[warn|fail]",
+    judged_action: Optional[str] = typer.Option(None, "--judged-action", **choices("warn", "fail"),
                                                 help=_policy_help("judged_action")),
     empty_floor: Optional[float] = typer.Option(None, "--empty-floor", min=0.0, max=1.0,
                                                 help=_policy_help("empty_floor")),

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app, echo_json, json_option
+from workbench.cli._shared import _fail, _log, app, choices, echo_json, json_option
 from workbench.errors import WorkbenchError
 from workbench.types import DEFAULT_SEED
 
@@ -91,7 +91,7 @@ def judge_pool(
     config: list[str] = typer.Option([], "--config", "-c", help="A config to pool over (repeatable; default: all)."),
     dataset: str = typer.Option(..., "--dataset", "-d", help="The dataset to pool (one of the experiment's)."),
     depth: int = typer.Option(10, "--depth", help="Pool each config's and lane's top DEPTH (TREC depth-k pooling)."),
-    split: list[str] = typer.Option([], "--split", metavar="[train|dev|test]",
+    split: list[str] = typer.Option([], "--split", **choices("train", "dev", "test"),
                                     help="Pool queries of this split (repeatable; default: the "
                                     "experiment's splits)."),
     max_pairs: Optional[int] = typer.Option(None, "--max-pairs", help="Keep the N pairs of highest priority "
@@ -232,9 +232,9 @@ def judge_settings(
 def judge_export(
     dataset: str = typer.Option(..., "--dataset", "-d", help="The dataset whose judgments to export."),
     out: Path = typer.Option(..., "--output", "-o", help="The qrels file to write (a provenance JSON goes beside it)."),
-    layer: str = typer.Option("human", "--layer", metavar="[human|merged]",
+    layer: str = typer.Option("human", "--layer", **choices("human", "merged"),
                               help="human (human grades only) or merged (human over the built labels)."),
-    fmt: str = typer.Option("trec", "--format", metavar="[trec|csv]",
+    fmt: str = typer.Option("trec", "--format", **choices("trec", "csv"),
                             help="trec (the layer's qrels) or csv (each rater's current grades, "
                                                        "the import format; not a backup: `workbench judge backup FILE`)."),
     as_json: bool = json_option("the provenance written beside the file (with file and provenance_file)"),

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app, echo_json, json_option, qrels_option, secho
+from workbench.cli._shared import _fail, _log, app, choices, echo_json, json_option, qrels_option, secho
 from workbench.errors import WorkbenchError
 
 reranker_app = typer.Typer(help="Cross-encoder rerankers: fine-tune one from the judgments.", no_args_is_help=True)
@@ -44,7 +44,7 @@ def reranker_train(
     query_types: Optional[str] = typer.Option(None, "--query-types", help="Comma-separated query types to learn from "
                                               "(default paraphrase,term: a reference's relevance is not in the text); "
                                               "all: every type.", show_default=False),
-    text_order: Optional[str] = typer.Option(None, "--text-order", metavar="[latin-first|index]",
+    text_order: Optional[str] = typer.Option(None, "--text-order", **choices("latin-first", "index"),
                                              help="Document text order in the pairs: latin-first "
                                              "(default: English translations first) or index.", show_default=False),
     as_json: bool = json_option("the model folder, whether it was kept, the pair counts, the final loss and the "

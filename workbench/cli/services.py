@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app, echo_json, json_option
+from workbench.cli._shared import _fail, _log, app, choices, echo_json, json_option
 from workbench.errors import WorkbenchError
 
 services_app = typer.Typer(help="Start, stop and inspect the local OpenSearch node; serve a cross-encoder reranker.",
@@ -24,7 +24,8 @@ def _service(name: str) -> None:
 
 @services_app.command("up")
 def services_up(
-    service: str = typer.Argument(..., metavar="[opensearch|reranker]", help="opensearch, or reranker (with --model)"),
+    service: str = typer.Argument(..., **choices("opensearch", "reranker", argument=True),
+                            help="The service (reranker needs --model)."),
     port: Optional[int] = typer.Option(None, "--port", min=1, max=65535, help="HTTP port (OpenSearch, on 127.0.0.1: "
                                        "default a free one; reranker: default 8787)."),
     heap: Optional[str] = typer.Option(None, "--heap", help="JVM heap, e.g. 512m or 1g (default WORKBENCH_OS_HEAP or 512m)."),
@@ -102,7 +103,7 @@ def _reranker_up(model: Optional[Path], host: str, port: int, heap: bool, max_le
 
 
 @services_app.command("down")
-def services_down(service: str = typer.Argument(..., metavar="[opensearch|postgres]", help="opensearch or postgres"),
+def services_down(service: str = typer.Argument(..., **choices("opensearch", "postgres", argument=True), help="The service."),
                   as_json: bool = json_option("whether the service was running and is stopped")) -> None:
     """Stop the local node or the embedded PostgreSQL of this home (their data stay for the next start)."""
     from workbench.services import opensearch as node
@@ -125,7 +126,7 @@ def services_down(service: str = typer.Argument(..., metavar="[opensearch|postgr
 
 @services_app.command("remove")
 def services_remove(
-    service: str = typer.Argument(..., metavar="[opensearch|postgres]", help="opensearch or postgres"),
+    service: str = typer.Argument(..., **choices("opensearch", "postgres", argument=True), help="The service."),
     yes: bool = typer.Option(False, "--yes", help="Really delete (without it, only say what would go)."),
     as_json: bool = json_option("the folders deleted"),
 ) -> None:
@@ -167,7 +168,7 @@ def services_remove(
 
 @services_app.command("status")
 def services_status(
-    service: str = typer.Argument("opensearch", metavar="[opensearch|postgres]", help="opensearch or postgres"),
+    service: str = typer.Argument("opensearch", **choices("opensearch", "postgres", argument=True), help="The service."),
     as_json: bool = typer.Option(False, "--json", help="Print the state as JSON."),
 ) -> None:
     """Say whether the local node (URL, health, workbench indexes) or the embedded PostgreSQL (pid, socket,

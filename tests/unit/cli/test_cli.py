@@ -6,6 +6,7 @@ import json
 from importlib.metadata import version
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from workbench.cli import app
@@ -62,3 +63,28 @@ def test_help_flows_each_paragraph_at_the_terminals_width():
     gate = CliRunner().invoke(app, ["gate", "--help"], env={"COLUMNS": "300"}).stdout
     assert ("The policy options (--margin, --min-queries, --judged-floor, --judged-action, --empty-floor, "
             "--false-empty-ceiling) override a gate file's values") in gate
+
+
+@pytest.mark.parametrize("words, offered", [
+    ("workbench gate --split ", ["train", "dev", "test"]),
+    ("workbench eval x.toml --qrels h", ["human"]),
+    ("workbench judge export --layer ", ["human", "merged"]),
+    ("workbench export -f ", ["json", "postgres", "opensearch"]),
+    ("workbench services down ", ["opensearch", "postgres"]),
+    ("workbench services up r", ["reranker"]),
+])
+def test_shell_completion_offers_the_choices(words, offered):
+    import os
+    import subprocess
+    import sys
+
+    cword = len(words.split()) if words.endswith(" ") else len(words.split()) - 1
+    env = {**os.environ, "_WORKBENCH_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+    done = subprocess.run([sys.executable, "-c", "import sys; sys.argv[0] = 'workbench'; from workbench.cli import main; main()"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == offered, done.stderr
+
+
+def test_a_choice_argument_reads_as_one_usage_word():
+    usage = CliRunner().invoke(app, ["services", "down", "--help"], env={"COLUMNS": "200"}).stdout
+    assert "services down [OPTIONS] {opensearch|postgres}" in usage, [line for line in usage.splitlines() if "Usage" in line]
