@@ -24,7 +24,6 @@ from workbench.eval.fusion import METHOD_PARAMS, FusionSpec
 from workbench.experiment.config import RerankStage
 from workbench.run import Run
 from workbench.tuning.candidates import Candidates
-from workbench.tuning.recovery import this_process
 from workbench.tuning.space import NO_RERANK, Study, suggest
 
 
@@ -199,13 +198,11 @@ def staged_run(cands: Candidates, engine_key: tuple, split: str, s: FusionSpec, 
 
 
 def make_objective(study: Study, cands: Candidates) -> Callable[[Any], Any]:
-    """The Optuna objective: record the trial's process (:func:`workbench.tuning.recovery.this_process`), then suggest,
-    fuse, rerank (scores from the reranker's pair-score cache) and score in memory (engine variants through
-    the cache)."""
-    owner = this_process()
+    """The Optuna objective: suggest, fuse, rerank (scores from the reranker's pair-score cache) and score in
+    memory (engine variants through the cache). The trial's process is recorded before it runs
+    (:func:`workbench.tuning.study.run_trials`)."""
 
     def objective(trial):
-        trial.set_user_attr("process", owner)
         params = suggest(trial, study)
         key = cands.engine_key(params)
         m = cands.matrix(key, study.split)

@@ -34,12 +34,15 @@ def process_alive(owner: Any) -> bool | None:
     return {"alive": True, "dead": False}.get(procs.state(owner))
 
 
-def fail_dead_trials(ost, log: Callable[[str], None] = lambda _m: None) -> list[int]:
+def fail_dead_trials(ost, log: Callable[[str], None] = lambda _m: None, *, locked: bool = False) -> list[int]:
     """Mark failed the trials left running by a process that is gone; returns their numbers.
 
     A running trial is failed when its recorded process ran on this machine and no longer
     runs (pid and start time), or when it has no process record and started more than
-    ``UNOWNED_STALE_S`` ago. With PostgreSQL storage Optuna's heartbeats also fail the
+    ``UNOWNED_STALE_S`` ago, or at once when ``locked``: the caller holds the study's trial lock
+    (:func:`workbench.tuning.storage.trial_lock`), under which every process creates its trials and records
+    itself on them (:func:`workbench.tuning.study.run_trials`), so a trial without a record was left by a
+    process killed in between. With PostgreSQL storage Optuna's heartbeats also fail the
     trials of processes gone on other machines (:data:`workbench.tuning.storage.PG_GRACE_S` after their last heartbeat).
     A trial whose process ran on another machine of a journal study is left as it is.
     """
@@ -59,8 +62,8 @@ def fail_dead_trials(ost, log: Callable[[str], None] = lambda _m: None) -> list[
     now = datetime.datetime.now()
     for t in ost.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         owner = t.user_attrs.get("process")
-        unowned_old = owner is None and t.datetime_start is not None and \
-            (now - t.datetime_start).total_seconds() > UNOWNED_STALE_S
+        unowned_old = owner is None and (locked or (t.datetime_start is not None and
+                                                (now - t.datetime_start).total_seconds() > UNOWNED_STALE_S))
         if process_alive(owner) is False or unowned_old:
             try:
                 ost.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)

@@ -242,7 +242,7 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
         notes_qrels = _qrels_changed(ost, cands, log)
         lock.acquire()  # two processes starting on a new study enqueue one baseline between them
         try:
-            fail_dead_trials(ost, log)
+            fail_dead_trials(ost, log, locked=True)
             notes = ensure_baseline(study, ost, log)
         finally:
             lock.release()
@@ -320,6 +320,9 @@ def run_trials(ost, objective: Callable[[Any], Any], n_target: int, lock, *,
         whatever the objective or the storage raises (the trial is then failed, as Optuna does; the lock
         is let go).
     """
+    from workbench.tuning.recovery import this_process
+
+    owner = this_process()
     ran = 0
     while True:
         lock.acquire()
@@ -330,6 +333,10 @@ def run_trials(ost, objective: Callable[[Any], Any], n_target: int, lock, *,
 
             def first_let_go(trial: Any) -> Any:
                 nonlocal held
+                # the process is recorded before the lock is let go: a running trial without a record, seen
+                # under the lock, was left by a process killed between creating it and recording itself
+                # (:func:`workbench.tuning.recovery.fail_dead_trials` with ``locked``)
+                trial.set_user_attr("process", owner)
                 lock.release()  # the trial exists (running) in storage: others count it from now on
                 held = False
                 return objective(trial)

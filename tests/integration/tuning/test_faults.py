@@ -441,6 +441,24 @@ def test_which_running_trials_count_as_left_by_a_dead_process(tmp_path, monkeypa
     assert [t.state.name for t in ost.get_trials()] == ["RUNNING", "FAIL", "FAIL"]
 
 
+def test_a_trial_a_killed_process_created_but_never_recorded_is_failed_under_the_lock(tmp_path):
+    # A process killed between creating a trial and recording itself on it (the lock is still held then)
+    # leaves a running trial with no owner: outside the lock it may be a live process's, under it it is not.
+    from workbench.tuning import recovery, storage, study
+
+    st = load_study(tune_fixture.write(tmp_path), known_datasets={"gita"})
+    journal = f"journal:{tmp_path / 'j.log'}"
+    ost = study.make_study(st, storage.storage_for(st, tmp_path, journal))
+    orphan = ost.ask()
+    assert recovery.fail_dead_trials(ost) == []
+    res = run_study(st, home=tmp_path / "home", storage=journal, trials=4,
+                    candidates=tune_fixture.candidates(st, tmp_path))
+    states = [t.state.name for t in res.optuna_study.trials]
+    assert states[orphan.number] == "FAIL" and states.count("COMPLETE") == 4 and res.trials_run == 4
+    assert all(t.user_attrs["process"] == recovery.this_process() for t in res.optuna_study.trials
+               if t.state.name == "COMPLETE")
+
+
 _HOLD_JOURNAL_LOCK = """
 import sys, time
 from pathlib import Path
