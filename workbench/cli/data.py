@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app, echo_json
+from workbench.cli._shared import _fail, _log, app, echo_json, json_option
 from workbench.errors import WorkbenchError
 
 data_app = typer.Typer(help="Build and list datasets and query sets.", no_args_is_help=True)
@@ -80,7 +80,7 @@ def data_build(
 
 @data_app.command("list")
 def data_list(
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: bool = json_option("the data folder, the home and each dataset's state"),
     definitions: Optional[Path] = typer.Option(None, "--definitions", help="Dataset definitions TOML."),
 ) -> None:
     """Show the defined datasets, whether each build is current, and counts per query type and split."""

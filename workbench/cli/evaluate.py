@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app, qrels_option, secho
+from workbench.cli._shared import _fail, _log, app, json_option, qrels_option, secho
 from workbench.errors import WorkbenchError
 
 
@@ -16,7 +16,7 @@ from workbench.errors import WorkbenchError
 def eval_cmd(
     experiment: Path = typer.Argument(..., help="Experiment TOML, e.g. experiments/seeds.toml."),
     track: bool = typer.Option(True, "--track/--no-track", help="Log params, metrics and artifacts to MLflow."),
-    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON records."),
+    as_json: bool = json_option("the comparison's records", "a JSON list"),
     qrels: Optional[str] = qrels_option("the experiment file's"),
 ) -> None:
     """Index what is missing, evaluate every config on every dataset, print the comparison, track it in MLflow."""

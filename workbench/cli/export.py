@@ -8,7 +8,7 @@ from typing import Optional, cast
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app, choices, echo_json, secho
+from workbench.cli._shared import _fail, _log, app, choices, echo_json, json_option, secho
 from workbench.errors import WorkbenchError
 
 
@@ -35,7 +35,7 @@ def export_cmd(
     min_parity: Optional[float] = typer.Option(None, "--min-parity", help="With --verify: exit 1 when parity@k is "
                                                "below this (e.g. 1.0 in CI)."),
     storage: str = typer.Option("journal", "--storage", help="Where the study is stored (as for `tune`)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the files written and the parity report as JSON."),
+    as_json: bool = json_option("the files written and the parity report"),
 ) -> None:
     """Write a tuned config (a study's chosen trial, or an experiment's config) for production: the workbench's
     JSON, one PostgreSQL statement, or an OpenSearch hybrid query and pipeline; --verify proves it ranks the same."""

@@ -8,7 +8,7 @@ from typing import Optional, cast
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app, choices, echo_json, qrels_option
+from workbench.cli._shared import _fail, _log, app, choices, echo_json, json_option, qrels_option
 from workbench.errors import WorkbenchError
 from workbench.gate.policy import GatePolicy as _GatePolicy  # for `gate --help`: the defaults
 from workbench.types import DEFAULT_SEED as _GATE_SEED
@@ -46,8 +46,8 @@ def gate_cmd(
     junit_out: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
     seed: int = typer.Option(_GATE_SEED, "--seed", min=0, max=2**32 - 1, help="Bootstrap seed."),
     qrels: Optional[str] = qrels_option("the gate file's, else the experiment's"),
-    as_json: bool = typer.Option(False, "--json", help="Print the gate report as JSON (the object saved in "
-                                 "<home>/gates/: created, command, exit_code, results) instead of Markdown."),
+    as_json: bool = json_option("the gate report (the object saved in <home>/gates/: created, command, exit_code, "
+                                 "results) instead of Markdown"),
 ) -> None:
     """Gate a candidate against a baseline or expected values: exit 0 pass, 1 regression, 2 usage or data error.
 

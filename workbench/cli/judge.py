@@ -60,7 +60,7 @@ def judge_rater_token(name: str = typer.Argument(..., help="The rater's name (ac
 
 
 @rater_app.command("list")
-def judge_rater_list(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+def judge_rater_list(as_json: bool = json_option("each active rater's name and role", "a JSON list")) -> None:
     """List the active raters and their roles (tokens are not stored, so never shown)."""
     try:
         raters = _judge_store().raters()
@@ -100,7 +100,7 @@ def judge_pool(
     audit: Optional[int] = typer.Option(None, "--audit", help="Built labels sampled for the scholars to audit "
                                         "(default: 5% of the pool; 0: none)."),
     seed: int = typer.Option(DEFAULT_SEED, "--seed", help="Breaks priority ties and draws the audit sample."),
-    as_json: bool = typer.Option(False, "--json", help="Print the pool's summary as JSON."),
+    as_json: bool = json_option("the pool's summary"),
 ) -> None:
     """Pool unjudged (query, document) pairs from the candidate cache for scholars to judge, most useful first.
 
@@ -170,7 +170,7 @@ def _judge_dataset(name: str, *, build: bool = True):
 @judge_app.command("agreement")
 def judge_agreement(
     dataset: str = typer.Option(..., "--dataset", "-d", help="The dataset whose judgments to compare."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: bool = json_option("the agreement report"),
     seed: int = typer.Option(DEFAULT_SEED, "--seed", min=0, max=2**32 - 1, help="Bootstrap seed."),
     resamples: int = typer.Option(2000, "--resamples", min=0, max=100_000, help="Bootstrap resamples (0: no CIs)."),
 ) -> None:

@@ -7,13 +7,13 @@ from typing import Any
 
 import typer
 
-from workbench.cli._shared import _fail, app, echo_json
+from workbench.cli._shared import _fail, app, echo_json, json_option
 from workbench.errors import WorkbenchError
 
 
 @app.command("kinds")
 def kinds_cmd(
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: bool = json_option("each kind with its parameters", "a JSON list"),
 ) -> None:
     """List the registered retriever and reranker kinds, and the embedder kinds, with their parameters (type,
     default, range, meaning), read from each kind's declaration (built-in kinds and installed plug-ins alike)."""

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app, echo_json, secho
+from workbench.cli._shared import _fail, _log, app, echo_json, json_option, secho
 from workbench.errors import WorkbenchError
 
 #: How a file in another encoding is converted, by the script its readers write (the hint of :func:`_decode_lines`).
@@ -80,7 +80,7 @@ def search_cmd(
     dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Dataset (default: the experiment's first)."),
     k: int = typer.Option(10, "-k", min=1, help="Hits to show."),
     file: Optional[Path] = typer.Option(None, "--file", "-f", help="Read queries from a file, one per line ('-' = stdin)."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: bool = json_option("each query's hits", "a JSON list"),
 ) -> None:
     """Run one config live and show each hit with its address, a snippet and its rank and score in every lane."""
     from workbench.data import catalog

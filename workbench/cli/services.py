@@ -169,7 +169,7 @@ def services_remove(
 @services_app.command("status")
 def services_status(
     service: str = typer.Argument("opensearch", **choices("opensearch", "postgres", argument=True), help="The service."),
-    as_json: bool = typer.Option(False, "--json", help="Print the state as JSON."),
+    as_json: bool = json_option("the service's state"),
 ) -> None:
     """Say whether the local node (URL, health, workbench indexes) or the embedded PostgreSQL (pid, socket,
     data folder) runs. Exit 1 when it is not running."""

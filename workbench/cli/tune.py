@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from workbench.cli._shared import _fail, _log, app, echo_json, qrels_option, secho
+from workbench.cli._shared import _fail, _log, app, echo_json, json_option, qrels_option, secho
 from workbench.errors import WorkbenchError
 
 
@@ -20,8 +20,8 @@ def tune_cmd(
     workers: int = typer.Option(1, "--workers", min=1, help="Processes sharing the study (needs PostgreSQL storage)."),
     track: bool = typer.Option(True, "--track/--no-track", help="Log the study to MLflow."),
     qrels: Optional[str] = qrels_option("the study file (else its experiment)'s"),
-    as_json: bool = typer.Option(False, "--json", help="Print the study's report as JSON (report.json's object, "
-                                 "plus trials_run, elapsed_s and folder) instead of the summary."),
+    as_json: bool = json_option("the study's report (report.json's object, plus trials_run, elapsed_s and folder) "
+                                 "instead of the summary"),
 ) -> None:
     """Tune fusion and engine parameters with Optuna over cached candidates; report on dev and test."""
     from dataclasses import replace

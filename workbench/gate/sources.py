@@ -45,9 +45,10 @@ def _split(spec: str) -> tuple[str, str]:
     return (path_part, config) if config and path_part.endswith(".toml") else (spec, "")
 
 
-def check_source(spec: str) -> None:
+def check_source(spec: str) -> Any:
     """Check what a ranking source names before any slow work (a dataset build, a lane run): the experiment
-    file loads and has the config, or the file exists and is not a folder or a bare experiment.
+    file loads and has the config, or the file exists and is not a folder or a bare experiment. Returns the
+    loaded :class:`~workbench.experiment.config.Experiment` for ``EXPERIMENT.toml:CONFIG``, else None.
 
     Raises:
         ConfigError: an experiment file that does not load or lacks the config (the message lists its
@@ -60,7 +61,7 @@ def check_source(spec: str) -> None:
         exp = load_experiment(Path(path_part))
         if config not in exp.configs:
             raise ConfigError(f"{path_part} has no config {config!r}; configs: {', '.join(exp.configs)}")
-        return
+        return exp
     path = Path(spec)
     if path.suffix == ".toml" and path.is_file():
         raise ConfigError(f"{spec} is an experiment; name one of its configs: {spec}:CONFIG")
@@ -69,6 +70,7 @@ def check_source(spec: str) -> None:
                           "config (.json) or e.g. experiments/kb.toml:kb-fold-ref")
     if path.is_dir():
         raise ConfigError(f"{spec} is a folder; give a TREC run file, an exported config or EXPERIMENT.toml:CONFIG")
+    return None
 
 
 def load_source(spec: str, dataset: Any, *, home: Path, log: Callable[[str], None] = lambda _m: None) -> Ranking:
@@ -79,10 +81,10 @@ def load_source(spec: str, dataset: Any, *, home: Path, log: Callable[[str], Non
         DataError: a malformed run file (wrong column count, NaN scores, duplicate doc ids in one
             ranking, empty), or one naming queries the dataset does not have.
     """
-    check_source(spec)
+    exp = check_source(spec)
     path_part, config = _split(spec)
     if config:
-        return _from_experiment(Path(path_part), config, dataset, home, log)
+        return _from_experiment(exp, Path(path_part), config, dataset, home, log)
     path = Path(spec)
     if path.suffix == ".json":
         return _from_export(path, dataset, home, log)
@@ -158,10 +160,9 @@ def experiment_layer(path: Path) -> str | None:
         return None
 
 
-def _from_experiment(path: Path, config: str, dataset, home: Path, log) -> Ranking:
-    from workbench.experiment.config import load_experiment
-
-    exp = load_experiment(path)  # its config is there (:func:`check_source`)
+def _from_experiment(exp, path: Path, config: str, dataset, home: Path, log) -> Ranking:
+    """The ranking of ``config`` of the loaded experiment ``exp`` (from ``path``; :func:`check_source` found the
+    config there)."""
     if dataset.name not in exp.datasets:
         log(f"note: {path.name} does not list dataset {dataset.name}; its lanes run on it anyway")
     return _config_ranking(exp, exp.configs[config], dataset, home, log, f"{path.name}:{config}")

@@ -25,8 +25,10 @@ def test_check_source_refuses_what_cannot_be_read(spec, msg):
     assert msg in str(info.value)
 
 
-def test_check_source_accepts_a_config_of_an_experiment():
-    assert check_source(f"{QUICKSTART}:hybrid") is None
+def test_check_source_accepts_a_config_of_an_experiment_and_gives_it_loaded():
+    exp = check_source(f"{QUICKSTART}:hybrid")
+    assert list(exp.configs) == ["vector", "hybrid"] and exp.configs["hybrid"].lanes == ("vector", "fts", "reference")
+    assert check_source(str(REPO / "README.md")) is None  # a file (a run) is read later, by load_source
 
 
 def test_a_misspelt_config_is_refused_before_the_dataset_is_built(tmp_path, monkeypatch):
