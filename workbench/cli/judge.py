@@ -291,6 +291,9 @@ def judge_backup(
     try:
         if file.is_dir():
             raise WorkbenchError(f"{file} is a folder; give a file path, e.g. {file / 'judge.jsonl.gz'}")
+        if not file.absolute().parent.is_dir():
+            raise WorkbenchError(f"{file}: the folder {file.absolute().parent} does not exist; create it (mkdir -p) "
+                                 "or give a path in a folder that does")
         if file.exists() and not force:
             raise WorkbenchError(f"{file} exists and would be overwritten; give a new file name, or pass --force "
                                  "to replace it")

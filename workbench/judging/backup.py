@@ -192,6 +192,8 @@ def read_backup(path: Path) -> tuple[dict, dict[str, list[dict]]]:
             off (no end line, or counts that differ).
     """
     path = Path(path)
+    if path.is_dir():
+        raise JudgeError(f"backup file {path} is a folder; give the file `workbench judge backup FILE` wrote")
     if not path.is_file():
         raise JudgeError(f"backup file {path} does not exist; give the file `workbench judge backup FILE` wrote")
     rows: dict[str, list[dict]] = {t: [] for t, _k, _s in TABLES}
