@@ -46,9 +46,11 @@ main: $(VENV)/.installed
 	@echo; echo "make main: the time of each stage (also in the home's main-stages.tsv)"; $(STAGE) report
 	@echo "done: look at the results with  $(BIN)/workbench dashboard"
 
-# The test suite (pytest's exit 5, "no tests ran", is a failure).
+# The test suite (pytest's exit 5, "no tests ran", is a failure), on one pytest-xdist worker per core
+# (tests/conftest.py gives each its own home; TEST_WORKERS=0 runs it in one process).
+TEST_WORKERS ?= auto
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest -q; rc=$$?; \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 # What CI checks before the tests: ruff (pyproject's [tool.ruff]), mypy ([tool.mypy]) and the docs site

@@ -10,6 +10,11 @@ that starts a service itself, or drives Chromium, carries ``@pytest.mark.pg``,
 ``@pytest.mark.opensearch`` or ``@pytest.mark.browser`` in its file. Every test with none of
 these four is marked ``unit``, every other one ``integration``: ``pytest -m unit`` needs
 neither a service nor a corpus.
+
+Parallel workers (pytest-xdist, ``make test`` runs ``-n auto --dist loadgroup``): each worker has its own
+workbench home (``<WORKBENCH_HOME>-gw0``, …), so its own embedded PostgreSQL, caches and built datasets; the
+tests of one module run on one worker (its module fixtures are built once), and every test that uses
+OpenSearch or drives Chromium runs on one worker for each (one node's indexes, one browser at a time).
 """
 
 from __future__ import annotations
@@ -25,9 +30,23 @@ FIXTURE_MARKERS = {"pg_dsn": "pg", "os_cluster": "opensearch", "data_dir": "data
 INTEGRATION_MARKERS = ("pg", "opensearch", "browser", "data")
 
 
-@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the markers
+#: The markers whose tests share one xdist worker: one OpenSearch node's ``wb-*`` indexes (a session's
+#: ``os_cluster`` deletes the indexes it saw made), one headless Chromium at a time.
+SERIAL_MARKERS = ("opensearch", "browser")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, give this worker a workbench home of its own (``<home>-<worker>``)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        base = os.environ.get("WORKBENCH_HOME", "").strip() or str(Path.home() / ".workbench")
+        os.environ["WORKBENCH_HOME"] = f"{base.rstrip('/')}-{worker}"
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the markers, and before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test by the fixtures it uses (their closure), then ``unit`` or ``integration``."""
+    """Mark each test by the fixtures it uses (their closure), then ``unit`` or ``integration``, and give it
+    its xdist group: ``opensearch`` or ``browser`` when it has that marker, else its module."""
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         for fixture, marker in FIXTURE_MARKERS.items():
@@ -35,6 +54,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(marker)
         tier = "integration" if any(item.get_closest_marker(m) for m in INTEGRATION_MARKERS) else "unit"
         item.add_marker(tier)
+        if item.get_closest_marker("xdist_group") is None:
+            group = next((m for m in SERIAL_MARKERS if item.get_closest_marker(m)), item.nodeid.split("::")[0])
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
