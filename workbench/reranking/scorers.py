@@ -29,7 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from workbench._infra.sqlite_cache import Damaged, SqliteCache
-from workbench._infra.threads import default_threads
+from workbench._infra.threads import ThreadGovernor
 from workbench.errors import ConfigError, StorageError
 
 #: How a cross-encoder computes (:class:`CrossEncoderScorer`).
@@ -200,7 +200,8 @@ class CrossEncoderScorer:
             most; 256 is the default, the window MiniLM was trained with).
         batch_size: pairs per forward pass.
         device: torch device.
-        threads: torch intra-op threads on CPU (default: one per free core, :func:`workbench._infra.threads.default_threads`).
+        threads: torch intra-op threads on CPU; fixed when given. By default one per free core, re-decided before each
+            query's pairs (:class:`workbench._infra.threads.ThreadGovernor`).
         backend: ``"torch"`` (fp32, the reference), ``"int8"`` (ONNX Runtime, int8 weights, exported from the
             folder into ``<home>/cache/onnx/``: :mod:`workbench.reranking.onnx`) or ``"auto"``: int8 where its scores
             agree with torch's on ``probe(text_order)``'s pairs (Spearman >= 0.99; checked once per model and window, the
@@ -242,6 +243,7 @@ class CrossEncoderScorer:
         self.text_order = trained_text_order(self.folder)
         self._device = device
         self._threads = threads
+        self._governor: ThreadGovernor | None = None
         self._model: Any = None
         self._onnx: Any = None
         self.verdict: dict[str, Any] | None = None
@@ -305,8 +307,8 @@ class CrossEncoderScorer:
             except ImportError as exc:
                 raise ConfigError(f"cross-encoder rerankers need sentence-transformers and torch ({exc}); "
                                   "install them with: pip install -e '.[st]'") from exc
-            if self._device == "cpu":
-                torch.set_num_threads(default_threads(self._threads))
+            if self._device == "cpu":  # re-decided before each query's pairs (issue #40)
+                self._governor = ThreadGovernor(self._threads, torch.set_num_threads)
             from workbench.embedding.embedders import quiet_load_bars
 
             quiet_load_bars()
@@ -327,6 +329,8 @@ class CrossEncoderScorer:
 
     def _torch_score(self, query: str, texts: Sequence[str]) -> np.ndarray:
         model = self._load()
+        if self._governor is not None:
+            self._governor.next()
         out = model.predict([(query, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False,
                             convert_to_numpy=True)
         return np.asarray(out, dtype=np.float32).reshape(len(texts))

@@ -580,8 +580,9 @@ def _same_url(a: str, b: str) -> bool:
 
 def local_credentials(url: str, home: Path | None = None) -> Credentials | None:
     """The credentials of the local node at ``url``: that of ``home`` (default: the current home,
-    :func:`workbench.settings.home_dir`) or of another home whose node this process started or checked;
-    None when ``url`` is none of them.
+    :func:`workbench.settings.home_dir`), of another home whose node this process started or checked, or of
+    the home ``WORKBENCH_OS_HOME`` names (:data:`workbench.engines.os_client.HOME_ENV`); None when ``url`` is
+    none of their nodes' URLs.
 
     Raises:
         ServiceError: the node is this home's but its credentials file cannot be read (names the fix).
@@ -597,6 +598,9 @@ def local_credentials(url: str, home: Path | None = None) -> Credentials | None:
             homes.append(home_dir())
         except WorkbenchError:
             return None
+    shared = os.environ.get("WORKBENCH_OS_HOME", "").strip()
+    if shared:
+        homes.append(Path(shared).expanduser())
     for h in homes:
         st = _read_state(h, repair=False)
         if st is not None and _same_url(st["url"], url):

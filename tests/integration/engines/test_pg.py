@@ -50,10 +50,8 @@ TESTS = TESTS
 
 
 @pytest.fixture(scope="session")
-def gita_home(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("gita-pg-home")
-    catalog.build("gita", catalog.load_definitions(), data_dir, home)
-    return home
+def gita_home(data_dir: Path, home_with) -> Path:
+    return home_with("gita-pg-home", "gita")
 
 
 @pytest.fixture(scope="session")

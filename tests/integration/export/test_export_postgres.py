@@ -118,10 +118,8 @@ lane_min_score = { reference = 1.0 }
 
 
 @pytest.fixture(scope="module")
-def home(data_dir: Path, tmp_path_factory, pg_dsn) -> Path:
-    h = tmp_path_factory.mktemp("export-home")
-    catalog.build("gita", catalog.load_definitions(), data_dir, h)
-    return h
+def home(data_dir: Path, home_with, pg_dsn) -> Path:
+    return home_with("export-home", "gita")
 
 
 @pytest.fixture(scope="module")

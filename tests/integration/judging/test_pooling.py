@@ -49,14 +49,12 @@ lanes = ["ref"]
 
 
 @pytest.fixture(scope="module")
-def env(data_dir, pg_dsn, tmp_path_factory):
+def env(data_dir, pg_dsn, tmp_path_factory, home_with):
     """A home with the gita built and the experiment evaluated once (the candidate cache is warm)."""
-    from workbench.data import catalog
     from workbench.experiment.config import load_experiment
     from workbench.experiment.runner import run_experiment
 
-    home = tmp_path_factory.mktemp("pool-home")
-    catalog.build("gita", catalog.load_definitions(), data_dir, home)
+    home = home_with("pool-home", "gita")
     folder = tmp_path_factory.mktemp("pool-exp")
     (folder / "e.toml").write_text(EXPERIMENT)
     mp = pytest.MonkeyPatch()

@@ -108,13 +108,9 @@ def test_the_human_layer_evaluates_only_queries_with_a_human_grade():
 # ---------------------------------------------------------------- the store, real documents
 
 @pytest.fixture(scope="module")
-def gita_home(data_dir, tmp_path_factory):
-    """A home with only the gita built (seconds)."""
-    from workbench.data import catalog
-
-    home = tmp_path_factory.mktemp("layers-home")
-    catalog.build("gita", catalog.load_definitions(), data_dir, home)
-    return home
+def gita_home(data_dir, home_with):
+    """A home with only the gita built (a copy of the session's)."""
+    return home_with("layers-home", "gita")
 
 
 @pytest.fixture(scope="module")

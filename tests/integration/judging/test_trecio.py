@@ -17,13 +17,12 @@ from workbench.judging.store import SCHEMA_VERSION, JudgmentStore, PoolPair, doc
 
 
 @pytest.fixture(scope="module")
-def gita(data_dir, pg_dsn, tmp_path_factory):
+def gita(data_dir, pg_dsn, home_with):
     """A home with gita built (only gita: the judgments need its ids and texts), and the test server's DSN."""
     from workbench.data import catalog
 
-    home = tmp_path_factory.mktemp("judge-home")
+    home = home_with("judge-home", "gita")
     defs = catalog.load_definitions()
-    catalog.build("gita", defs, data_dir, home)
     mp = pytest.MonkeyPatch()
     mp.setenv("WORKBENCH_HOME", str(home))
     mp.setenv("WORKBENCH_PG_DSN", pg_dsn)

@@ -341,6 +341,29 @@ def test_the_client_takes_only_the_credentials_of_the_node_at_that_url(tmp_path,
         osearch.client("https://search.example.org:9200")
 
 
+def test_workbench_os_home_lends_its_nodes_credentials_for_that_url_only(tmp_path, monkeypatch):
+    """The test workers' case: each has its own home, the node is the first home's (``WORKBENCH_OS_HOME``)."""
+    shared, mine = tmp_path / "shared", tmp_path / "mine"
+    for var in (osearch.USER_ENV, osearch.PASSWORD_ENV, osearch.CA_ENV, osearch.VERIFY_ENV, osearch.HOME_ENV):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(node, "_KNOWN", {})
+    node.state_path(shared).parent.mkdir(parents=True)
+    node.state_path(shared).write_text(json.dumps({
+        "url": "https://127.0.0.1:9201", "pid": 999999999, "install": str(node.runtime_dir(shared) / "install"),
+        "data": str(node.runtime_dir(shared) / "data"), "log": "", "heap": "512m",
+        "started_at": 0, "transport_port": 9301}))
+    node.credentials_path(shared).write_text(json.dumps({"user": "workbench", "password": "s3cret", "ca_certs": "/x.pem"}))
+    mine.mkdir()
+    monkeypatch.setenv("WORKBENCH_HOME", str(mine))
+    assert node.local_credentials("https://127.0.0.1:9201") is None  # another home's node: not found
+    monkeypatch.setenv(osearch.HOME_ENV, str(shared))
+    assert node.local_credentials("https://127.0.0.1:9201") == node.Credentials("workbench", "s3cret", "/x.pem")
+    assert node.local_credentials("https://127.0.0.1:9202") is None  # only for that node's URL
+    es = osearch.client("https://127.0.0.1:9201")
+    assert es.transport.kwargs["http_auth"] == ("workbench", "s3cret") and es.transport.kwargs["ca_certs"] == "/x.pem"
+    assert "http_auth" not in osearch.client("https://127.0.0.1:9202").transport.kwargs
+
+
 def test_a_system_root_others_can_write_is_refused(tmp_path, monkeypatch):
     base = tmp_path / "base"
     base.mkdir()

@@ -19,6 +19,25 @@ def Q(qid: str, text: str) -> Query:
 # ---------------------------------------------------------------- morphology (hand-checked against Whitney)
 
 @pytest.mark.unit
+def test_the_slp1_map_writes_what_indic_transliteration_writes():
+    """:func:`workbench.text.sanskrit._iast`'s character map against ``sanscript.transliterate`` on every declined
+    form of stems of each class (a, ā, i, ī, u, ṛ, an, as, at, vat), and the fallback on what is not a letter."""
+    import unicodedata
+
+    from indic_transliteration import sanscript
+
+    from workbench.text import sanskrit
+
+    slow = lambda s: unicodedata.normalize("NFC", sanscript.transliterate(s, sanscript.SLP1, sanscript.IAST))  # noqa: E731
+    forms = {sanskrit._slp1(f) for stem in ("kṣetra", "gaṅgā", "agni", "nadī", "guru", "pitṛ", "ātman", "manas",
+                                             "bhagavat", "jagat", "dhī", "bhū") for f in declension(stem)}
+    assert len(forms) > 300
+    assert [f for f in forms if sanskrit._iast(f) != slow(f)] == []
+    assert sanskrit._iast("kfzRaH") == "kṛṣṇaḥ" and sanskrit._iast("SivO") == "śivau"
+    assert sanskrit._iast("rAma/s") == slow("rAma/s") and sanskrit._iast("so'ham") == slow("so'ham")  # accent, avagraha
+
+
+@pytest.mark.unit
 def test_declension_of_an_a_stem():
     forms = declension("kṣetra")
     # n. nom/acc sg, loc sg, nom/acc pl, instr sg (ṇ after r: natva), gen pl
