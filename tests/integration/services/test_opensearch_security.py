@@ -315,17 +315,22 @@ def test_the_secrets_are_a_ca_signed_node_certificate_and_a_bcrypt_hash_made_onc
         shutil.rmtree(node.runtime_dir(home), ignore_errors=True)
 
 
-def test_the_client_takes_only_the_credentials_of_the_node_at_that_url(tmp_path, monkeypatch):
-    home = tmp_path
-    for var in (osearch.USER_ENV, osearch.PASSWORD_ENV, osearch.CA_ENV, osearch.VERIFY_ENV):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(node, "_KNOWN", {})
+def _fake_node(home):
+    """The state and credentials files of a local node of ``home`` at https://127.0.0.1:9201 (no process)."""
     node.state_path(home).parent.mkdir(parents=True)
     node.state_path(home).write_text(json.dumps({
         "url": "https://127.0.0.1:9201", "pid": 999999999, "install": str(node.runtime_dir(home) / "install"),
         "data": str(node.runtime_dir(home) / "data"), "log": "", "heap": "512m",
         "started_at": 0, "transport_port": 9301}))
     node.credentials_path(home).write_text(json.dumps({"user": "workbench", "password": "s3cret", "ca_certs": "/x.pem"}))
+
+
+def test_the_client_takes_only_the_credentials_of_the_node_at_that_url(tmp_path, monkeypatch):
+    home = tmp_path
+    for var in (osearch.USER_ENV, osearch.PASSWORD_ENV, osearch.CA_ENV, osearch.VERIFY_ENV):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(node, "_KNOWN", {})
+    _fake_node(home)
     want = node.Credentials("workbench", "s3cret", "/x.pem")
     assert node.local_credentials("https://127.0.0.1:9201", home) == want
     assert node.local_credentials("https://localhost:9201/", home) == want
@@ -347,12 +352,7 @@ def test_workbench_os_home_lends_its_nodes_credentials_for_that_url_only(tmp_pat
     for var in (osearch.USER_ENV, osearch.PASSWORD_ENV, osearch.CA_ENV, osearch.VERIFY_ENV, osearch.HOME_ENV):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(node, "_KNOWN", {})
-    node.state_path(shared).parent.mkdir(parents=True)
-    node.state_path(shared).write_text(json.dumps({
-        "url": "https://127.0.0.1:9201", "pid": 999999999, "install": str(node.runtime_dir(shared) / "install"),
-        "data": str(node.runtime_dir(shared) / "data"), "log": "", "heap": "512m",
-        "started_at": 0, "transport_port": 9301}))
-    node.credentials_path(shared).write_text(json.dumps({"user": "workbench", "password": "s3cret", "ca_certs": "/x.pem"}))
+    _fake_node(shared)
     mine.mkdir()
     monkeypatch.setenv("WORKBENCH_HOME", str(mine))
     assert node.local_credentials("https://127.0.0.1:9201") is None  # another home's node: not found
