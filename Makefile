@@ -29,24 +29,39 @@ $(VENV)/.installed: pyproject.toml
 # the cross-encoders trained from the gita's and the bilara passages' train splits (kept when already
 # there), the rerankers compared, then tuning studies over the cached candidates and pair scores (they
 # resume if they ran before), then the regression gate on the seed configs (its report is what the
-# dashboard's gate page shows). mint.toml and rerank.toml start the local OpenSearch node (unless
-# WORKBENCH_OS_URL names a cluster); it is stopped at the end.
+# dashboard's gate page shows). mint.toml, scripts.toml and rerank.toml read the local OpenSearch node
+# (unless WORKBENCH_OS_URL names a cluster): it starts beside the dataset build and stops at the end.
+#
+# Two chains of stages run at once, each line tagged with its chain ([gita] / [pali]): one stage alone
+# leaves a core idle for a third of its time (Postgres and OpenSearch lanes, MLflow, loading), and two
+# engines on one thread each do more than one engine on two (workbench/_infra/threads.py re-decides the
+# threads as the other chain comes and goes). No two stages at once build the same index:
+#   gita: seeds.toml -> train gita-ce -> rerank.toml (waits for bilara-passages-ce) -> tune-rerank
+#   pali: train bilara-passages-ce -> kb.toml -> tune-kb -> mint.toml; scripts.toml after rerank.toml
+#         (it reads the passages' e5 indexes rerank.toml builds)
+# then the gate, on what the seeds left.
 main: $(VENV)/.installed
 	@$(STAGE) start
-	@$(STAGE) run "datasets and query sets" -- $(BIN)/workbench data build
-	@$(STAGE) run "seeds.toml (gita)" -- $(BIN)/workbench eval experiments/seeds.toml
-	@$(STAGE) run "train gita-ce" -- $(BIN)/workbench reranker train -d gita -e experiments/seeds.toml --skip-existing $(TRAIN_ARGS)
-	@$(STAGE) run "train bilara-passages-ce" -- $(BIN)/workbench reranker train -d bilara-passages -e experiments/kb.toml --skip-existing $(TRAIN_ARGS)
-	@$(STAGE) run "kb.toml" -- $(BIN)/workbench eval experiments/kb.toml
-	@echo "$(BIN)/workbench eval experiments/mint.toml, experiments/rerank.toml, experiments/scripts.toml   (then: workbench services down opensearch)"
-	@$(STAGE) run "mint.toml (starts OpenSearch)" -- $(BIN)/workbench eval experiments/mint.toml && \
-	  $(STAGE) run "rerank.toml" -- $(BIN)/workbench eval experiments/rerank.toml && \
-	  $(STAGE) run "scripts.toml" -- $(BIN)/workbench eval experiments/scripts.toml; rc=$$?; \
-	  $(BIN)/workbench services down opensearch; exit $$rc
-	@$(STAGE) run "tune-kb.toml" -- $(BIN)/workbench tune experiments/tune-kb.toml
-	@$(STAGE) run "tune-rerank.toml" -- $(BIN)/workbench tune experiments/tune-rerank.toml
-	@$(STAGE) run "gate-seeds.toml" -- $(BIN)/workbench gate experiments/gate-seeds.toml
-	@echo; echo "make main: the time of each stage (also in the home's main-stages.tsv)"; $(STAGE) report
+	@trap 'trap - INT TERM; kill 0' INT TERM; \
+	  $(BIN)/workbench services up opensearch > .os-up.log 2>&1 & os=$$!; \
+	  $(STAGE) run "datasets and query sets" -- $(BIN)/workbench data build; rd=$$?; \
+	  wait $$os || { cat .os-up.log; echo "OpenSearch did not start: mint, scripts and rerank will fail" >&2; }; \
+	  rm -f .os-up.log; [ $$rd -eq 0 ] || exit $$rd; \
+	  ( $(STAGE) run --tag gita "seeds.toml (gita)" -- $(BIN)/workbench eval experiments/seeds.toml && \
+	    $(STAGE) run --tag gita "train gita-ce" -- $(BIN)/workbench reranker train -d gita -e experiments/seeds.toml --skip-existing $(TRAIN_ARGS) ) & a=$$!; \
+	  $(STAGE) run --tag pali "train bilara-passages-ce" -- $(BIN)/workbench reranker train -d bilara-passages -e experiments/kb.toml --skip-existing $(TRAIN_ARGS); rt=$$?; \
+	  ( [ $$rt -eq 0 ] && $(STAGE) run --tag pali "kb.toml" -- $(BIN)/workbench eval experiments/kb.toml && \
+	    $(STAGE) run --tag pali "tune-kb.toml" -- $(BIN)/workbench tune experiments/tune-kb.toml && \
+	    $(STAGE) run --tag pali "mint.toml" -- $(BIN)/workbench eval experiments/mint.toml ) & b=$$!; \
+	  wait $$a; ra=$$?; \
+	  [ $$ra -eq 0 ] && [ $$rt -eq 0 ] && $(STAGE) run --tag gita "rerank.toml" -- $(BIN)/workbench eval experiments/rerank.toml; rr=$$?; \
+	  ( [ $$rr -eq 0 ] && $(STAGE) run --tag gita "tune-rerank.toml" -- $(BIN)/workbench tune experiments/tune-rerank.toml ) & c=$$!; \
+	  $(STAGE) run --tag pali "scripts.toml" -- $(BIN)/workbench eval experiments/scripts.toml; rs=$$?; \
+	  wait $$b; rb=$$?; wait $$c; rc=$$?; \
+	  $(BIN)/workbench services down opensearch; \
+	  $(STAGE) run "gate-seeds.toml" -- $(BIN)/workbench gate experiments/gate-seeds.toml; rg=$$?; \
+	  echo; echo "make main: the time of each stage (also in the home's main-stages.tsv)"; $(STAGE) report; \
+	  for r in $$ra $$rt $$rb $$rr $$rs $$rc $$rg; do [ $$r -eq 0 ] || exit $$r; done
 	@echo "done: look at the results with  $(BIN)/workbench dashboard"
 
 # The test suite (pytest's exit 5, "no tests ran", is a failure), on one pytest-xdist worker per core

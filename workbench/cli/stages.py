@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO, cast
 
 from workbench.errors import WorkbenchError
 
@@ -30,27 +31,56 @@ def stages_file() -> Path:
     return home_dir() / FILE
 
 
-def run(name: str, argv: list[str]) -> int:
-    """Run ``argv`` (stdin, stdout and stderr inherited), append its time to :func:`stages_file`; its exit status.
+def run(name: str, argv: list[str], tag: str | None = None) -> int:
+    """Run ``argv``, append its time to :func:`stages_file`; its exit status.
+
+    Without ``tag`` the command inherits stdin, stdout and stderr (a progress bar on a terminal). With ``tag`` (two
+    stages running at once, ``make main``'s concurrent chains) its stdout and stderr go through a pipe, so it
+    writes log lines rather than bars, and each line is printed with ``[tag] `` in front, whole: two stages'
+    lines interleave but never mix.
 
     A time that cannot be appended (the stage filled the disk, a read-only home) is a one-line warning: the
     stage's own exit status is returned all the same, so a finished stage never fails ``make main``.
     """
     t = time.perf_counter()
     try:
-        rc = subprocess.call(argv)
+        rc = subprocess.call(argv) if tag is None else _tagged(argv, tag)
     except OSError as exc:
         print(f"error: stage {name!r} could not start {argv[0]!r}: {exc}", file=sys.stderr)
         rc = 127
     seconds = time.perf_counter() - t
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"[stage] {name}: {fmt(seconds)}" + (f" (exit {rc})" if rc else ""), file=sys.stderr, flush=True)
+    print(f"{_prefix(tag)}[stage] {name}: {fmt(seconds)}" + (f" (exit {rc})" if rc else ""), file=sys.stderr,
+          flush=True)
     line = f"{name}\t{seconds:.1f}\t{rc}\t{load:.2f}\t{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
     try:
         _append(stages_file(), line)
     except WorkbenchError as exc:  # a full disk or a read-only home costs the table, never the stage's status
         print(f"warning: the time of stage {name!r} is not kept: {exc}", file=sys.stderr, flush=True)
     return rc
+
+
+def _prefix(tag: str | None) -> str:
+    return f"[{tag}] " if tag else ""
+
+
+def _tagged(argv: list[str], tag: str) -> int:
+    """Run ``argv`` with stdout and stderr joined in a pipe; print each of its lines (``\\n`` or ``\\r``
+    ended, invalid UTF-8 replaced) to stdout with ``[tag] `` in front; its exit status."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    pipe = cast(IO[bytes], proc.stdout)  # stdout=PIPE
+    out, prefix, pending = sys.stdout, _prefix(tag), b""
+    for chunk in iter(lambda: pipe.read1(65536), b""):  # type: ignore[attr-defined]
+        pending += chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.strip():
+                out.write(prefix + line.decode("utf-8", "replace") + "\n")
+        out.flush()
+    if pending.strip():
+        out.write(prefix + pending.decode("utf-8", "replace") + "\n")
+        out.flush()
+    return proc.wait()
 
 
 def _append(path: Path, line: str) -> None:
@@ -108,17 +138,45 @@ def read() -> list[tuple[str, float, int, float]]:
 
 
 def report() -> str:
-    """The table of :func:`read` with each stage's share of the total."""
+    """The table of :func:`read` with each stage's share of the total; when stages ran at once (their times add up
+    to more than the job took, :func:`wall_seconds`), the wall clock below the sum."""
     rows = read()
     if not rows:
         return f"no stage times in {stages_file()}"
     total = sum(r[1] for r in rows)
-    width = max(len("total"), *(len(r[0]) for r in rows))
+    wall = wall_seconds()
+    overlap = wall is not None and wall < total - 1
+    label = "total (stages added)" if overlap else "total"
+    width = max(len(label), *(len(r[0]) for r in rows))
     out = [f"{'stage'.ljust(width)}  {'time':>13}  share  load  exit"]
     for name, s, rc, load in rows:
         out.append(f"{name.ljust(width)}  {fmt(s):>13}  {100 * s / (total or 1.0):4.0f}%  {load:4.1f}  {rc}")
-    out.append(f"{'total'.ljust(width)}  {fmt(total):>13}")
+    out.append(f"{label.ljust(width)}  {fmt(total):>13}")
+    if overlap:
+        out.append(f"{'wall clock'.ljust(width)}  {fmt(cast(float, wall)):>13}")
     return "\n".join(out)
+
+
+def wall_seconds() -> float | None:
+    """Seconds from the first stage's start to the last one's end (each line's UTC end less its seconds), or None
+    with no readable line. To the second: the end times are."""
+    import calendar
+
+    spans = []
+    try:
+        lines = stages_file().read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split("\t")
+        try:
+            end = calendar.timegm(time.strptime(parts[4], "%Y-%m-%dT%H:%M:%SZ"))
+            spans.append((end - float(parts[1]), float(end)))
+        except (IndexError, ValueError):
+            continue
+    if not spans:
+        return None
+    return max(e for _s, e in spans) - min(s for s, _e in spans)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,9 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["report"]:
         print(report())
         return 0
+    tag = None
+    if args[:2] == ["run", "--tag"] and len(args) >= 3:
+        tag, args = args[2], ["run", *args[3:]]
     if len(args) >= 4 and args[0] == "run" and args[2] == "--":
-        return run(args[1], args[3:])
-    print("usage: python -m workbench.cli.stages start | run NAME -- CMD [ARGS...] | report", file=sys.stderr)
+        return run(args[1], args[3:], tag)
+    print("usage: python -m workbench.cli.stages start | run [--tag TAG] NAME -- CMD [ARGS...] | report",
+          file=sys.stderr)
     return 2
 
 

@@ -75,7 +75,7 @@ class IndexInfo:
         schema_version: :data:`SCHEMA_VERSION` at build time.
         build_s: seconds the whole build transaction took (embedding included).
         hnsw_build_s: seconds ``CREATE INDEX ... USING hnsw`` took.
-        embed_s: seconds spent in ``embed_passages``.
+        embed_s: seconds spent in ``embed_passages`` (by this call: the cache warm-up before the build included).
         created_at: ISO 8601 timestamp of the build.
         reused: True when this call found the index registered and built nothing.
         elapsed_s: seconds this call took (about 0 when ``reused``).
@@ -196,9 +196,19 @@ def index_dataset(dsn: str, dataset: Any, embedder: Any, *, m: int = 16, ef_cons
         found = _registered(conn, key)
         if found is not None:
             return _reused(found, t0)
+        warm_s = _warm_cache(embedder, dataset.documents, progress, dataset.name)
+        if warm_s is not None:
+            found = _registered(conn, key)  # another process may have built it while this one embedded
+            if found is not None:
+                return _reused(found, t0)
         try:
-            return _build(conn, dataset, embedder, key, corpus, m, ef_construction, halfvec, progress,
+            info = _build(conn, dataset, embedder, key, corpus, m, ef_construction, halfvec, progress,
                           reader_role, versions, t0)
+            if warm_s is None or info.reused:
+                return info
+            from dataclasses import replace
+
+            return replace(info, embed_s=round(info.embed_s + warm_s, 4))
         except psycopg.Error as exc:
             raise PgError(f"indexing {dataset.name} into {table_name(key)} failed: {str(exc).strip()}; "
                           f"the transaction was rolled back, nothing was registered and earlier indexes are untouched") from exc
@@ -303,6 +313,38 @@ def _ensure_fold_config(conn) -> None:
 def _batches(seq: Sequence, size: int) -> Iterator[Sequence]:
     for i in range(0, len(seq), size):
         yield seq[i:i + size]
+
+
+def caches_vectors(embedder: Any) -> bool:
+    """Whether ``embedder`` (or the embedder it wraps, through ``inner``) keeps its vectors in a usable
+    :class:`workbench.embedding.embedders.CachedEmbedder` cache, so a second pass over the same texts is a read."""
+    seen = 0
+    while embedder is not None and seen < 8:
+        if getattr(embedder, "cache_path", None) is not None and hasattr(embedder, "unavailable"):
+            return embedder.unavailable is None and not getattr(embedder, "read_only", False)
+        embedder, seen = getattr(embedder, "inner", None), seen + 1
+    return False
+
+
+def _warm_cache(embedder: Any, docs, progress: bool, name: str) -> float | None:
+    """Embed every document into the embedder's cache before the build takes the DDL lock; the seconds it took,
+    or None when the embedder keeps no cache.
+
+    The build's transaction holds the workbench's DDL lock (:func:`ddl_lock`) for as long as it runs; with the
+    model's work done here, outside it, two processes indexing two corpora at once (``make main``'s concurrent
+    stages) each embed on their own core instead of one waiting minutes for the other's model, and the build
+    reads the vectors back from the cache. An embedder without a usable cache embeds inside the build, as before.
+    """
+    if not caches_vectors(embedder):
+        return None
+    from workbench._infra.progress import bar as progress_bar
+
+    t = time.perf_counter()
+    with progress_bar(len(docs), f"embedding {name} ({embedder.model_id})", "doc", enabled=progress) as bar:
+        for batch in _batches(docs, BATCH_SIZE):
+            embedder.embed_passages([unicodedata.normalize("NFC", index_text(d)) for d in batch])
+            bar.update(len(batch))
+    return time.perf_counter() - t
 
 
 def _copy_rows(conn, t, docs, embedder, vtype: str, progress: bool, name: str) -> float:

@@ -220,8 +220,10 @@ def train_reranker(dataset: str, *, experiment: Path | None = None, lanes: str |
     # a bar with rate and ETA on a terminal; in a log (make main's), a line at least every 30 s
     from workbench._infra.progress import bar as progress_bar
 
-    threads = default_threads(threads)
-    log(f"training with {threads} torch thread(s) (one per free core; --threads or WORKBENCH_THREADS to choose)")
+    fixed = threads if threads is not None else env_threads()
+    first = default_threads(threads)
+    log(f"training with {first} torch thread(s) " + ("(fixed)" if fixed is not None else
+        "(one per free core, re-decided as it runs; --threads or WORKBENCH_THREADS to fix it)"))
     bar = progress_bar(steps, f"training {folder.name}", "step")
     seen: list[float] = []
 
@@ -233,7 +235,7 @@ def train_reranker(dataset: str, *, experiment: Path | None = None, lanes: str |
     t_train = time.perf_counter()
     try:
         model, losses = rt.train(pairs, base=base, steps=steps, batch_size=batch_size, lr=lr, max_length=max_length,
-                                 seed=seed, progress=progress, threads=threads, freeze_layers=freeze_layers)
+                                 seed=seed, progress=progress, threads=fixed, freeze_layers=freeze_layers)
     finally:
         bar.close()
     train_s = time.perf_counter() - t_train
@@ -241,7 +243,7 @@ def train_reranker(dataset: str, *, experiment: Path | None = None, lanes: str |
                          max_length=max_length, seed=seed, negatives_per_query=negatives, losses=losses,
                          wall_s=time.perf_counter() - t0, train_s=train_s, folder=folder,
                          candidates={"experiment": str(exp.path), "lanes": chosen, "depth": exp.depth,
-                                     "cached": cached}, threads=threads, freeze_layers=freeze_layers,
+                                     "cached": cached}, threads=first, freeze_layers=freeze_layers,
                          text_order=text_order, query_types=types)
     folder = rt.write_model(model, folder, card, force=force)
     run_id, warning = None, ""

@@ -128,6 +128,20 @@ def export_int8(folder: Path, dest: Path) -> Path:
     free = free_bytes(dest.parent)
     if free is not None and free < needed:  # before tens of seconds of export, not after
         raise cast(StorageError, _storage_fault(None, folder, dest, needed, free))  # without exc: always an error
+    from workbench._infra.locks import FileLock
+
+    # two processes reranking with one model at once (make main's chains) export it once: the second waits, then
+    # finds it there, instead of replacing the folder the first is reading
+    with FileLock(dest.parent / f".{dest.name}.lock", f"the int8 ONNX export {dest}"):
+        if (dest / "model-int8.onnx").is_file():
+            return dest
+        return _export(folder, dest, needed)
+
+
+def _export(folder: Path, dest: Path, needed: int) -> Path:
+    """:func:`export_int8`'s work, under its lock."""
+    from workbench._infra.durable import free_bytes, storage_error
+
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     import logging

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench._infra.threads import default_threads
+from workbench._infra.threads import ThreadGovernor, default_threads
 from workbench.errors import ConfigError, StorageError
 from workbench.text.doctext import index_text
 
@@ -412,7 +412,7 @@ def load_base(base: str | Path | None, *, max_length: int, seed: int, threads: i
         raise ConfigError(f"training a cross-encoder needs sentence-transformers and torch ({exc}); "
                           "install them with: pip install -e '.[st]'") from None
     _quiet_models()
-    torch.set_num_threads(default_threads(threads))
+    torch.set_num_threads(default_threads(threads))  # the training loop re-decides it (ThreadGovernor)
     seed_everything(seed)
     try:
         model = CrossEncoder(str(folder), num_labels=1, max_length=max_length, device="cpu", local_files_only=True)
@@ -523,8 +523,9 @@ def train(pairs: Sequence[Pair], *, base: str | Path | None = None, steps: int =
         base: :func:`resolve_base` (default: the packaged all-MiniLM-L6-v2, given a fresh head).
         steps, batch_size, lr, max_length, seed: the recipe (:func:`check_recipe`).
         progress: called after every step with (step, 1-based; that step's loss).
-        threads: torch intra-op threads (process-wide; default one per free core,
-            :func:`workbench._infra.threads.default_threads`).
+        threads: torch intra-op threads (process-wide), fixed when given; by default one per free core, re-decided
+            between steps (:class:`workbench._infra.threads.ThreadGovernor`): the weights do not depend on it
+            beyond float summation order.
         freeze_layers: the bottom layers kept frozen with the word embeddings (:func:`freeze`).
 
     Returns:
@@ -562,7 +563,10 @@ def train(pairs: Sequence[Pair], *, base: str | Path | None = None, steps: int =
         loss_fn = torch.nn.BCEWithLogitsLoss()
         model.train()
         losses: list[float] = []
+        # the thread count is re-decided every few steps (a neighbour may come and go: issue #40); the user's is fixed
+        governor = ThreadGovernor(threads, torch.set_num_threads)
         for step, idx in enumerate(_batches(len(pairs), batch_size, steps, seed), 1):
+            governor.next()
             batch = [pairs[i] for i in idx]
             features = model.preprocess([(p.query, p.text) for p in batch])
             logits = model(features)["scores"].reshape(len(batch)).float()

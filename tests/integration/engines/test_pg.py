@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import unicodedata
 from pathlib import Path
 
 import psycopg
@@ -44,6 +45,7 @@ from workbench.engines.pg_index import (
 )
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.testing import WordHashEmbedder
+from workbench.text.doctext import index_text
 from workbench.types import Document, Query, Text
 
 TESTS = TESTS
@@ -330,6 +332,7 @@ from pathlib import Path
 from workbench.data import catalog
 from workbench.engines.pg_index import index_dataset
 from workbench.testing import WordHashEmbedder
+from workbench.text.doctext import index_text
 
 class Slow(WordHashEmbedder):
     seen = 0
@@ -365,3 +368,36 @@ def test_dataset_without_manifest_hashes_its_documents():
     ds = Dataset("tiny", docs, [], [], {})
     assert corpus_sha256(ds) == corpus_sha256(Dataset("tiny", list(docs), [], [], {}))
     assert len(corpus_sha256(ds)) == 64
+
+
+class LockWatchingEmbedder(WordHashEmbedder):
+    """Records, at each call, how many passages it got and whether anyone holds the workbench's DDL lock."""
+
+    def __init__(self, dsn: str, **kw):
+        super().__init__(**kw)
+        self.dsn, self.calls = dsn, []
+
+    def embed_passages(self, texts):
+        from workbench.engines.pg_client import DDL_LOCK
+
+        with connect(self.dsn) as conn:
+            held = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+                                "objid = hashtext(%s)::oid", (DDL_LOCK,)).fetchone()[0]
+        self.calls.append((len(texts), bool(held)))
+        return super().embed_passages(texts)
+
+
+def test_a_cached_embedder_embeds_before_the_ddl_lock_and_the_build_reads_the_cache(pg_dsn, gita, tmp_path):
+    """Two processes indexing two corpora at once (make main's chains) must not wait minutes on each other's
+    model: with an embedding cache, every passage is embedded once, with the DDL lock free, and the build that
+    takes the lock reads them all back (the model sees no text twice); without a cache, the build embeds."""
+    from workbench.embedding.embedders import CachedEmbedder
+
+    inner = LockWatchingEmbedder(pg_dsn, dim=64, model_id="test/lock-watch")
+    info = index_dataset(pg_dsn, gita, CachedEmbedder(inner, tmp_path / "emb.sqlite"))
+    assert not info.reused and info.doc_count == len(gita.documents) == 701
+    distinct = len({unicodedata.normalize("NFC", index_text(d)) for d in gita.documents})
+    assert sum(n for n, _ in inner.calls) == distinct and not any(held for _, held in inner.calls)
+    plain = LockWatchingEmbedder(pg_dsn, dim=64, model_id="test/lock-watch-plain")
+    index_dataset(pg_dsn, gita, plain)
+    assert sum(n for n, _ in plain.calls) == 701 and all(held for _, held in plain.calls)

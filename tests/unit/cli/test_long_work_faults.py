@@ -211,3 +211,34 @@ def test_stage_times_round_to_the_second_before_the_minutes():
 
     assert [fmt(s) for s in (4199.6, 75.2, 59.96, 42.04, 3600.0)] == [
         "70 min 0 s", "1 min 15 s", "1 min 0 s", "42.0 s", "60 min 0 s"]
+
+
+def test_a_tagged_stage_prints_each_line_of_its_command_whole_with_the_tag(tmp_path):
+    """``make main`` runs two chains at once: each line of a tagged stage is its own line, tagged, and a line the
+    command ended with ``\\r`` (a progress redraw) or left unended is a line too."""
+    home = tmp_path / "home"
+    assert _stages(["start"], home).returncode == 0
+    script = ("import sys; print('first'); sys.stdout.flush(); sys.stderr.buffer.write(b'bar 1\\rbar 2\\r\\n\\xff end'); "
+              "raise SystemExit(4)")
+    res = _stages(["run", "--tag", "gita", "tagged", "--", sys.executable, "-c", script], home)
+    assert res.returncode == 4
+    assert res.stdout.splitlines() == ["[gita] first", "[gita] bar 1", "[gita] bar 2", "[gita] \ufffd end"]
+    assert res.stderr.splitlines()[-1].startswith("[gita] [stage] tagged: ") and "(exit 4)" in res.stderr
+    assert (home / "main-stages.tsv").read_text().split("\t")[:3][::2] == ["tagged", "4"]
+
+
+def test_the_report_gives_the_wall_clock_when_stages_overlapped(tmp_path, monkeypatch):
+    """Two stages of 600 s and 300 s that ran at once, ending 100 s apart: 900 s added, 600 s of wall clock
+    (the first started at 11:50:00, both ended by 12:00:00)."""
+    from workbench.cli import stages
+
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path))
+    (tmp_path / "main-stages.tsv").write_text("a\t600.0\t0\t1.90\t2026-12-07T12:00:00Z\n"
+                                              "b\t300.0\t0\t1.80\t2026-12-07T11:58:20Z\n")
+    lines = stages.report().splitlines()
+    assert stages.wall_seconds() == 600.0
+    assert lines[-2].split() == ["total", "(stages", "added)", "15", "min", "0", "s"]
+    assert lines[-1].split() == ["wall", "clock", "10", "min", "0", "s"]
+    (tmp_path / "main-stages.tsv").write_text("a\t600.0\t0\t1.90\t2026-12-07T12:00:00Z\n"
+                                              "b\t300.0\t0\t1.80\t2026-12-07T12:05:00Z\n")
+    assert stages.report().splitlines()[-1].split() == ["total", "15", "min", "0", "s"]  # one after the other
