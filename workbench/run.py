@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import gzip
 import math
+import os
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,10 +132,21 @@ def read_trec_run(path: Path, name: str | None = None, *, keep_file_order: bool 
     ``allow_empty`` accepts a file with no result lines (a lane that found nothing for
     any query: the candidate cache stores such runs too).
 
+    A UTF-8 byte-order mark at the start (Windows editors write one) is read as nothing.
+
     Raises:
-        DataError: missing or empty file, wrong column count, a non-numeric or NaN
-            score, or a doc_id twice for one query (names the file and line).
+        DataError: missing or empty file, not a regular file (a device such as ``/dev/zero``, a FIFO), a UTF-16
+            file, wrong column count, a non-numeric or NaN score, or a doc_id twice for one query (names the file
+            and line).
     """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise DataError(f"run file {path} does not exist") from None
+    except OSError as exc:
+        raise DataError(f"run file {path} cannot be read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):  # /dev/zero never ends, a FIFO may never answer
+        raise DataError(f"run file {path} is not a regular file (a device, a FIFO or a socket); give a TREC run file")
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -143,9 +156,11 @@ def read_trec_run(path: Path, name: str | None = None, *, keep_file_order: bool 
             raw = gzip.decompress(raw)
         except OSError as exc:
             raise DataError(f"run file {path} is not valid gzip: {exc}") from None
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise DataError(f"run file {path} is UTF-16 (it starts with a UTF-16 byte-order mark); save it as UTF-8")
     rows: dict[str, list[Hit]] = {}
     seen: set[tuple[str, str]] = set()
-    for n, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), start=1):
+    for n, line in enumerate(raw.decode("utf-8-sig", errors="replace").splitlines(), start=1):
         if not line.strip():
             continue
         cols = line.split()

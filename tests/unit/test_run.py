@@ -5,6 +5,7 @@ The reference is pytrec_eval (trec_eval's own code), run on the same file.
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -91,3 +92,33 @@ def test_the_gate_warns_when_ties_decide_a_measure_of_a_run_file(tmp_path):
     assert "cand.trec" in tie[0] and "P@1 0.5000 (trec_eval order) vs 1.0000 (doc_id ascending)" in tie[0]
     assert "R@10" not in tie[0] and "@1: 1" in tie[0]
     assert not any("base.trec" in w for w in res.warnings)  # no ties: no warning
+
+
+def test_a_run_file_with_a_byte_order_mark_reads_as_without_and_utf16_is_named(tmp_path):
+    """Issue #41: a BOM glued to the first query id made the gate call it "a run of another dataset?"."""
+    p = tmp_path / "bom.trec"
+    p.write_bytes(b"\xef\xbb\xbf" + RUN.encode())
+    plain = tmp_path / "r.trec"
+    plain.write_text(RUN)
+    assert read_trec_run(p).to_dict() == read_trec_run(plain).to_dict() and set(read_trec_run(p)) == {"q1", "q2"}
+    (tmp_path / "u16.trec").write_bytes(RUN.encode("utf-16"))
+    from workbench.errors import DataError
+
+    with pytest.raises(DataError, match="is UTF-16 .*save it as UTF-8"):
+        read_trec_run(tmp_path / "u16.trec")
+
+
+def test_a_device_or_a_fifo_is_refused_before_it_is_read(tmp_path):
+    """Issue #41: ``gate --candidate /dev/zero`` read until MemoryError, a FIFO hung forever."""
+    import os
+
+    from workbench.errors import ConfigError, DataError
+    from workbench.gate.sources import check_source
+
+    fifo = tmp_path / "run.fifo"
+    os.mkfifo(fifo)
+    for path in ("/dev/zero", str(fifo)):
+        with pytest.raises(DataError, match="is not a regular file"):
+            read_trec_run(Path(path))
+        with pytest.raises(ConfigError, match="is not a regular file"):
+            check_source(path)

@@ -29,6 +29,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -237,18 +238,42 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> Path:
     return path
 
 
+def plain_file_problem(path: Path | str) -> str | None:
+    """Why ``path`` may not be opened as a file of the home, or None (it is a regular file, or absent).
+
+    A symbolic link (followed, a cache's quarantine renamed the link's target outside the home and a journal
+    wrote there, as root: issue #41), a hard link, a device, a FIFO or a socket are refused; the text names it.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{path} cannot be inspected ({exc.strerror or exc})"
+    if stat.S_ISLNK(st.st_mode):
+        return f"{path} is a symbolic link (to {os.readlink(path)}); it is not followed: remove the link"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path} is not a regular file (a folder, a device, a FIFO or a socket); remove it"
+    if st.st_nlink != 1:
+        return f"{path} is a hard link ({st.st_nlink} names for one file); it is not written through: remove it"
+    return None
+
+
 def atomic_write_text(path: Path | str, text: str, encoding: str = "utf-8") -> Path:
     """Replace ``path`` with ``text`` atomically (see :func:`atomic_path`); returns ``path``."""
     return atomic_write_bytes(path, text.encode(encoding))
 
 
 def atomic_write_json(path: Path | str, obj: Any, **dumps: Any) -> Path:
-    """Replace ``path`` with ``json.dumps(obj, **dumps)`` and a newline, atomically; returns ``path``.
+    """Replace ``path`` with strict JSON of ``obj`` (:func:`workbench._infra.jsonout.dumps`: an undefined number
+    is ``null``) and a newline, atomically; returns ``path``.
 
     Defaults: ``ensure_ascii=False``, ``indent=1``, ``default=str``.
     """
+    from workbench._infra.jsonout import dumps as strict_dumps
+
     opts = {"ensure_ascii": False, "indent": 1, "default": str, **dumps}
-    return atomic_write_text(path, json.dumps(obj, **opts) + "\n")
+    return atomic_write_text(path, strict_dumps(obj, **opts) + "\n")
 
 
 def remove_temporaries(folder: Path, older_than_s: float = 3600.0) -> int:

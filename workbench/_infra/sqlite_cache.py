@@ -104,7 +104,8 @@ class SqliteCache:
         self._ino: int | None = None
         self._quarantined = 0
         self._said: set[str] = set()
-        self.cache_path = Path(cache_path).expanduser().resolve()
+        path = Path(cache_path).expanduser()  # the folder resolved, the file itself never followed (a link)
+        self.cache_path = path.parent.resolve() / path.name
         self._open()
 
     def _connect(self) -> sqlite3.Connection:
@@ -147,6 +148,10 @@ class SqliteCache:
             durable.mkdirs(self.cache_path.parent)
         except StorageError as exc:
             self._off(f"the {self.label} cannot be used ({exc}); {self.without}")
+            return
+        problem = durable.plain_file_problem(self.cache_path)
+        if problem is not None:  # never followed or replaced: its target may be anything outside the home
+            self._off(f"the {self.label} is not used: {problem}; {self.without}")
             return
         self._db(self._setup, write=False)
 

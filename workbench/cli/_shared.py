@@ -64,10 +64,11 @@ def json_option(what: str, shape: str = "one JSON object") -> Any:
 
 
 def echo_json(body: Any) -> None:
-    """Print ``body`` as indented JSON (non-JSON values as their ``str``), the ``--json`` output of every command."""
-    import json
+    """Print ``body`` as indented strict JSON (non-JSON values as their ``str``, an undefined number as ``null``:
+    :func:`workbench._infra.jsonout.dumps`), the ``--json`` output of every command."""
+    from workbench._infra.jsonout import dumps
 
-    typer.echo(json.dumps(body, indent=1, ensure_ascii=False, default=str))
+    typer.echo(dumps(body, indent=1, ensure_ascii=False, default=str))
 
 
 def no_color() -> bool:

@@ -34,7 +34,7 @@ def eval_cmd(
         if track:
             from workbench.experiment.tracking import check_tracking
 
-            check_tracking(home)
+            check_tracking(home, exp.name)
         _log(f"qrels layer: {layer}" + (" (--qrels)" if qrels is not None else f" ({experiment}"
                                         + (": qrels)" if "qrels" in exp.raw else ": the default)")))
         t0 = time.perf_counter()

@@ -44,7 +44,7 @@ def tune_cmd(
         if track:
             from workbench.experiment.tracking import check_tracking
 
-            check_tracking(home)
+            check_tracking(home, st.experiment.name)
         result = run_study(st, home=home, storage=storage, trials=trials, workers=workers, log=_log,
                            progress=True)
         try:

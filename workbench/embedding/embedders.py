@@ -439,7 +439,11 @@ class CachedEmbedder(SqliteCache):
         return out
 
     def _lookup(self, kind: str, keys: list[str]) -> dict[str, np.ndarray]:
+        zero = 0  # all-zero rows seen by the last read
+
         def read(con: sqlite3.Connection) -> dict[str, np.ndarray]:
+            nonlocal zero
+            zero = 0  # a retried read counts afresh
             found: dict[str, np.ndarray] = {}
             for start in range(0, len(keys), 500):
                 part = keys[start:start + 500]
@@ -457,10 +461,17 @@ class CachedEmbedder(SqliteCache):
                     norm = float(np.linalg.norm(vec)) if np.isfinite(vec).all() else float("inf")
                     if not norm < 1e3:  # embedders give unit rows; random bytes give NaN or huge values
                         raise Damaged(f"a stored vector of {self.model_id} is not finite or not near unit length")
+                    if norm < 1e-6:  # an all-zero row matches nothing ("no hits", silently): embedded again
+                        zero += 1
+                        continue
                     found[key] = vec
             return found
 
-        return self._db(read, write=False) or {}
+        got = self._db(read, write=False) or {}
+        if zero:
+            self._say("zero", f"the {self.label} {self.cache_path} held {zero} all-zero vector(s) of {self.model_id} "
+                      "(no embedder gives one: a damaged or foreign write); they are embedded again and replaced")
+        return got
 
     def _fill(self, kind: str, missing: list[str], text_of: dict[str, str],
               embed: Callable[[list[str]], np.ndarray]) -> dict[str, np.ndarray]:

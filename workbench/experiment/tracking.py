@@ -40,7 +40,6 @@ Runs under kills (what readers may trust):
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -52,6 +51,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from workbench._infra.jsonout import dumps as strict_json
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -84,14 +85,16 @@ def quiet_logs() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def check_tracking(home: Path) -> None:
+def check_tracking(home: Path, experiment: str | None = None) -> None:
     """Fail early (before a long evaluation) on a tracking URI that cannot work.
 
     Checks the scheme, and for ``sqlite:///`` that the database's folder can be created
-    and written. Remote servers are only reached when logging.
+    and written, and that the MLflow experiment ``experiment`` (the one the job will log to) is not deleted
+    (the UI's Delete button: the job ran to its end, then failed with "must be in the 'active' state").
+    Remote servers are only reached when logging.
 
     Raises:
-        ConfigError: naming the URI and the fix.
+        ConfigError: naming the URI (or the deleted experiment) and the fix.
     """
     from workbench.errors import ConfigError
 
@@ -117,6 +120,27 @@ def check_tracking(home: Path) -> None:
         if path.exists() and path.is_dir():
             raise ConfigError(f"MLflow tracking URI {uri!r} points at a folder, not a database file ({fix})")
         _init_sqlite_store(uri, path)
+        if experiment is not None:
+            import mlflow
+
+            check_active(mlflow.MlflowClient(tracking_uri=uri).get_experiment_by_name(experiment), uri)
+
+
+def check_active(exp, uri: str) -> None:
+    """Refuse an MLflow experiment (an ``mlflow.entities.Experiment`` or None) that was deleted.
+
+    Raises:
+        ConfigError: it is deleted; the message names it and the two ways out (restore it, or remove it for
+            good with ``mlflow gc``).
+    """
+    from workbench.errors import ConfigError
+
+    if exp is not None and getattr(exp, "lifecycle_stage", "active") == "deleted":
+        raise ConfigError(
+            f"the MLflow experiment {exp.name!r} (id {exp.experiment_id}) in {uri} is deleted (the UI's Delete "
+            f"button); restore it: mlflow experiments restore --experiment-id {exp.experiment_id} (with "
+            f"MLFLOW_TRACKING_URI={uri}), or remove it for good: mlflow gc --backend-store-uri {uri} "
+            f"--experiment-ids {exp.experiment_id}; or pass --no-track")
 
 
 def _init_sqlite_store(uri: str, path: Path) -> None:
@@ -143,6 +167,7 @@ def _init_sqlite_store(uri: str, path: Path) -> None:
 
 def _experiment_id(mlflow, name: str, home: Path) -> str:
     exp = mlflow.get_experiment_by_name(name)
+    check_active(exp, tracking_uri(home))
     if exp is not None:
         return exp.experiment_id
     return mlflow.create_experiment(name, artifact_location=(home / "mlartifacts").resolve().as_uri())
@@ -424,7 +449,7 @@ def log_job(result, home: Path) -> str:
             t = Path(tmp)
             shutil.copyfile(exp.path, t / Path(exp.path).name)
             lanes = {f"{d}/{lane}": s for (d, lane), s in result.lane_latency.items()}
-            (t / "lane_latency_ms.json").write_text(json.dumps(lanes, indent=2, default=str), encoding="utf-8")
+            (t / "lane_latency_ms.json").write_text(strict_json(lanes, indent=2, default=str), encoding="utf-8")
             (t / "lanes").mkdir()
             for ds in exp.datasets:
                 runs = {lane: lr.run for (d, lane), lr in result.lanes.items() if d == ds}
@@ -433,7 +458,7 @@ def log_job(result, home: Path) -> str:
             for (ds, lane), lr in result.lanes.items():  # a live system's raw answers, for the drill-down
                 if getattr(lr, "raw", None) or getattr(lr, "failures", None):
                     (t / "live" / ds).mkdir(parents=True, exist_ok=True)
-                    (t / "live" / ds / f"{lane}.json").write_text(json.dumps(
+                    (t / "live" / ds / f"{lane}.json").write_text(strict_json(
                         {"raw": lr.raw, "failures": {q: list(f) for q, f in lr.failures.items()}},
                         ensure_ascii=False), encoding="utf-8")
             from workbench.experiment.report import report_tables
@@ -456,7 +481,7 @@ def log_job(result, home: Path) -> str:
                     t = Path(tmp)
                     cr.evaluation.per_query.to_csv(t / "per_query.csv", index=False)
                     write_trec_run(t / "run.trec", cr.run, tag=cr.config.name)
-                    (t / "config.json").write_text(json.dumps(cr.config.flat(), indent=1, default=str))
+                    (t / "config.json").write_text(strict_json(cr.config.flat(), indent=1, default=str))
                     names = _upload(client, cid, t)
                 seal(client, cid, names)
         seal(client, pid, parent_artifacts)

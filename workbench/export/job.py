@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from workbench._infra.jsonout import dumps as strict_json
 from workbench.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -215,7 +216,7 @@ def write(source: ExportSource, fmt: str, out: Path, *, home: Path, verify: bool
             raise ConfigError(f"--out {out} is a folder; give a file path such as {out / 'config.json'}")
         check_targets([out], _is_export(out, source), force)
         mkdirs(out.parent)
-        atomic_write_text(out, json.dumps(masked(source.config_json), indent=1, default=str) + "\n")
+        atomic_write_text(out, strict_json(masked(source.config_json), indent=1, default=str) + "\n")
         return {"files": [str(out)], "parity": None}
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is not a folder; --format {fmt} writes several files: give a folder")
@@ -288,10 +289,10 @@ def write(source: ExportSource, fmt: str, out: Path, *, home: Path, verify: bool
     for name, text in files.items():
         atomic_write_text(out / name, text)
         written.append(str(out / name))
-    atomic_write_text(meta, json.dumps(doc, indent=1, default=str) + "\n")
+    atomic_write_text(meta, strict_json(doc, indent=1, default=str) + "\n")
     written.append(str(meta))
     if report is not None:
         keep = home / "exports" / f"{kept_report_name(source)}.{fmt}.json"
         mkdirs(keep.parent)
-        atomic_write_text(keep, json.dumps({"source": source.label, **report.to_json()}, indent=1, default=str) + "\n")
+        atomic_write_text(keep, strict_json({"source": source.label, **report.to_json()}, indent=1, default=str) + "\n")
     return {"files": written, "parity": report}

@@ -61,6 +61,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench._infra.jsonout import dumps as strict_json
 from workbench.engines.os_client import describe
 from workbench.errors import ConfigError, OpenSearchError
 from workbench.eval.fusion import FusionSpec
@@ -149,9 +150,9 @@ class OpenSearchExport:
         from workbench.export.names import comment_text, file_stem
 
         stem = file_stem(self.name)
-        out = {f"{stem}.search.json": json.dumps(self.request, indent=2, ensure_ascii=False) + "\n"}
+        out = {f"{stem}.search.json": strict_json(self.request, indent=2, ensure_ascii=False) + "\n"}
         if self.pipeline is not None:
-            out[f"{stem}.pipeline.json"] = json.dumps(self.pipeline, indent=2, ensure_ascii=False) + "\n"
+            out[f"{stem}.pipeline.json"] = strict_json(self.pipeline, indent=2, ensure_ascii=False) + "\n"
         prov = "".join(f"- {comment_text(k)}: {comment_text(v)}\n" for k, v in (provenance or {}).items())
         out[f"{stem}.opensearch.md"] = self._readme() + (f"\n## Provenance\n\n{prov}" if prov else "")
         return out

@@ -71,7 +71,8 @@ class Check:
     p_adjusted: float = math.nan
 
     def to_json(self) -> dict[str, Any]:
-        """The check as a JSON object (NaN stays NaN: the report is written with ``allow_nan``); the p-values
+        """The check as a dict (an undefined number is NaN here; written out it is ``null``:
+        :mod:`workbench._infra.jsonout`); the p-values
         are left out where there are none (checks against expected values, reports written before them),
         so such a report is written back as it was read."""
         d = asdict(self)
@@ -89,9 +90,14 @@ class Check:
         """
         if d["status"] not in STATUSES:
             raise ValueError(f"status {d['status']!r} is not one of {', '.join(STATUSES)}")
-        return cls(str(d["measure"]), str(d["stratum"]), int(d["n"]), float(d["candidate"]), float(d["baseline"]),
-                   float(d["diff"]), float(d["ci_low"]), float(d["ci_high"]), str(d["status"]), str(d.get("note", "")),
-                   float(d.get("p_value", math.nan)), float(d.get("p_adjusted", math.nan)))
+        return cls(str(d["measure"]), str(d["stratum"]), int(d["n"]), _num(d["candidate"]), _num(d["baseline"]),
+                   _num(d["diff"]), _num(d["ci_low"]), _num(d["ci_high"]), str(d["status"]), str(d.get("note", "")),
+                   _num(d.get("p_value")), _num(d.get("p_adjusted")))
+
+
+def _num(v: Any) -> float:
+    """A report's number: ``null`` (strict JSON's undefined number) or absent is NaN; anything else ``float(v)``."""
+    return math.nan if v is None else float(v)
 
 
 @dataclass
@@ -132,7 +138,7 @@ class GateResult:
              if f.name != "checks" and (f.name != "answers" or self.answers)}  # older reports have no answers
         d["checks"] = [c.to_json() for c in self.checks]
         d["exit_code"] = self.exit_code
-        return json.loads(json.dumps(d, default=str, allow_nan=True))
+        return json.loads(json.dumps(d, default=str, allow_nan=True))  # NaN kept: the writers make it null
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> GateResult:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from workbench._infra.jsonout import dumps
 from workbench.errors import DataError
 from workbench.gate.decide import GateResult
 
@@ -76,7 +77,7 @@ def _junit_suite(res: GateResult) -> ET.Element:
         if c.status == "fail":
             failures += 1
             ET.SubElement(case, "failure", message=f"{c.measure} fell by {-c.diff:.4f} beyond the margin "
-                                                   f"{res.margin:g}").text = json.dumps(c.to_json(), default=str)
+                                                   f"{res.margin:g}").text = dumps(c.to_json(), default=str)
         elif c.status in ("inconclusive", "too-few"):
             ET.SubElement(case, "skipped", message=c.status)
     j = res.judged

@@ -70,6 +70,9 @@ def check_source(spec: str) -> Any:
                           "config (.json) or e.g. experiments/kb.toml:kb-fold-ref")
     if path.is_dir():
         raise ConfigError(f"{spec} is a folder; give a TREC run file, an exported config or EXPERIMENT.toml:CONFIG")
+    if not path.is_file():  # /dev/zero is read until memory runs out, a FIFO may never answer
+        raise ConfigError(f"{spec} is not a regular file (a device, a FIFO or a socket); give a TREC run file, an "
+                          "exported config or EXPERIMENT.toml:CONFIG")
     return None
 
 

@@ -245,20 +245,33 @@ def status_class(status: int) -> str:
     return "http_5xx" if status >= 500 else "http_4xx"
 
 
+def masked_url(url: Any) -> str:
+    """``url`` as messages may show it (quoted): user and password, the query string and the fragment replaced by
+    ``***``, where a key is typed into a URL (``https://sk-…@host``, ``?api_key=…``); works on URLs that do not
+    parse too."""
+    if not isinstance(url, str):
+        return repr(url)
+    shown = re.sub(r"//[^/?#]*@", "//***@", url)
+    shown = re.sub(r"\?.*$", "?***", shown, flags=re.S)
+    return repr(re.sub(r"#.*$", "#***", shown, flags=re.S))
+
+
 def check_url(url: Any, what: str, example: str) -> str:
     """``url`` when it is ``http(s)://host...`` without credentials.
 
     Raises:
-        ConfigError: naming ``what`` (e.g. ``embedders.prod base_url``) and the fix.
+        ConfigError: naming ``what`` (e.g. ``embedders.prod base_url``) and the fix; the URL is shown masked
+            (:func:`masked_url`: a key typed into it is never printed).
     """
     try:
         parts = urlsplit(url) if isinstance(url, str) else None
         host = parts.hostname if parts is not None else None  # parses the netloc: "[::1" raises here
         port = parts.port if parts is not None else None  # noqa: F841 - a port out of range raises here
     except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535": a traceback before
-        raise ConfigError(f"{what} {url!r} is not a URL ({exc}), e.g. {example}") from None
+        raise ConfigError(f"{what} {masked_url(url)} is not a URL ({exc}), e.g. {example}") from None
     if parts is None or parts.scheme not in ("http", "https") or not host:
-        raise ConfigError(f"{what} {url!r} must start with http:// or https:// and name a host, e.g. {example}")
+        raise ConfigError(f"{what} {masked_url(url)} must start with http:// or https:// and name a host, "
+                          f"e.g. {example}")
     if parts.username is not None or parts.password is not None:
         raise ConfigError(f"{what} {parts.scheme}://{parts.hostname}... holds credentials; put the token in an "
                           "environment variable and name it with api_key_env")

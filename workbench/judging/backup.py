@@ -36,6 +36,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import IO
 
+from workbench._infra.jsonout import dumps as strict_json
 from workbench.judging.store import SCHEMA_VERSION, JudgeError, JudgmentStore, token_hash
 
 #: The ``format`` of a backup's header line.
@@ -169,13 +170,13 @@ def backup(store: JudgmentStore, path: Path) -> dict[str, int]:
                       "created_at": datetime.now(UTC).isoformat(),
                       "tokens": "not included: restored raters get new tokens with `workbench judge rater token NAME`",
                       "tables": [t for t, _k, _s in TABLES]}
-            out.write(json.dumps(header, ensure_ascii=False) + "\n")
+            out.write(strict_json(header, ensure_ascii=False) + "\n")
             for table, _keys, _serial in TABLES:
                 rows = table_rows(store, table)
                 counts[table] = len(rows)
                 for row in rows:
-                    out.write(json.dumps({"table": table, "row": row}, ensure_ascii=False) + "\n")
-            out.write(json.dumps({"end": True, "counts": counts}) + "\n")
+                    out.write(strict_json({"table": table, "row": row}, ensure_ascii=False) + "\n")
+            out.write(strict_json({"end": True, "counts": counts}) + "\n")
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -32,6 +32,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from workbench._infra.jsonout import dumps as strict_json
 from workbench.errors import ConfigError, StorageError
 
 #: The least Spearman correlation of int8 with torch pair scores at which int8 is used.
@@ -321,4 +322,4 @@ def write_verdict(dest: Path, max_length: int, verdict: dict[str, Any]) -> None:
     """Keep ``verdict`` beside the export (atomically)."""
     from workbench._infra.durable import atomic_write_text
 
-    atomic_write_text(Path(dest) / f"agreement-L{max_length}.json", json.dumps(verdict, indent=2) + "\n")
+    atomic_write_text(Path(dest) / f"agreement-L{max_length}.json", strict_json(verdict, indent=2) + "\n")

@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from workbench._infra.jsonout import dumps as strict_json
 from workbench._infra.threads import ThreadGovernor, default_threads
 from workbench.errors import ConfigError, StorageError
 from workbench.text.doctext import index_text
@@ -930,7 +931,7 @@ def write_model(model: Any, folder: Path | str, card: Mapping[str, Any], *, forc
     try:
         tmp.mkdir()
         model.save(str(tmp), create_model_card=False)
-        (tmp / "model_card.json").write_text(json.dumps(card, indent=1, ensure_ascii=False, default=str) + "\n",
+        (tmp / "model_card.json").write_text(strict_json(card, indent=1, ensure_ascii=False, default=str) + "\n",
                                              encoding="utf-8")
         (tmp / "README.md").write_text(render_readme(card), encoding="utf-8")
         _fsync_tree(tmp)

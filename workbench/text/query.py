@@ -14,7 +14,14 @@ part of the first query):
    breaks become spaces;
 4. decimal digits of any script become ASCII digits (``२.४७`` → ``2.47``: Devanagari
    verse numbers are read like Latin ones);
-5. leading and trailing white space removed.
+5. leading and trailing white space removed;
+6. letters that stand for an apostrophe (U+02BC modifier letter apostrophe, U+02BB modifier letter turned
+   comma, U+FF07 fullwidth apostrophe; some keyboards type them for the apostrophe and the avagraha) become
+   ``’`` (U+2019): to Postgres' parser and pg_trgm they are letters, so ``me ʼchyuta`` found nothing where
+   ``me ’chyuta`` finds the verse;
+7. Devanagari independent vowels typed as a vowel sign on another independent vowel, the sequences The Unicode
+   Standard lists as "do not use" (chapter 12, table 12-1: ``अ`` + ``ा`` for ``आ``, ``ए`` + ``े`` for ``ऐ``,
+   …; :data:`DEVANAGARI_DO_NOT_USE`), become the one letter they look like.
 
 **Forms for lexical lanes** (:func:`query_forms`, used by lanes with ``transliterate =
 true``): the cleaned text, then the text with every word in the corpus's IAST
@@ -68,17 +75,30 @@ PALI_VARIANTS = (
 )
 _PALI = tuple((re.compile(p), r) for p, r in PALI_VARIANTS)
 
+#: Characters that stand for an apostrophe → ``’`` (hygiene 6).
+APOSTROPHES = {"\u02bc": "\u2019", "\u02bb": "\u2019", "\uff07": "\u2019"}
+#: Devanagari "do not use" sequences → the independent vowel (The Unicode Standard, chapter 12, table 12-1).
+DEVANAGARI_DO_NOT_USE = {
+    "\u0905\u0946": "\u0904", "\u0905\u093e": "\u0906", "\u0907\u0902": "\u0908", "\u0909\u0941": "\u090a",
+    "\u090f\u0945": "\u090d", "\u090f\u0946": "\u090e", "\u090f\u0947": "\u0910", "\u0905\u0949": "\u0911",
+    "\u0905\u094a": "\u0912", "\u0905\u094b": "\u0913", "\u0905\u094c": "\u0914", "\u0905\u0945": "\u0972",
+    "\u0905\u093a": "\u0973", "\u0905\u093b": "\u0974", "\u0905\u094f": "\u0975", "\u0905\u0956": "\u0976",
+    "\u0905\u0957": "\u0977",
+}
+_APOSTROPHE = str.maketrans(APOSTROPHES)
+_DO_NOT_USE = re.compile("|".join(DEVANAGARI_DO_NOT_USE))
+
 
 def _control(m: regex.Match) -> str:
     return "" if m.group(1) else " "
 
 
 def clean(text: str) -> str:
-    """The query as the lanes see it (see the module docstring, hygiene 1–5).
+    """The query as the lanes see it (see the module docstring, hygiene 1–7).
 
     ``"\\ufeffBG 2.47"`` → ``"BG 2.47"``; ``"sam\\u00adkhara"`` → ``"samkhara"``;
     ``"BG २.४७"`` → ``"BG 2.47"``; ``"a\\x00b"`` → ``"ab"``; ``"kar\\udcffma"`` (a byte that was not UTF-8) →
-    ``"karma"``. The result is NFC. Never raises on a string.
+    ``"karma"``; ``"me ʼchyuta"`` → ``"me ’chyuta"``; ``"अात्मा"`` → ``"आत्मा"``. The result is NFC. Never raises on a string.
     """
     t = _SURROGATE.sub("", text)
     t = unicodedata.normalize("NFC", t)
@@ -86,6 +106,8 @@ def clean(text: str) -> str:
     t = _CONTROL.sub(_control, t)
     if not t.isascii():
         t = "".join(str(unicodedata.decimal(c)) if c.isdecimal() and not c.isascii() else c for c in t)
+        t = t.translate(_APOSTROPHE)
+        t = _DO_NOT_USE.sub(lambda m: DEVANAGARI_DO_NOT_USE[m.group(0)], t)
         t = unicodedata.normalize("NFC", t)  # a removed character may have parted a letter from its mark
     return t.strip()
 

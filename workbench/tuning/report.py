@@ -27,14 +27,20 @@ from workbench.tuning.storage import masked_storage
 _BY_TYPE_KEY = "{measure} by query_type"
 
 
+def number(v: Any) -> float:
+    """A number as a report holds it: ``null`` (strict JSON's undefined number, :mod:`workbench._infra.jsonout`)
+    is NaN, anything else ``float(v)``."""
+    return math.nan if v is None else float(v)
+
+
 def ci_pair(v: Any) -> tuple[float, float]:
-    """A 95% CI as JSON holds it (a list of two numbers) as a pair of floats."""
+    """A 95% CI as JSON holds it (a list of two numbers, ``null`` where undefined) as a pair of floats."""
     lo, hi = v
-    return float(lo), float(hi)
+    return number(lo), number(hi)
 
 
 #: How :class:`_Record` reads a field of each annotated type.
-_READ: dict[str, Callable[[Any], Any]] = {"str": str, "int": int, "float": float, "tuple[float, float]": ci_pair}
+_READ: dict[str, Callable[[Any], Any]] = {"str": str, "int": int, "float": number, "tuple[float, float]": ci_pair}
 
 
 class _Record:
@@ -155,7 +161,7 @@ class SplitReport:
         return cls(int(d["queries"]), {str(m): MeasureComparison.from_json(r) for m, r in measures.items()},
                    by_type_measure if key in d else "",
                    {str(t): TypeComparison.from_json(r) for t, r in by_type.items()}, str(d.get("note", "")),
-                   {str(k): {str(a): float(b) for a, b in v.items()} for k, v in (d.get("answers") or {}).items()})
+                   {str(k): {str(a): number(b) for a, b in v.items()} for k, v in (d.get("answers") or {}).items()})
 
 
 @dataclass(frozen=True)

@@ -160,13 +160,19 @@ def open_journal(path: Path, *, create: bool = True, log: Callable[[str], None] 
         log: where the repair is reported.
 
     Raises:
-        StorageError: the folder cannot be written (read-only, full: names it and the fix),
+        StorageError: the journal is a link or not a regular file (never followed), the folder cannot be written
+            (read-only, full: names it and the fix),
             or the journal is damaged before its last record (names the file, the line, and
             the fix: move it aside, or ``--storage`` another journal).
     """
     import optuna
 
+    from workbench._infra.durable import plain_file_problem
+
     path = Path(path)
+    problem = plain_file_problem(path)
+    if problem is not None:  # a link planted in the home would have the journal written wherever it points
+        raise StorageError(f"the study journal is not opened: {problem}; {_ELSEWHERE}")
     lock = _journal_lock_type()(path)
     locked = False
     if create or (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):

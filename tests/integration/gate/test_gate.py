@@ -36,6 +36,14 @@ def gate(*args):
     return CliRunner().invoke(app, ["gate", *args])
 
 
+def strict(text: str):
+    """``json.loads`` as strict parsers (JSON.parse, jq) read: NaN, Infinity and -Infinity refused."""
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
 def test_a_removed_lane_fails_and_names_the_strata(env, tmp_path):
     folder, _home = env
     res = gate("--candidate", f"{folder}/e.toml:no-ref", "--baseline", f"{folder}/e.toml:full", "-d", "gita",
@@ -55,14 +63,13 @@ def test_json_output_is_the_saved_report_with_the_same_decisions(env, tmp_path):
     folder, home = env
     res = gate("--candidate", f"{folder}/e.toml:no-ref", "--baseline", f"{folder}/e.toml:full", "-d", "gita", "--json")
     assert res.exit_code == 1, res.output
-    body = json.loads(res.stdout)
+    body = strict(res.stdout)
     assert set(body) == {"created", "command", "exit_code", "results"} and body["exit_code"] == 1
     status = {c["stratum"]: c["status"] for c in body["results"][0]["checks"] if c["measure"] == "R@10"}
     assert status["reference"] == "fail" and status["all"] == "fail"
     assert status["paraphrase"] == "pass" and status["term"] == "pass"
     saved = max((home / "gates").glob("gate-*.json"), key=lambda f: f.stat().st_mtime)
-    canon = lambda b: json.dumps(b, sort_keys=True)  # noqa: E731  (NaN p-values compare as text)
-    assert canon(json.loads(saved.read_text())) == canon(body)
+    assert strict(saved.read_text()) == body
 
 
 def test_an_identical_run_passes(env, tmp_path):
@@ -104,6 +111,18 @@ def test_expected_values_gate_file(env, tmp_path):
     rows = {line.split("|")[2].strip(): line.split("|")[-2].strip() for line in res.stdout.splitlines()
             if line.startswith("| R@10 |")}
     assert rows == {"reference": "pass", "all": "fail"}
+    # against expected values there is no CI: null in the --json output and the saved report (issue #41: it was
+    # NaN, which JSON.parse and jq refuse), and NaN again when the report is read back
+    from workbench.gate.report import GateReport
+
+    res = gate(str(tmp_path / "g.toml"), "--json")
+    body = strict(res.stdout)
+    checks = body["results"][0]["checks"]
+    assert {(c["stratum"], c["ci_low"], c["ci_high"]) for c in checks} == {("reference", None, None), ("all", None, None)}
+    saved = max((_home / "gates").glob("gate-*.json"), key=lambda f: f.stat().st_mtime)
+    assert strict(saved.read_text()) == body
+    back = GateReport.from_json(strict(saved.read_text()), saved).results[0].checks
+    assert all(c.ci_low != c.ci_low and c.ci_high != c.ci_high for c in back)  # NaN
 
 
 @pytest.mark.parametrize("content, msg", [

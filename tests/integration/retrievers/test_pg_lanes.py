@@ -124,6 +124,36 @@ def test_fulltext_scores_are_ts_rank_cd(pg_dsn, reader, index):
     assert hits[0].score == pytest.approx(want)
 
 
+def test_apostrophe_letters_and_do_not_use_devanagari_find_what_the_usual_spelling_finds(reader, index):
+    """Issue #41: ``me ʼchyuta`` (U+02BC, a letter to Postgres' parser) found 0 verses where ``me ’chyuta`` finds
+    BG 1.21; अ + ा found nothing where आ finds the 5 verses with the word आत्मा. The query normaliser maps both."""
+    from workbench.text.query import clean_queries
+
+    asked = clean_queries([Q("ʼ", "me \u02bcchyuta"), Q("’", "me \u2019chyuta"),
+                           Q("अा", "\u0905\u093e\u0924\u094d\u092e\u093e"), Q("आ", "आत्मा")])
+    run = FullTextLane("fts", reader, index, config="simple", form="phrase").search(asked, 100)
+    ids = {q: [h.doc_id for h in run[q]] for q in run}
+    assert ids["ʼ"] == ids["’"] == ["bg1.21"]
+    assert ids["अा"] == ids["आ"] == ["bg5.7", "bg13.33", "bg13.34", "bg15.7", "bg6.6"]
+
+
+def test_a_hyphenated_word_finds_what_its_parts_find_in_the_forms_that_require_every_word(pg_dsn, reader, index):
+    """Issue #41: in ``and`` ``sense-organs`` required the compound lexeme ``sense-organ``, so it found fewer verses
+    than ``sense organs``; now both find the same verses, in every form; ``websearch``'s ``-word`` still excludes."""
+    with connect(pg_dsn) as conn:  # what plainto_tsquery does with the hyphen left in: fewer verses
+        compound = conn.execute(f"SELECT count(*) FROM {index.table} WHERE tsv_simple @@ "
+                                "plainto_tsquery('simple', 'sense-organs')").fetchone()[0]
+    for form in ("and", "phrase", "websearch"):
+        lane = FullTextLane("fts", reader, index, config="simple", form=form)
+        run = lane.search([Q("h", "sense-organs"), Q("s", "sense organs")], 100)
+        assert [h.doc_id for h in run["h"]] == [h.doc_id for h in run["s"]]
+        if form == "and":
+            assert len(run["s"]) > compound
+    web = FullTextLane("fts", reader, index, config="simple", form="websearch")
+    run = web.search([Q("all", "sense organs"), Q("not", "sense organs -mind")], 100)
+    assert 0 < len(run["not"]) < len(run["all"])
+
+
 def test_query_syntax_is_never_parsed(reader, index):
     nasty = ["it's", "a & b", "!(x | y):*", "'; DROP TABLE wb_index; --", "\\", "''''", "<->", "a:*B", "%s %(x)s {}"]
     for form in FORMS:

@@ -35,6 +35,11 @@ pytestmark = pytest.mark.unit
     ("  \u200b ", ""),                                  # nothing left
     ("kar\udcffma", "karma"),                          # a byte that was not UTF-8 (surrogateescape) dropped
     ("san\u200b\u0307khārā", "saṅkhārā"),                # NFC again after a removal joins letter and mark
+    ("me \u02bcchyuta", "me \u2019chyuta"),              # modifier letter apostrophe (issue #41)
+    ("ete\u02bbtra \uff07haṁ", "ete\u2019tra \u2019haṁ"),  # turned comma, fullwidth apostrophe
+    ("\u0905\u093e\u0924\u094d\u092e\u093e", "आत्मा"),     # अ + ा: Unicode's "do not use" for आ
+    ("\u090f\u0947 \u0905\u094b", "ऐ ओ"),                # ए + े for ऐ, अ + ो for ओ
+    ("\u0905\u0924\u094d\u0930 \u0905", "अत्र अ"),          # अ alone and before a consonant stays
 ])
 def test_clean(raw, want):
     assert clean(raw) == want

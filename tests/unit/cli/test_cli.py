@@ -53,7 +53,9 @@ def test_every_json_output_goes_through_the_one_printer():
 
     folder = Path(cli_pkg.__file__).parent
     callers = sorted(p.name for p in folder.glob("*.py") if "json.dumps(" in p.read_text(encoding="utf-8"))
-    assert callers == ["_shared.py"], "print --json output with workbench.cli._shared.echo_json"
+    assert callers == [], "print --json output with workbench.cli._shared.echo_json"
+    # which writes strict JSON (issue #41: no NaN)
+    assert "from workbench._infra.jsonout import dumps" in (folder / "_shared.py").read_text(encoding="utf-8")
 
 
 def test_help_flows_each_paragraph_at_the_terminals_width():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import subprocess
 import sys
@@ -255,6 +256,24 @@ def test_cache_keys_do_not_collide(tmp_path):
         np.testing.assert_array_equal(q, a[:, ::-1])
     with sqlite3.connect(path) as con:
         assert con.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 3
+
+
+def test_an_all_zero_vector_in_the_cache_is_embedded_again_and_replaced(tmp_path):
+    """Issue #41: a zero row (no embedder gives one) was trusted and matched nothing: a silent "no hits"."""
+    path = tmp_path / "c.sqlite"
+    inner = Counting(HashEmbedder(16))
+    CachedEmbedder(inner, path).embed_passages(["a", "b"])
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE embeddings SET vector = ? WHERE text_sha256 = ?",
+                    (np.zeros(16, "<f4").tobytes(), hashlib.sha256(b"a").hexdigest()))
+    said: list[str] = []
+    again = CachedEmbedder(inner, path, log=said.append)
+    out = again.embed_passages(["a", "b"])
+    np.testing.assert_array_equal(out, HashEmbedder(16).embed_passages(["a", "b"]))
+    assert inner.calls[-1] == ("passage", 1) and (again.hits, again.misses) == (1, 1)
+    assert len(said) == 1 and "held 1 all-zero vector(s) of hash-trigram-16" in said[0]
+    CachedEmbedder(inner, path).embed_passages(["a"])  # replaced: read back, not embedded
+    assert inner.calls[-1] == ("passage", 1) and len(inner.calls) == 2
 
 
 def test_cache_with_a_wrong_dim_is_a_clear_error(tmp_path):

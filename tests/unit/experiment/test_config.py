@@ -277,3 +277,23 @@ def test_an_error_in_a_template_lane_names_its_key_not_the_mode(tmp_path):
     with pytest.raises(ConfigError, match=r"lanes\.os\.filter_mode"):
         load(tmp_path, text.replace('mode = "template"\ntemplate = "t.json"\nexact = true',
                                     'mode = "semantic"\nembedder = "e"\nfilter_mode = "pre"'))
+
+
+def test_a_deleted_mlflow_experiment_is_refused_before_the_work_with_the_way_out(tmp_path, monkeypatch):
+    """Issue #41: an experiment deleted in MLflow's UI let `workbench eval` run to its end, then fail."""
+    import mlflow
+
+    from workbench.experiment.tracking import check_tracking, tracking_uri
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    check_tracking(tmp_path, "seeds")  # a store without the experiment: it will be created
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(tmp_path))
+    exp_id = client.create_experiment("seeds")
+    check_tracking(tmp_path, "seeds")
+    client.delete_experiment(exp_id)
+    with pytest.raises(ConfigError) as err:
+        check_tracking(tmp_path, "seeds")
+    assert f"'seeds' (id {exp_id})" in str(err.value) and "is deleted" in str(err.value)
+    assert f"mlflow experiments restore --experiment-id {exp_id}" in str(err.value) and "mlflow gc" in str(err.value)
+    client.restore_experiment(exp_id)
+    check_tracking(tmp_path, "seeds")
