@@ -1,12 +1,22 @@
 """The ``mcp`` lane: one tool of an MCP server through the official ``mcp`` SDK, over streamable HTTP (``url``) or
 stdio (``command``); the tool's structured answer (or its first text content, as JSON) is read like an HTTP answer,
 AICharya's ``{ok, result | error}`` envelope understood. What live lanes share is :mod:`retrievers._live`'s.
+
+**Bounds.** An answer is read up to :data:`MAX_ANSWER_BYTES` (the ``http`` lane's default cap,
+:data:`workbench.io.http.MAX_RESPONSE_MB`): past it that one query fails as ``too_large`` (not retried: the same
+call gets the same answer) and the others are answered. Over streamable HTTP a JSON answer's body stops there (an
+SSE event too); over stdio each line the server writes does (:class:`_CappedLines`: the SDK joins a line's chunks
+without a limit, and an endless answer grew the client to 1 GB in 8 s). A stdio line that is not UTF-8 is
+decoded with U+FFFD in place of its bad bytes (it ended the session for every query), and an answer nested
+deeper than the JSON parser recurses fails its own query only.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
+import re
 import tempfile
 import time
 from contextlib import contextmanager
@@ -17,9 +27,17 @@ from pydantic import Field
 from retrievers import _live
 from retrievers._live import LiveLane, LiveParams, check_common, reason
 from workbench.errors import RemoteError
+from workbench.io.http import MAX_RESPONSE_MB, loads
 from workbench.live import mapping
 from workbench.registry import RetrieverKind
 from workbench.types import Query
+
+#: The largest answer an ``mcp`` lane reads, in bytes (the ``http`` lane's default cap).
+MAX_ANSWER_BYTES = int(MAX_RESPONSE_MB * 2**20)
+#: What a query whose answer passes :data:`MAX_ANSWER_BYTES` is told (the stdio and HTTP transports both carry it).
+TOO_LARGE = f"the answer is larger than {MAX_RESPONSE_MB:g} MiB ({MAX_ANSWER_BYTES} bytes), the most an mcp lane reads"
+#: The codec a stdio server's stdout is read with (:class:`_CappedLines`).
+STDOUT_CODEC = "workbench-mcp-stdout"
 
 
 class McpParams(LiveParams):
@@ -53,10 +71,17 @@ class McpLane(LiveLane):
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
 
-            return streamable_http_client(self.params.url, http_client=create_mcp_http_client(headers=self.headers))
+            # identity: the cap counts the bytes that arrive, and a compressed answer could inflate past it
+            client = create_mcp_http_client(headers={"Accept-Encoding": "identity", **self.headers})
+            client.event_hooks["response"].append(_cap_answer)
+            return streamable_http_client(self.params.url, http_client=client, max_sse_event_size=MAX_ANSWER_BYTES)
         cmd = self.params.command
+        # the SDK decodes stdout with the codec it is given: ours caps each line, and replaces bytes that are not
+        # UTF-8 (a strict decoder ended the session at the first one)
         return stdio_client(StdioServerParameters(command=cmd[0], args=list(cmd[1:]),
-                                                  env={**get_default_environment(), **self.env}), errlog=errlog)
+                                                  env={**get_default_environment(), **self.env},
+                                                  encoding=STDOUT_CODEC, encoding_error_handler="replace"),
+                            errlog=errlog)
 
     def _fetch_all(self, queries: list[Query], k: int):
         import anyio
@@ -90,7 +115,10 @@ class McpLane(LiveLane):
                 async with limiter:
                     await anyio.to_thread.run_sync(self.limiter.wait)
                     t0 = time.perf_counter()
-                    got = await self._call(client, q, k)
+                    try:
+                        got = await self._call(client, q, k)
+                    except Exception as exc:  # noqa: BLE001 - whatever one answer does, it ends its own query only
+                        got = RemoteError(f"{self.where}: tool {self.params.tool}: {reason(exc)}", "malformed")
                     out.append((q, got, (time.perf_counter() - t0) * 1000))
 
             async with anyio.create_task_group() as tg:
@@ -112,6 +140,9 @@ class McpLane(LiveLane):
                                    f"{self.params.timeout_s:g} s (timeout_s)", "timeout")
                 continue
             except Exception as exc:  # noqa: BLE001 - the SDK's errors (MCPError, transport) end this query only
+                if TOO_LARGE in str(exc):  # the same call gets the same answer: not retried
+                    return RemoteError(f"{self.where}: tool {self.params.tool}: {TOO_LARGE}; ask for fewer hits (k) "
+                                       "or make the server's answer smaller", "too_large")
                 last = RemoteError(f"{self.where}: tool {self.params.tool}: {reason(exc)}", "mcp_error")
                 continue
             if getattr(result, "is_error", False):
@@ -122,11 +153,119 @@ class McpLane(LiveLane):
                 return structured.get("result", structured) if set(structured) == {"result"} else structured
             texts = [c.text for c in result.content if getattr(c, "text", None)]
             try:
-                return json.loads(texts[0]) if texts else None
-            except ValueError:
-                return RemoteError(f"{self.where}: tool {self.params.tool} answered text that is not JSON: "
-                                   f"{texts[0][:120]!r}", "not_json")
+                return loads(texts[0]) if texts else None  # ValueError for nesting deeper than the parser recurses
+            except ValueError as exc:
+                return RemoteError(f"{self.where}: tool {self.params.tool} answered text that is not JSON "
+                                   f"({str(exc)[:80]}): {texts[0][:120]!r}", "not_json")
         return last
+
+
+class _AnswerTooLarge(Exception):
+    """An HTTP answer past :data:`MAX_ANSWER_BYTES` (raised as the SDK's ``httpx2.StreamError`` subclass, which it
+    turns into an error of that one request)."""
+
+
+async def _cap_answer(response: Any) -> None:
+    """httpx2 response hook: a JSON answer's body is read up to :data:`MAX_ANSWER_BYTES`, then the read fails
+    (by its ``Content-Length`` before anything is read). An SSE stream is left to the SDK's per-event cap."""
+    import httpx2
+
+    if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
+        return
+
+    class TooLarge(_AnswerTooLarge, httpx2.StreamError):
+        pass
+
+    declared = (response.headers.get("content-length") or "").strip()
+    inner = response.stream
+
+    class Capped(httpx2.AsyncByteStream):
+        async def __aiter__(self):
+            if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
+                raise TooLarge(f"{TOO_LARGE} (it declares {int(declared)})")
+            read = 0
+            async for chunk in inner:
+                read += len(chunk)
+                if read > MAX_ANSWER_BYTES:
+                    raise TooLarge(TOO_LARGE)
+                yield chunk
+
+        async def aclose(self) -> None:
+            await inner.aclose()
+
+    response.stream = Capped()
+
+
+_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
+
+
+class _CappedLines(codecs.IncrementalDecoder):
+    """UTF-8 for a stdio server's stdout, whole lines at a time, each at most :data:`MAX_ANSWER_BYTES`.
+
+    The SDK reads stdout through the incremental decoder of the encoding it is given and joins the text into lines
+    without a limit. This decoder hands it complete lines only; a line that passes the cap is dropped, its rest
+    skipped up to its newline, and in its place comes a JSON-RPC error for the request it answers (the ``id`` near
+    its start), so that one call fails with :data:`TOO_LARGE` and the others go on. A line naming no id (or
+    that is a server's own request) is dropped alone. Bytes that are not UTF-8 follow ``errors`` (the lane passes
+    ``"replace"``).
+    """
+
+    def __init__(self, errors: str = "strict") -> None:
+        super().__init__(errors)
+        self._line = bytearray()
+        self._skipping = False
+
+    def decode(self, input: Any, final: bool = False) -> str:  # noqa: A002 - codecs' own parameter name (a Buffer)
+        data = bytes(input)
+        out: list[str] = []
+        start = 0
+        while start < len(data):
+            newline = data.find(b"\n", start)
+            end = len(data) if newline < 0 else newline + 1
+            piece, start = data[start:end], end
+            if self._skipping:
+                self._skipping = newline < 0
+                continue
+            self._line += piece
+            if len(self._line) > MAX_ANSWER_BYTES:
+                out.append(_too_large_line(bytes(self._line[:512])))
+                self._line.clear()
+                self._skipping = newline < 0
+            elif newline >= 0:
+                out.append(self._line.decode("utf-8", self.errors))
+                self._line.clear()
+        if final and self._line:
+            out.append(self._line.decode("utf-8", self.errors))
+            self._line.clear()
+        return "".join(out)
+
+    def reset(self) -> None:
+        self._line.clear()
+        self._skipping = False
+
+
+def _too_large_line(head: bytes) -> str:
+    """The JSON-RPC error line that stands for an answer past the cap whose first bytes are ``head`` (``""`` when
+    they name no request id, or are a request of the server's own)."""
+    found = _ID.search(head)
+    if found is None or b'"method"' in head[:found.start()]:
+        return ""
+    try:
+        request_id = json.loads(found.group(1))
+    except ValueError:
+        return ""
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": TOO_LARGE}}) + "\n"
+
+
+def _stdout_codec(name: str) -> codecs.CodecInfo | None:
+    if name != STDOUT_CODEC.replace("-", "_") and name != STDOUT_CODEC:
+        return None
+    utf8 = codecs.lookup("utf-8")
+    return codecs.CodecInfo(utf8.encode, utf8.decode, incrementalencoder=utf8.incrementalencoder,
+                            incrementaldecoder=_CappedLines, name=STDOUT_CODEC)
+
+
+codecs.register(_stdout_codec)
 
 
 class _StdoutNoise(logging.Filter):
@@ -154,15 +293,25 @@ class _StdoutNoise(logging.Filter):
                 "a stdio server must write only JSON-RPC to stdout and its logs to stderr")
 
 
+def _not_too_large(record: logging.LogRecord) -> bool:
+    """Drops the SDK's traceback for an answer past the cap ("Error parsing JSON response"): the query's
+    failure says it in one line."""
+    exc = record.exc_info[1] if record.exc_info else None
+    return not isinstance(exc, _AnswerTooLarge)
+
+
 @contextmanager
 def _stdout_noise():
     sdk = logging.getLogger("mcp.client.stdio")
+    http = logging.getLogger("mcp.client.streamable_http")
     noise = _StdoutNoise()
     sdk.addFilter(noise)
+    http.addFilter(_not_too_large)
     try:
         yield noise
     finally:
         sdk.removeFilter(noise)
+        http.removeFilter(_not_too_large)
 
 
 def _tail(errlog, keep: int = 300) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
@@ -30,7 +31,7 @@ def serve_cmd(
     Every answer is the {ok, result | error} envelope; the hits are the config's run exactly as `eval` computes
     it. Read it back with an `http` or `mcp` lane (the line printed at start is one).
     """
-    from workbench.live.serve import SERVE_BOUNDS, Searcher, http_app, mcp_server
+    from workbench.live.serve import SERVE_BOUNDS, Searcher, guarded_app, mcp_server
     from workbench.services import policy
     from workbench.settings import home_dir
 
@@ -38,11 +39,7 @@ def serve_cmd(
         home = home_dir()
         bearer = None
         if not stdio:
-            from workbench.dashboard import auth
-
-            sources = auth.sources(home)
-            if auth.required(sources):
-                bearer = lambda token: auth.check_token(token, sources) is not None  # noqa: E731
+            bearer = access_check(home)
             policy.require_tokens_off_loopback("the search API", host, bearer is not None,
                                                "create an access token first (`workbench dashboard token add NAME`; "
                                                "clients send it as 'Authorization: Bearer TOKEN')")
@@ -60,9 +57,7 @@ def serve_cmd(
         return
     import uvicorn
 
-    app = policy.Guard(http_app(searcher, server), service="the search API",
-                       allowed=policy.allowed_names(host, explicit), explicit=frozenset(explicit), bounds=SERVE_BOUNDS,
-                       bearer_check=bearer, body_fix="send one query per request")
+    app = guarded_app(searcher, server, host=host, explicit=explicit, bearer=bearer, log=_log)
     shown = (socket.gethostname() or "localhost") if host in ("0.0.0.0", "::", "") else host
     base = f"http://{f'[{shown}]' if ':' in shown else shown}:{sock.getsockname()[1]}"
     auth_line = ("\nheaders = {Authorization = \"Bearer ${WORKBENCH_SERVE_TOKEN}\"}   # export WORKBENCH_SERVE_TOKEN="
@@ -77,6 +72,27 @@ def serve_cmd(
     sock.listen(128)
     cfg = policy.uvicorn_config(app, SERVE_BOUNDS, log_level="warning", access_log=False, lifespan="on")
     uvicorn.Server(cfg).run(sockets=[sock])
+
+
+def access_check(home: Path) -> Callable[[str], bool] | None:
+    """The bearer check of a served port from ``home``'s access tokens (``workbench dashboard token add``): a
+    function telling whether a presented token is one of them, or None when the home has none (then the port
+    serves loopback only, without a token).
+
+    The function reads the token file at each request (a revoked token stops working at once), so it raises
+    ``ConfigError`` when the file turns untrustworthy while serving (made readable by others: the message names
+    the file and ``chmod 600``); :class:`workbench.services.policy.Guard` answers that with one 503 per request
+    and one log line.
+
+    Raises:
+        ConfigError: the token file cannot be read or trusted now (names the file and the fix).
+    """
+    from workbench.dashboard import auth
+
+    sources = auth.sources(home)
+    if not auth.required(sources):
+        return None
+    return lambda token: auth.check_token(token, sources) is not None
 
 
 def _bind_or_fail(host: str, port: int) -> socket.socket:

@@ -20,21 +20,26 @@ the run's order; ``k`` cuts the list (at most ``top_k``).
 
 The served-port policy (:mod:`workbench.services.policy`) holds: loopback by default, Host and Origin checked,
 bodies bounded; beyond loopback only with the dashboard's access tokens (``workbench dashboard token add``),
-sent as ``Authorization: Bearer TOKEN``.
+sent as ``Authorization: Bearer TOKEN``. The port's own refusals (401, 403, 413, 503 …) are envelopes too. A
+request it cannot answer as asked is a 400, never a quietly different answer: an unknown parameter or key, or one
+given twice (``?q=a&q=b``, ``{"query": "a", "query": "b"}``, at any depth of the body).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from workbench.errors import ConfigError, WorkbenchError
+from workbench.services import policy
 from workbench.services.policy import Bounds
 
 #: Envelope error codes (AICharya's).
@@ -165,6 +170,30 @@ class Searcher:
         return _encodable(env)
 
 
+class _TwiceGiven(ValueError):
+    """A JSON object of a request gives ``key`` twice."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' ``object_pairs_hook``: the object, or :class:`_TwiceGiven` for a key given twice (the
+    parser would keep the last and answer a request that was not asked)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _TwiceGiven(key)
+        out[key] = value
+    return out
+
+
+def _twice(keys: list[str]) -> list[str]:
+    """The names given more than once in ``keys``, sorted."""
+    return sorted(k for k, n in Counter(keys).items() if n > 1)
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -221,31 +250,34 @@ def http_app(searcher: Searcher, mcp: Any):
             return 200
         return {INVALID: 400, NOT_FOUND: 404}.get(envelope["error"]["code"], 502)
 
+    def refused(message: str) -> JSONResponse:
+        return JSONResponse(_encodable({"ok": False, "error": {"code": INVALID, "message": message}}),
+                            status_code=400)
+
     @mcp.custom_route("/search", methods=["GET", "POST"])
     async def search(request: Request) -> JSONResponse:
         if request.method == "GET":
             unknown = sorted(set(request.query_params) - {"q", "k", "filters"})
             if unknown:  # a typo ("filter") would otherwise be answered unfiltered
-                env = {"ok": False, "error": {"code": INVALID, "message": f"unknown parameter(s) {unknown}; "
-                                              "/search takes q, k and filters"}}
-                return JSONResponse(env, status_code=400)
+                return refused(f"unknown parameter(s) {unknown}; /search takes q, k and filters")
+            twice = _twice([key for key, _ in request.query_params.multi_items()])
+            if twice:  # ?q=a&q=b: one of them would be answered silently
+                return refused(f"parameter(s) {twice} given more than once; give each once")
             text, k_raw = request.query_params.get("q"), request.query_params.get("k", "10")
             k: Any = int(k_raw) if re.fullmatch(r"[0-9]{1,9}", k_raw.strip()) else k_raw  # not "²" (isdigit)
             filters = request.query_params.get("filters")  # the filter's JSON text, as in the body
         else:
             try:
-                body = await request.json()
+                body = json.loads(await request.body(), object_pairs_hook=_once)
+            except _TwiceGiven as exc:  # the parser would keep the last one: a request that was not asked
+                return refused(f"the body gives key {exc.key[:80]!r} more than once; give each key once")
             except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser recurses
                 body = None
             if not isinstance(body, dict):
-                env = {"ok": False, "error": {"code": INVALID, "message": "the body must be a JSON object "
-                                                                             '{"query": ..., "k": ...}'}}
-                return JSONResponse(env, status_code=400)
+                return refused('the body must be a JSON object {"query": ..., "k": ...}')
             unknown = sorted(set(body) - {"query", "k", "filters"})
             if unknown:  # a typo ("filter") would otherwise be answered unfiltered
-                env = {"ok": False, "error": {"code": INVALID, "message": f"the body has unknown key(s) {unknown}; "
-                                              "it takes query, k and filters"}}
-                return JSONResponse(env, status_code=400)
+                return refused(f"the body has unknown key(s) {unknown}; it takes query, k and filters")
             text, k, filters = body.get("query"), body.get("k", 10), body.get("filters")
         env = await anyio.to_thread.run_sync(searcher.answer, text, k, filters)
         return JSONResponse(env, status_code=status_of(env))
@@ -258,3 +290,19 @@ def http_app(searcher: Searcher, mcp: Any):
     # refuse those names
     return mcp.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
                                    transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+
+
+def guarded_app(searcher: Searcher, mcp: Any, *, host: str, explicit: list[str],
+                bearer: Callable[[str], bool] | None, log: Callable[[str], None] | None = None) -> policy.Guard:
+    """The served port's ASGI app: :func:`http_app` behind the port policy's
+    :class:`~workbench.services.policy.Guard` (``Host`` / ``Origin`` for ``host`` and the ``explicit`` names,
+    :data:`SERVE_BOUNDS`, the ``bearer`` check when given: ``workbench serve``'s
+    :func:`workbench.cli.serve.access_check`), its refusals as envelopes;
+    ``log`` takes the one line said when the tokens cannot be checked.
+
+    Raises:
+        ConfigError: an ``explicit`` name is not a host name or an IP address.
+    """
+    return policy.Guard(http_app(searcher, mcp), service="the search API", allowed=policy.allowed_names(host, explicit),
+                        explicit=frozenset(explicit), bounds=SERVE_BOUNDS, bearer_check=bearer,
+                        body_fix="send one query per request", envelope=True, log=log)

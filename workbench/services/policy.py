@@ -15,6 +15,12 @@ service (``workbench services up reranker``) and any later server (``workbench s
   its ``Content-Length`` says so (nothing is read), else as soon as the streamed body passes the limit; the
   head and the body must arrive within :attr:`Bounds.read_timeout_s` (408, or the connection closed while
   the head is still incomplete: :func:`uvicorn_config`); errors never echo the body.
+* **Connections that send nothing cannot hold the port** (:func:`uvicorn_config`): while the port is full
+  (:attr:`Bounds.max_connections`), each new connection makes room by closing one that has no request in
+  progress (never sent a byte, a head still arriving, or idle between requests) — of the peer address holding
+  the most connections, the longest-waiting first. 64 idle sockets (no token needed: the token is checked only on
+  a request) locked ``workbench serve`` for 30 s, and a client could repeat it forever (issue #41); now the
+  sockets give way to the next client.
 
 One ASGI middleware (:class:`Guard`) enforces the checks for both Starlette/FastAPI applications: the rerank
 service's app and the dashboard's Streamlit app (``dashboards/serve.py``, an ``st.App`` with this middleware).
@@ -26,9 +32,11 @@ import asyncio
 import hashlib
 import hmac
 import ipaddress
+import logging
 import os
 import re
 import socket
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,7 +69,9 @@ class Bounds:
         max_body_bytes: the largest request body, in bytes (larger: HTTP 413).
         read_timeout_s: seconds the request's head and body may take to arrive, in all (longer: the
             connection is closed, or HTTP 408 once the head is in).
-        max_connections: concurrent connections and requests at most (more: HTTP 503; None: no limit).
+        max_connections: concurrent connections and requests at most (None: no limit). While it is reached, a
+            new connection closes one without a request in progress (:func:`uvicorn_config`); when every
+            connection has one, a new request gets HTTP 503.
         max_head_bytes: the largest request head (request line and headers), in bytes (larger: HTTP 400).
     """
 
@@ -324,16 +334,23 @@ class Guard:
         bearer_check: instead of (or beside) ``token_sha256``, a function judging the presented bearer token
             (``workbench serve``: the home's access tokens, :func:`workbench.dashboard.auth.check_token`).
         body_fix: what the 413 message advises.
+        envelope: refusals as AICharya's JSON envelope ``{"ok": false, "error": {"code", "message"}}``
+            (``workbench serve``, whose every answer is one) instead of plain text.
+        log: where a failure of ``bearer_check`` is told (one line, once until it changes; default: this
+            module's logger at WARNING).
 
     Refusals: 403 (``Host`` or ``Origin``; a WebSocket handshake is refused with 403 before it is accepted),
-    401 (token), 413 (body too large), 408 (body too slow); a short plain-text reason that never holds the
+    401 (token), 413 (body too large), 408 (body too slow), 503 (``bearer_check`` raised ``ConfigError``: the
+    tokens cannot be read or trusted, e.g. a token file made readable by others; its message, naming the file
+    and the fix, is the answer, not a 500 with a traceback per request); a short reason that never holds the
     body.
     """
 
     def __init__(self, app: Any, *, service: str, allowed: frozenset[str], explicit: frozenset[str] = frozenset(),
                  bounds: Bounds, token_sha256: str | None = None, token_env: str | None = None,
                  body_fix: str = "send less in one request",
-                 bearer_check: Callable[[str], bool] | None = None) -> None:
+                 bearer_check: Callable[[str], bool] | None = None, envelope: bool = False,
+                 log: Callable[[str], None] | None = None) -> None:
         self.app = app
         self.service = service
         self.allowed = frozenset(allowed)
@@ -343,6 +360,9 @@ class Guard:
         self.token_env = token_env
         self.body_fix = body_fix
         self.bearer_check = bearer_check
+        self.envelope = envelope
+        self.log = log or logging.getLogger(__name__).warning
+        self._told: str | None = None  # the token problem last logged (logged again only when it changes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope.get("type")
@@ -360,8 +380,16 @@ class Guard:
             return await self._refuse(kind, send, 403, f"{self.service} refused the request: {why}; open it by an "
                                       f"address it serves, or allow the name with {ALLOW_OPTION} or "
                                       f"{ALLOWED_HOSTS_ENV}")
-        if (self.token_sha256 and not bearer_ok(headers.get("authorization"), self.token_sha256)) \
-                or (self.bearer_check is not None and not self._checked(headers.get("authorization"))):
+        try:
+            checked = self.bearer_check is None or self._checked(headers.get("authorization"))
+        except ConfigError as exc:  # the tokens cannot be read or trusted: every request fails alike, so one line
+            problem = " ".join(str(exc).split())
+            if problem != self._told:
+                self._told = problem
+                self.log(f"{self.service} refuses every request until this is fixed: {problem}")
+            return await self._refuse(kind, send, 503, f"{self.service} cannot check access tokens: {problem}")
+        self._told = None  # (fixed, if it was broken: a later failure is told again)
+        if (self.token_sha256 and not bearer_ok(headers.get("authorization"), self.token_sha256)) or not checked:
             where = f"the token in its ${self.token_env}" if self.token_env else "an access token of its home"
             return await self._refuse(kind, send, 401, f"{self.service} needs 'Authorization: Bearer TOKEN' with "
                                       f"{where}", [(b"www-authenticate", b"Bearer")])
@@ -424,15 +452,21 @@ class Guard:
             if not state["started"]:
                 await self._refuse("http", send, exc.status_code, exc.detail)
 
-    @staticmethod
-    async def _refuse(kind: str, send: Send, status: int, text: str,
+    async def _refuse(self, kind: str, send: Send, status: int, text: str,
                       extra: list[tuple[bytes, bytes]] | None = None) -> None:
         if kind == "websocket":  # closed before it is accepted: the server answers the handshake with 403
             await send({"type": "websocket.close", "code": 1008, "reason": text[:120]})
             return
-        body = (text + "\n").encode("utf-8")
+        if self.envelope:
+            from workbench._infra.jsonout import dumps
+
+            code = "dependency_failed" if status >= 500 else "not_found" if status == 404 else "invalid_argument"
+            body = dumps({"ok": False, "error": {"code": code, "message": text}}).encode("utf-8")
+            ctype = b"application/json"
+        else:
+            body, ctype = (text + "\n").encode("utf-8"), b"text/plain; charset=utf-8"
         await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                    "headers": [(b"content-type", ctype),
                                 (b"content-length", str(len(body)).encode()), (b"connection", b"close"),
                                 *(extra or [])]})
         await send({"type": "http.response.body", "body": body})
@@ -443,12 +477,22 @@ class Guard:
 def _h11_with_head_deadline(timeout_s: float) -> type:
     """uvicorn's h11 protocol, closing a connection whose next request's head has not arrived within
     ``timeout_s`` seconds of the connection (or of the previous response): uvicorn bounds only the idle
-    time between requests, not a head sent a byte at a time."""
+    time between requests, not a head sent a byte at a time.
+
+    And while the port is full (``limit_concurrency`` connections), a new connection makes room: it closes one
+    connection that has no request in progress (it never sent a byte, its head is still arriving, or it is
+    idle between requests), of the peer address that holds the most connections, the one waiting longest. A
+    connection that sent nothing has asked for nothing, so idle sockets (the token is checked only on a
+    request) can no longer hold the port against a client that sends one; a connection with a request in
+    progress is never closed for it."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class HeadDeadline(H11Protocol):
+        waiting_since = 0.0
+
         def _arm(self) -> None:
             waiting_after = self.cycle  # a new request replaces it once its head is in
+            self.waiting_since = self.loop.time()
 
             def expire() -> None:
                 if self.cycle is waiting_after and not self.transport.is_closing() \
@@ -457,9 +501,26 @@ def _h11_with_head_deadline(timeout_s: float) -> type:
 
             self.loop.call_later(timeout_s, expire)
 
+        def _waiting(self) -> bool:
+            """No request in progress on this connection (and it is still this protocol's, open)."""
+            return (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing() \
+                and self.transport.get_protocol() is self
+
+        def _make_room(self) -> None:
+            limit = self.limit_concurrency
+            if limit is None or len(self.connections) < limit:
+                return
+            held = Counter(_peer(c) for c in self.connections)
+            waiting = [c for c in self.connections if c is not self and isinstance(c, HeadDeadline) and c._waiting()]
+            if waiting:
+                victim = max(waiting, key=lambda c: (held[_peer(c)], -c.waiting_since))
+                self.connections.discard(victim)  # counted out now: its connection_lost comes later
+                victim.transport.close()
+
         def connection_made(self, transport):
             super().connection_made(transport)
             self._arm()
+            self._make_room()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
@@ -468,18 +529,26 @@ def _h11_with_head_deadline(timeout_s: float) -> type:
     return HeadDeadline
 
 
+def _peer(protocol: Any) -> str:
+    """The peer address of a uvicorn connection (``""`` when unknown, e.g. a Unix socket)."""
+    client = getattr(protocol, "client", None)
+    return str(client[0]) if client else ""
+
+
 def uvicorn_config(app: Any, bounds: Bounds, **kwargs: Any):
     """A ``uvicorn.Config`` serving ``app`` within ``bounds``: the head within ``read_timeout_s`` (else the
-    connection is closed), a head of ``max_head_bytes`` at most, ``max_connections`` at once (503 beyond),
-    idle keep-alive connections closed after 5 s; ``kwargs`` go to ``uvicorn.Config`` as they are."""
+    connection is closed), a head of ``max_head_bytes`` at most, ``max_connections`` at once (while full, a new
+    connection closes one without a request in progress; 503 when none is), idle keep-alive connections closed
+    after 5 s; ``kwargs`` go to ``uvicorn.Config`` as they are."""
     import uvicorn
 
     return uvicorn.Config(app, **bounded_uvicorn_kwargs(bounds), **kwargs)
 
 
 def bounded_uvicorn_kwargs(bounds: Bounds) -> dict[str, Any]:
-    """The ``uvicorn.Config`` options that hold a server to ``bounds``' connection rules: the head deadline
-    (:func:`_h11_with_head_deadline`), the head size, the connection cap, a 5 s keep-alive."""
+    """The ``uvicorn.Config`` options that hold a server to ``bounds``' connection rules: the head deadline and
+    the room made while full (:func:`_h11_with_head_deadline`), the head size, the connection cap, a 5 s
+    keep-alive."""
     return {"http": _h11_with_head_deadline(bounds.read_timeout_s),
             "h11_max_incomplete_event_size": bounds.max_head_bytes,
             "limit_concurrency": bounds.max_connections, "timeout_keep_alive": 5}

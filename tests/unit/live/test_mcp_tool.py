@@ -3,29 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
 import pytest
+from fixtures.searcher import StandInSearcher
 
 from workbench.live.serve import mcp_server
-
-
-class _Searcher:
-    """What mcp_server reads of a Searcher: the served names and answer(); records the calls."""
-
-    def __init__(self) -> None:
-        self.served = SimpleNamespace(dataset="gita", config="hybrid")
-        self.calls: list[tuple] = []
-
-    def answer(self, text, k=10, filters=None):
-        self.calls.append((text, k, filters))
-        return {"ok": True, "result": {"hits": []}}
 
 
 def test_the_search_tool_refuses_an_unknown_argument_and_says_so_in_its_schema():
     from mcp.server.mcpserver.exceptions import ToolError
 
-    searcher = _Searcher()
+    searcher = StandInSearcher()
     server = mcp_server(searcher)
     tools = asyncio.run(server.list_tools())
     schema = next(t for t in tools if t.name == "search").input_schema
