@@ -24,10 +24,16 @@ tab of that browser — ``/``, an engineer page's address, a bookmark without ``
 same judging session, and once that session has ended, the rater sign-in alone: never an engineer
 page, even on 127.0.0.1 without tokens. Signing out (or "Leave judging on this browser") removes
 the mark. A browser that never signed in as a rater is not marked: on this machine without tokens
-it sees the engineer pages, as before. A cookie is the browser's for one host name, so for scholars
-who may open it under any name, serve them ``workbench dashboard --judging-only`` (environment
-``WORKBENCH_DASHBOARD_JUDGING_ONLY=1``): it registers no engineer page at all, whatever the
-address, host or token; the engineers keep their own ``workbench dashboard``.
+it sees the engineer pages, as before. A judging cookie of another port (a judging-only dashboard on
+8502 marks the browser that judged there, and the browser sends that cookie to 8501 too) marks it
+here as well: the rater sign-in alone ("Leave judging" removes that mark too). And
+while a judging-only dashboard of the same home serves (:func:`workbench.dashboard.auth.judging_dashboards`),
+the engineers' dashboard without an access token shows nothing but why and the fix: under another host
+name (127.0.0.1 and localhost) the browser sends no cookie, so only a sign-in keeps a rater blind. A
+cookie is the browser's for one host name, so for scholars who may open it under any name, serve
+them ``workbench dashboard --judging-only`` (environment ``WORKBENCH_DASHBOARD_JUDGING_ONLY=1``): it
+registers no engineer page at all, whatever the address, host or token; the engineers keep their own
+``workbench dashboard``.
 """
 
 from pathlib import Path
@@ -85,7 +91,9 @@ if rater is None and state != "refused" and (judging_only or ui.rater_browser())
     # found" over the sign-in form; a page that draws nothing is the default instead.
     st.navigation([st.Page(_signed_out, title="Sign in", url_path="sign-in", default=True),
                    *_judging_pages(True, False)], position="hidden")
-    ui.rater_browser_sign_in(message or rater_message, leave=not judging_only)
+    elsewhere = [] if judging_only else ui.other_judging_marks()  # marked by the judging dashboard of another port
+    ui.rater_browser_sign_in(message or rater_message or ui.marked_elsewhere_message(elsewhere),
+                             leave=not judging_only)
 elif rater is not None:  # judging pages only, whatever else this session may see (the rater stays blind)
     judging = _judging_pages(rater.is_adjudicator, False)
     first = judging[1] if rater.is_adjudicator else judging[0]  # an adjudicator's: Adjudicate (Judge claims a pair)

@@ -50,6 +50,9 @@ _STORE_KEY = "_wb_judge_store"
 #: Session key of a judging cookie this Streamlit session must no longer use (the rater signed out with it:
 #: the browser sent it when the tab connected, and ``st.context.cookies`` keeps it for the tab's life).
 _COOKIE_GONE_KEY = "_wb_judging_cookie_gone"
+#: Session key of the judging cookies of other ports' dashboards this session left judging with (deleted by
+#: :func:`judging_cookie`, and no longer read by :func:`other_judging_marks`).
+_OTHERS_GONE_KEY = "_wb_other_judging_cookies_gone"
 
 
 #: The environment variable ``workbench dashboard --judging-only`` sets to ``1`` (read by ``dashboards/app.py``).
@@ -70,8 +73,11 @@ def access() -> tuple[str, str]:
     then says when a ``?token=`` link brought a token that is neither an access nor a rater token);
     ``granted``: the session holds (or the URL's ``?token=`` brings, once) a valid token;
     ``login``: tokens exist and none valid was given (``message`` says why, or is empty);
-    ``refused``: the token file cannot be trusted, or the server listens beyond this
-    machine without any token (``message`` names the fix). A ``?token=`` is removed from the
+    ``refused``: the token file cannot be trusted, the server listens beyond this
+    machine without any token, or — on the engineers' dashboard without an access token — a
+    judging-only dashboard of the home serves raters (:func:`workbench.dashboard.auth.judging_dashboards`:
+    the engineer pages then need a sign-in, whatever the host name a rater's browser uses); ``message``
+    names the fix. A ``?token=`` is removed from the
     URL once read, and kept in the session instead (:mod:`workbench.dashboard.auth`).
 
     These states are about the engineer pages and access tokens. Beyond this machine with
@@ -100,6 +106,8 @@ def access() -> tuple[str, str]:
     if not on:
         bind = st.get_option("server.address")
         if auth.is_loopback(bind):  # open to this machine; a link's token that is nobody's still gets a word
+            if not judging_only() and (serving := auth.judging_dashboards(home_dir())):
+                return "refused", auth.judging_dashboard_refusal(serving)  # a rater's browser may be on this machine
             if linked is None:
                 return "open", ""
             if judging_only() or rater_browser():  # the app shows the rater sign-in alone: no pages below
@@ -373,7 +381,23 @@ COOKIE_MAX_AGE = 400 * 24 * 3600
 def cookie_name() -> str:
     """The judging cookie's name: ``wb_judging_<port>`` (a cookie is not bound to a port, so two dashboards on
     one machine each have their own)."""
-    return f"wb_judging_{st.get_option('server.port')}"
+    from workbench.dashboard import auth
+
+    return auth.judging_cookie_name(st.get_option("server.port"))
+
+
+def other_judging_marks() -> list[str]:
+    """The ports of the other dashboards whose judging cookie this browser carries
+    (:func:`workbench.dashboard.auth.other_judging_marks`): a rater's browser there is a rater's here too."""
+    from workbench.dashboard import auth
+
+    gone = set(st.session_state.get(_OTHERS_GONE_KEY, ()))
+    try:
+        cookies = st.context.cookies
+        names = [k for k in cookies if isinstance(k, str) and k not in gone]
+        return auth.other_judging_marks({k: cookies.get(k) for k in names}, st.get_option("server.port"))
+    except Exception:  # noqa: BLE001 - no browser connection (AppTest, a bare script run)
+        return []
 
 
 def _browser_cookie() -> str | None:
@@ -395,8 +419,9 @@ def rater_browser() -> bool:
     """Whether this browser is a rater's: it carries a judging cookie (:func:`judging_cookie`) that this session
     did not sign out with, whatever its judging session's state (one that ended still marks the browser). The
     app then shows nothing but the judging pages, or the rater sign-in, in every tab of it: a rater stays
-    blind however the dashboard is opened — a second tab, ``/``, an engineer page's address, no ``?s=``."""
-    return _cookie_sid() is not None
+    blind however the dashboard is opened — a second tab, ``/``, an engineer page's address, no ``?s=``. A judging
+    cookie of another dashboard of this host name (another port: :func:`other_judging_marks`) marks it too."""
+    return _cookie_sid() is not None or bool(other_judging_marks())
 
 
 _COOKIE_SCRIPT = """<script>
@@ -410,7 +435,8 @@ _COOKIE_SCRIPT = """<script>
 def judging_cookie(sid: str | None) -> None:
     """Keep the browser's judging cookie (:func:`cookie_name`) in step with this session: set to ``sid`` (a
     judging session: every tab of the browser opened later finds the rater by it, :func:`session_rater`), or
-    deleted after the rater signed out (:func:`leave_judging`). ``SameSite=Strict``, the whole site's path; it
+    deleted after the rater signed out (:func:`leave_judging`; with the judging cookies of other ports' dashboards
+    that this browser left judging with here). ``SameSite=Strict``, the whole site's path; it
     carries the same session id as ``?s=``, never the token. Draws an invisible script; nothing when there is
     nothing to change."""
     import json
@@ -418,19 +444,26 @@ def judging_cookie(sid: str | None) -> None:
     name = cookie_name()
     where: Any  # the sidebar or the page (the st module): both have .html
     if sid:
-        value = f"{name}={sid}; path=/; max-age={COOKIE_MAX_AGE}; samesite=strict"
+        values = [f"{name}={sid}; path=/; max-age={COOKIE_MAX_AGE}; samesite=strict"]
         where = st.sidebar
-    elif st.session_state.get(_CLEAR_COOKIE_KEY):
-        value = f"{name}=; path=/; max-age=0; samesite=strict"
+    elif st.session_state.get(_CLEAR_COOKIE_KEY):  # this port's cookie, and those of others it left judging with
+        values = [f"{n}=; path=/; max-age=0; samesite=strict"
+                  for n in dict.fromkeys([name, *st.session_state.get(_OTHERS_GONE_KEY, ())])]
         where = st
     else:
         return
-    where.html(_COOKIE_SCRIPT % json.dumps(value), unsafe_allow_javascript=True)
+    for value in values:
+        where.html(_COOKIE_SCRIPT % json.dumps(value), unsafe_allow_javascript=True)
 
 
 def leave_judging() -> None:
     """Sign this browser out of judging: the judging session ends on the server, ``?s=`` leaves the address,
-    and the browser's judging cookie is deleted (on this session's next run) and no longer read by it."""
+    and the browser's judging cookie is deleted (on this session's next run) and no longer read by it — and so are
+    the judging cookies of other ports' dashboards it carries (:func:`other_judging_marks`)."""
+    from workbench.dashboard import auth
+
+    others = [auth.judging_cookie_name(p) for p in other_judging_marks()]  # another port's mark goes too
+    st.session_state[_OTHERS_GONE_KEY] = [*st.session_state.get(_OTHERS_GONE_KEY, ()), *others]
     _forget_session()
     gone = _browser_cookie()
     if gone:
@@ -438,11 +471,21 @@ def leave_judging() -> None:
     st.session_state[_CLEAR_COOKIE_KEY] = True
 
 
+def marked_elsewhere_message(ports: Sequence[str]) -> str:
+    """What a browser marked as a rater's by the dashboard of another port (:func:`other_judging_marks`) reads
+    above the rater sign-in here; ``""`` for none."""
+    if not ports:
+        return ""
+    where = ", ".join(ports)
+    return (f"This browser signed in to judge on the dashboard of port {where}, so this dashboard shows it none of "
+            "its other pages (they would unblind a rater). Judge there, or sign in here with your rater token.")
+
+
 def rater_browser_sign_in(message: str = "", *, leave: bool = True) -> None:
     """What a rater's browser (:func:`rater_browser`) shows when its judging session has ended, and what a
     judging-only dashboard shows before a rater signs in: the rater sign-in alone (no engineer page, however
     the dashboard was opened); with ``leave``, a button that deliberately gives this browser back to the
-    engineer pages."""
+    engineer pages (it removes the judging marks of other ports' dashboards too)."""
     st.title("Judge")
     if not leave:
         rater_sign_in_form(message)

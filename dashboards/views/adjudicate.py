@@ -104,7 +104,11 @@ try:
         qid, did, grade = action["query_id"], action["doc_id"], action["grade"]
         changing = redecide is not None and redecide == (action["dataset"], qid, did)
         shown = st.session_state.get(SHOWN)
-        if action["dataset"] != dataset or not (_waits(qid, did) or changing):
+        if (action["dataset"] == dataset and not changing and not _waits(qid, did)
+                and (done := _decision(qid, did)) is not None and done["grade"] == grade):
+            st.session_state[FLASH] = ("success", f"{action['pair']} is already decided as {judging.grade_text(grade)} "
+                                                  "(a second press was ignored); nothing more was written.")
+        elif action["dataset"] != dataset or not (_waits(qid, did) or changing):
             st.session_state[FLASH] = ("error", f"{action['pair']} no longer waits for adjudication (another "
                                                 "adjudicator decided it, or this page was stale); nothing was written.")
         elif shown is None or shown[0] != action["tag"] or time.monotonic() - shown[1] < judging.MIN_SEEN_S:

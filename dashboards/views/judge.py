@@ -23,7 +23,9 @@ A grade button's widget key and the action it queues carry the assignment of the
 screen (:func:`workbench.dashboard.judging.grade_key`), and the page writes only when that is
 the assignment the rater holds now and it has been on screen for
 :data:`~workbench.dashboard.judging.MIN_SEEN_S` (from the end of the run that drew it): a quick
-second key press, meant for the pair just judged, never grades the next one. Every write goes
+second key press, meant for the pair just judged, never grades the next one; and a second press of the
+grade just saved says "already saved as 0 · not relevant (a second press was ignored)", never "Not saved"
+(:func:`~workbench.dashboard.judging.press_refusal` decides). Every write goes
 through :class:`~workbench.judging.store.JudgmentStore` (``judge`` with the hash of the document
 shown, ``undo_last``), after this run's session check; the store also refuses a slot that is
 not open.
@@ -92,29 +94,24 @@ action = st.session_state.pop(ACTION, None)
 try:
     if action is not None and action["kind"] == "judge":
         held = store.next_assignment(rater, dataset)  # what this rater holds now (the pair the page shows)
-        shown = st.session_state.get(SHOWN)
         aid = action["assignment_id"]
-        if held is None or held.assignment_id != aid:
-            st.session_state[FLASH] = (
-                "warning", f"Not saved: {action['pair']} is no longer open for you — judged already (a second key "
-                           "press, or another tab or window), or taken over by another rater after a long pause. "
-                           "Nothing was written; the pair below is your next one.")
-        elif shown is None or shown[0] != aid:
-            st.session_state[FLASH] = (
-                "warning", f"Not saved: that key press reached {action['pair']} before it was fully on your screen (a "
-                           "quick second press?). Nothing was written; read it, then press the key again.")
-        elif (age := time.monotonic() - shown[1]) < judging.MIN_SEEN_S:
-            st.session_state[FLASH] = (
-                "warning", f"Not saved: that key press came {age:.2f} s after {action['pair']} appeared — too soon to "
-                           "have read it (a quick second press?). Nothing was written; read it, then press the key "
-                           "again.")
+        refused = judging.press_refusal(store, rater, action, held, st.session_state.get(SHOWN), time.monotonic())
+        if refused is not None:  # a second press of a saved grade, a pair no longer open, or one not yet read
+            st.session_state[FLASH] = refused
         else:
             grade, note_key = action["grade"], action["note_key"]
-            store.judge(rater, aid, grade, note=st.session_state.get(note_key) or None, doc_hash=action["doc_hash"],
-                        cannot_judge=grade is None)
-            st.session_state.pop(note_key, None)
-            st.session_state[FLASH] = ("success",
-                                       f"Saved {action['address']}: {judging.grade_text(grade)}. Press U to undo.")
+            try:
+                store.judge(rater, aid, grade, note=st.session_state.get(note_key) or None,
+                            doc_hash=action["doc_hash"], cannot_judge=grade is None)
+            except WorkbenchError:  # judged meanwhile from another tab: the same grade is no loss
+                again = judging.press_refusal(store, rater, action, None, None, time.monotonic())
+                if again is None or again[0] != "success":
+                    raise
+                st.session_state[FLASH] = again
+            else:
+                st.session_state.pop(note_key, None)
+                st.session_state[FLASH] = ("success",
+                                           f"Saved {action['address']}: {judging.grade_text(grade)}. Press U to undo.")
     elif action is not None and action["kind"] == "undo":
         undone = store.undo_last(rater, dataset)
         st.session_state[FLASH] = (

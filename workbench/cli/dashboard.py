@@ -38,7 +38,8 @@ def dashboard_cmd(
                                                    "Host / Origin, e.g. the name a reverse proxy serves it as "
                                                    "(repeatable; WORKBENCH_ALLOWED_HOSTS adds more)."),
     judging_only: bool = typer.Option(False, "--judging-only", help="Serve the judging pages only (the scholars' "
-                                      "dashboard): no engineer page, whatever the address, host or token."),
+                                      "dashboard): no engineer page, whatever the address, host or token. While "
+                                      "it serves, the engineers' dashboard of the home asks for an access token."),
 ) -> None:
     """Start the Streamlit dashboard on the results in MLflow, the studies and the gate reports.
 
@@ -75,9 +76,18 @@ def dashboard_cmd(
             except OSError as exc:
                 raise WorkbenchError(f"cannot serve on {host}:{port} ({exc.strerror or exc}); pass --port with a "
                                      "free port, or --host with an address of this machine") from None
+        if judging_only:  # held by the server this process becomes: the engineers' dashboard then asks for a sign-in
+            auth.hold_judging_only(home, port, host)
+            served_raters = []
+        else:
+            served_raters = [] if kinds else auth.judging_dashboards(home)
     except WorkbenchError as exc:
         _fail(exc)
     access = auth.describe_tokens(kinds) + ("; --judging-only: no engineer page" if judging_only else "")
+    if served_raters:
+        access += (f"; a judging-only dashboard of this home serves raters (port "
+                   f"{', '.join(str(d['port']) for d in served_raters)}): the engineer pages need an access token, "
+                   f"`{auth.ADD_COMMAND}`")
     typer.echo(f"[workbench] dashboard on {serving.describe(host, port)} ({access}) — home {home}, "
                f"MLflow {tracking_uri(home)} (Ctrl-C stops it)", err=True)
     sys.stdout.flush()

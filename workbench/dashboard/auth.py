@@ -39,6 +39,13 @@
   goes back into the address. Every run checks that digest against the store's active raters
   again, so a revoked rater is signed out at their next click; a restart of the dashboard
   ends every session (they live in its memory only).
+* **Blinding across dashboards** (#41): a rater signed in on ``workbench dashboard --judging-only``
+  (port 8502) who opened the engineers' dashboard (8501, loopback, no tokens) in the same browser saw
+  its pages. Two rules close it: the judging cookie of any port (:func:`other_judging_marks`) marks
+  the browser on every dashboard of that host name; and while a judging-only dashboard of the home
+  serves (:func:`hold_judging_only`, read by :func:`judging_dashboards`), the engineers' dashboard
+  without an access token shows nothing but why and the fix (:func:`judging_dashboard_refusal`), so
+  a browser that reaches it under another host name, which carries no cookie, sees nothing either.
 """
 
 from __future__ import annotations
@@ -328,6 +335,114 @@ def token_kinds(home: Path, *, release: bool = False) -> set[str]:
 
                 postgres.release(Path(home), log=lambda _m: None)
     return kinds
+
+
+# ---------------------------------------------------------------- blinding across dashboards (#41)
+
+#: The judging cookie's name before its port: ``wb_judging_8502`` marks a browser that signed in to judge on the
+#: dashboard of port 8502 (a cookie is not bound to a port: the browser sends it to every port of that host name).
+JUDGING_COOKIE_PREFIX = "wb_judging_"
+
+
+def judging_cookie_name(port: int | str) -> str:
+    """The judging cookie of the dashboard on ``port``: ``wb_judging_<port>``."""
+    return f"{JUDGING_COOKIE_PREFIX}{port}"
+
+
+def other_judging_marks(cookies, port: int | str) -> list[str]:
+    """The ports of the *other* dashboards that marked this browser as a rater's: the ports of the non-empty
+    ``wb_judging_<port>`` cookies in ``cookies`` (a name → value mapping, what the browser sent) but this
+    dashboard's own, sorted. A browser with any is a rater's on every dashboard of that host name."""
+    own = judging_cookie_name(port)
+    marks = {str(name)[len(JUDGING_COOKIE_PREFIX):] for name, value in dict(cookies).items()
+             if isinstance(name, str) and name.startswith(JUDGING_COOKIE_PREFIX) and name != own
+             and isinstance(value, str) and value}
+    return sorted(marks, key=lambda p: (len(p), p))
+
+
+def judging_only_lock_path(home: Path, port: int) -> Path:
+    """``<home>/dashboard/judging-only-<port>.lock``: held (``flock``) by a judging-only dashboard of the home while
+    it serves."""
+    return Path(home) / "dashboard" / f"judging-only-{int(port)}.lock"
+
+
+def hold_judging_only(home: Path, port: int, host: str) -> int:
+    """Record that a judging-only dashboard of ``home`` serves raters on ``host:port``: an exclusive ``flock`` on
+    :func:`judging_only_lock_path`, whose file says where (JSON ``{"host", "port", "pid"}``). Returns the file
+    descriptor, inheritable, so that the lock stays held by the Streamlit server this process becomes
+    (``os.execv``); the kernel lets go of it when that server exits, however it ends.
+    :func:`judging_dashboards` reads it.
+
+    Raises:
+        StorageError: the file cannot be made (a read-only home) or is a link or another user's.
+        BusyError: another judging-only dashboard of the home holds that port's lock.
+    """
+    import fcntl
+
+    from workbench._infra.durable import mkdirs
+    from workbench._infra.locks import open_private
+    from workbench.errors import BusyError
+
+    path = judging_only_lock_path(home, port)
+    folder = mkdirs(path.parent)
+    try:
+        os.chmod(folder, 0o700)
+    except OSError:
+        pass  # as FileTokens: a folder we cannot chmod still holds a 0600 file
+    fh = open_private(path)
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        raise BusyError(f"a judging-only dashboard of this home already serves port {port} ({path}); stop it, or "
+                        "pass another --port") from None
+    fh.truncate(0)
+    fh.write(json.dumps({"host": host, "port": int(port), "pid": os.getpid()}).encode("utf-8"))
+    fd = os.dup(fh.fileno())  # the same open file (and lock), without the Python object that would close it
+    fh.close()  # closing one descriptor of it keeps the flock: it belongs to the open file, held by ``fd``
+    os.set_inheritable(fd, True)
+    return fd
+
+
+def judging_dashboards(home: Path) -> list[dict]:
+    """The judging-only dashboards of ``home`` that serve now (:func:`hold_judging_only`: their lock is held),
+    as ``{"host", "port", "pid"}`` dicts by port. A lock file left by a dashboard that ended is not one; a
+    file that cannot be read counts as serving (with what is known), never as absent."""
+    import fcntl
+
+    out = []
+    for path in sorted((Path(home) / "dashboard").glob("judging-only-*.lock")):
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            continue  # gone meanwhile, or a link planted there: not a dashboard's lock
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:  # held: a judging-only dashboard serves
+                try:
+                    info = json.loads(os.pread(fd, 4096, 0) or b"{}")
+                except (OSError, ValueError):
+                    info = {}
+                port = path.stem.removeprefix("judging-only-")
+                out.append({"host": str(info.get("host", "?")) if isinstance(info, dict) else "?",
+                            "port": int(port) if port.isdigit() else port,
+                            "pid": info.get("pid") if isinstance(info, dict) else None})
+            else:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+    return out
+
+
+def judging_dashboard_refusal(serving: list[dict]) -> str:
+    """What the engineers' dashboard (loopback, no access token) says instead of its pages while judging-only
+    dashboards of its home serve raters (``serving``: :func:`judging_dashboards`)."""
+    ports = ", ".join(str(d["port"]) for d in serving)
+    return (f"A judging-only dashboard of this home serves raters (port {ports}), so this dashboard shows its pages "
+            "only after sign-in: they show configs, ranks and other raters' grades, which would unblind a rater "
+            "who opened this address in the same browser. Raters: judge on that dashboard's port. Engineers: create "
+            f"an access token with `{ADD_COMMAND}` and sign in with it here.")
 
 
 def off_loopback_refusal(host: str) -> str:

@@ -67,6 +67,50 @@ GRADE_COLOURS: dict[int, tuple[str, str]] = {0: ("#5f6b7a", "#ffffff"), 1: ("#00
 MIN_SEEN_S = 0.5
 
 
+def press_refusal(store, rater, action: Mapping[str, Any], held, shown: tuple[int, float] | None,
+                  now: float) -> tuple[str, str] | None:
+    """Whether the Judge page saves a queued grade press, decided before anything is written: None to save
+    it, else ``(level, message)`` for the line above the pair (``level`` a Streamlit message kind:
+    ``success``, ``warning``), and nothing is written.
+
+    * The press's assignment is not the one the rater holds (``held``): when the rater's current judgment
+      through it has the same grade, it is a second press of a key already saved (a double press, or the
+      same grade from another tab) — ``success``, "already saved as 0 · not relevant (a second press was
+      ignored)"; otherwise it is no longer open for them (judged with another grade, or taken over).
+    * The pair was not fully on screen (``shown``, ``(assignment id, monotonic time its run ended)``) or
+      for less than :data:`MIN_SEEN_S` seconds before ``now``: a quick second press meant for the pair before.
+
+    Args:
+        store: the :class:`~workbench.judging.store.JudgmentStore` (read only here).
+        rater: the signed-in :class:`~workbench.judging.store.Rater`.
+        action: the queued press: ``assignment_id``, ``grade`` (None: cannot judge), ``pair`` (the pair in
+            words, :func:`pair_words`).
+        held: the :class:`~workbench.judging.store.Assignment` the rater holds now, or None.
+        shown: what the page drew last, or None.
+        now: ``time.monotonic()`` at the press's run.
+
+    Raises:
+        PgError: the store's server cannot be reached.
+    """
+    aid, pair = action["assignment_id"], action["pair"]
+    if held is None or held.assignment_id != aid:
+        saved = store.saved_judgment(rater, aid)
+        grade = action["grade"]
+        if saved is not None and saved["cannot_judge"] == (grade is None) and saved["grade"] == grade:
+            return ("success", f"{pair} is already saved as {grade_text(grade)} (a second press was ignored); "
+                               "nothing more was written. The pair below is your next one.")
+        return ("warning", f"Not saved: {pair} is no longer open for you — judged already (a second key press, or "
+                           "another tab or window), or taken over by another rater after a long pause. Nothing was "
+                           "written; the pair below is your next one.")
+    if shown is None or shown[0] != aid:
+        return ("warning", f"Not saved: that key press reached {pair} before it was fully on your screen (a quick "
+                           "second press?). Nothing was written; read it, then press the key again.")
+    if (age := now - shown[1]) < MIN_SEEN_S:
+        return ("warning", f"Not saved: that key press came {age:.2f} s after {pair} appeared — too soon to have "
+                           "read it (a quick second press?). Nothing was written; read it, then press the key again.")
+    return None
+
+
 def grade_key(stem: str, assignment_id: int) -> str:
     """The widget key of a grade button for one assignment: ``judge_g1_1234``."""
     return f"{stem}_{int(assignment_id)}"

@@ -123,6 +123,24 @@ def row_problem(table: str, row: dict) -> str | None:
     return None
 
 
+#: The deepest nesting of lists and objects a backup line may hold (its own is 3: the line, its row, a pool's
+#: parameters); a deeper line is refused by :func:`read_backup` rather than risk the parser's recursion.
+MAX_DEPTH = 64
+_TOO_DEEP = object()  # what read_backup holds for a line the parser gave up on
+
+
+def _nested_deeper(value: object, limit: int) -> bool:
+    """Whether ``value`` (parsed JSON) nests lists and objects more than ``limit`` deep (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((c, depth + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return False
+
+
 def _open_write(path: Path, gz: bool) -> IO[str]:
     if gz:
         return gzip.open(path, "wt", encoding="utf-8", newline="\n")
@@ -188,9 +206,10 @@ def read_backup(path: Path) -> tuple[dict, dict[str, list[dict]]]:
     """The header and the rows per table of a backup file, checked whole before anything is written.
 
     Raises:
-        JudgeError: not a backup, a newer format or schema, a bad line (named by number), an unknown
-            table, a row the store's constraints refuse (:func:`row_problem`, named by line), or a file cut
-            off (no end line, or counts that differ).
+        JudgeError: not a backup, a newer format or schema, a bad line (named by number: not JSON, or lists
+            and objects nested more than :data:`MAX_DEPTH` deep), an unknown table, a row the store's constraints
+            refuse (:func:`row_problem`, named by line), or a file cut off (no end line, or counts that differ);
+            nothing is written.
     """
     path = Path(path)
     if path.is_dir():
@@ -209,6 +228,12 @@ def read_backup(path: Path) -> tuple[dict, dict[str, list[dict]]]:
                 except json.JSONDecodeError as exc:
                     raise JudgeError(f"{path}:{n}: not JSON ({exc.msg}); the file is damaged — restore from "
                                      "another backup") from None
+                except RecursionError:  # lists or objects nested thousands deep: more than the parser can hold
+                    item = _TOO_DEEP
+                if item is _TOO_DEEP or _nested_deeper(item, MAX_DEPTH):
+                    raise JudgeError(f"{path}:{n}: lists or objects nested more than {MAX_DEPTH} deep, which no "
+                                     "backup writes; the file is damaged — nothing was restored (a restore takes a "
+                                     "whole file or nothing): restore from another backup")
                 if n == 1:
                     if not isinstance(item, dict) or item.get("format") != FORMAT:
                         raise JudgeError(f"{path} is not a judgment store backup (its first line has no format "
@@ -258,13 +283,14 @@ def restore(store: JudgmentStore, path: Path, *, log: Callable[[str], None] | No
         JudgeError: the file is not a whole backup or holds a row the store refuses (:func:`read_backup`),
             the store is not empty (names the tables that hold rows and the fix), or the store refuses a
             table's rows all the same (a dangling id); nothing written.
+        StorageError: the server's disk is full (:meth:`~workbench.judging.store.JudgmentStore.writing`); nothing
+            written.
     """
     import psycopg
 
     header, rows = checked if checked is not None else read_backup(path)
     store.migrate()
-    conn = store.conn()
-    with conn.transaction():
+    with store.writing() as conn:  # a full disk under the server: one line naming it (StorageError), nothing written
         conn.execute("LOCK TABLE " + ", ".join(f"wb_judge.{t}" for t, _k, _s in TABLES) + " IN EXCLUSIVE MODE")
         full = [t for t, _k, _s in TABLES
                 if conn.execute(f"SELECT 1 FROM wb_judge.{t} LIMIT 1").fetchone() is not None]
@@ -295,6 +321,8 @@ def restore(store: JudgmentStore, path: Path, *, log: Callable[[str], None] | No
                 if serial is not None:
                     conn.execute(f"SELECT setval(pg_get_serial_sequence('wb_judge.{table}', '{serial}'), "
                                  f"(SELECT max({serial}) FROM wb_judge.{table}))")
+            except psycopg.OperationalError:
+                raise  # the server's own failure (a full disk): store.writing names it
             except psycopg.Error as exc:  # a constraint the file check does not cover (a dangling id, a repeat)
                 detail = " ".join(str(exc).split())
                 raise JudgeError(f"{path}: the store refuses the {table} rows ({detail}); nothing was restored — "

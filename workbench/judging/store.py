@@ -222,6 +222,47 @@ class JudgeError(WorkbenchError):
     a grade out of range, an adjudication by a plain rater); names the thing and the fix; nothing written."""
 
 
+#: SQLSTATE of PostgreSQL's ``disk_full`` (``psycopg.errors.DiskFull``): a table, index or WAL file could not grow.
+DISK_FULL = "53100"
+
+
+def write_error(exc: BaseException, where: str, folder: str | None = None, *,
+                broken: bool = False) -> WorkbenchError:
+    """The one-line error for a ``psycopg.OperationalError`` raised while the judgment store wrote
+    (:meth:`JudgmentStore.writing`): the transaction was rolled back.
+
+    Args:
+        exc: the driver's error (its ``sqlstate`` tells a full disk, ``53100``, from the rest).
+        where: the server, as :func:`workbench.engines.pg_client.redact_dsn` gives it (no password).
+        folder: the server's folder on the full disk when known (its data folder, or the tablespace
+            the failing file lies in): named, with the space free on its disk when that folder is on this machine.
+        broken: the connection broke (then a commit under way may or may not have been made, and the
+            message says so instead of "nothing was written").
+
+    Returns:
+        :class:`~workbench.errors.StorageError` for a full disk, else :class:`~workbench.errors.PgError`
+        (the caller raises it ``from None``).
+    """
+    from workbench._infra.durable import free_bytes, human_size
+    from workbench.engines.pg_client import first_line
+    from workbench.errors import PgError, StorageError
+
+    said = getattr(getattr(exc, "diag", None), "message_primary", None) or first_line(exc)  # the server's words
+    if getattr(exc, "sqlstate", None) == DISK_FULL:
+        if folder:
+            disk = f"the disk of {folder}"
+            free = free_bytes(Path(folder)) if Path(folder).is_dir() else None
+            disk += f" ({human_size(free)} free)" if free is not None else ""
+        else:
+            disk = "the disk of its data folder (`SHOW data_directory` on that server names it)"
+        return StorageError(f"disk full: the judgment store's PostgreSQL at {where} could not write ({said}); "
+                            f"nothing was written — free space on {disk}, then run it again")
+    outcome = ("the connection broke, so the write may or may not have been made: look before running it again"
+               if broken else "nothing was written")
+    return PgError(f"the judgment store's PostgreSQL at {where} failed while writing ({said}); {outcome} — check "
+                   "that the server runs, and its log")
+
+
 @dataclass(frozen=True)
 class Rater:
     """A rater of the store (``role``: ``rater`` or ``adjudicator``; ``seed`` shuffles their queue)."""
@@ -308,7 +349,8 @@ class JudgmentStore:
     when broken); the object is not thread-safe: use one per thread or process.
 
     Raises (from every method):
-        PgError: the server cannot be reached (names it and the fix).
+        PgError: the server cannot be reached, or failed while writing (names it and the fix).
+        StorageError: (a method that writes) the server's disk is full (:meth:`writing`); nothing written.
     """
 
     def __init__(self, dsn: str, *, migrate: bool = True):
@@ -348,6 +390,51 @@ class JudgmentStore:
     def close(self) -> None:
         """Close the connection (it reopens on the next call)."""
         self._session.close()
+
+    @contextmanager
+    def writing(self) -> Iterator[Any]:
+        """One write transaction on the store's connection (``with store.writing() as conn:``), whose
+        failures of the server itself come out as one line (:func:`write_error`): a full disk under
+        the server's data (SQLSTATE 53100) or another ``psycopg.OperationalError`` (a lost connection,
+        out of memory). Other errors (a constraint, :class:`JudgeError`) pass through as they are.
+        Inside another transaction it is a savepoint of it.
+
+        Raises:
+            StorageError: the server's disk is full (names the server's folder on that disk — its data folder
+                or the tablespace — the space free and the fix);
+                the transaction was rolled back, so nothing was written.
+            PgError: another operational failure of the server (names it and the fix).
+        """
+        import psycopg
+
+        conn = self.conn()
+        try:
+            with conn.transaction():
+                yield conn
+        except psycopg.OperationalError as exc:
+            broken = conn.closed or conn.broken
+            full = None if broken or getattr(exc, "sqlstate", None) != DISK_FULL else self._folder_of(exc)
+            raise write_error(exc, self._session.where, full, broken=broken) from None
+
+    def _folder_of(self, exc: BaseException) -> str | None:
+        """The server's folder that a disk-full error is about: the tablespace's location when the file the
+        server names lies in one (``pg_tblspc/<oid>/…``), else the data folder (``data_directory``); None
+        when it cannot be read (no right to, or the connection is gone). Only for messages."""
+        import re
+
+        import psycopg
+
+        named = re.search(r'file "([^"]+)"', str(exc))
+        space = re.match(r"pg_tblspc/(\d+)/", named.group(1)) if named else None
+        try:
+            if space is not None:
+                row = self.conn().execute("SELECT pg_tablespace_location(%s::oid)", (int(space.group(1)),)).fetchone()
+                if row and row[0]:
+                    return str(row[0])
+            row = self.conn().execute("SELECT current_setting('data_directory', true)").fetchone()
+        except (psycopg.Error, WorkbenchError):
+            return None
+        return str(row[0]) if row and row[0] else None
 
     def __enter__(self) -> JudgmentStore:
         return self
@@ -391,20 +478,19 @@ class JudgmentStore:
         Raises:
             JudgeError: the store was made by a newer workbench (names both versions).
         """
-        conn = self.conn()
         have = self.version()
         if have == SCHEMA_VERSION:
             return have
         if have > SCHEMA_VERSION:
             raise JudgeError(f"the judgment store at {self._session.where} has schema version {have}, newer than this "
                              f"workbench's {SCHEMA_VERSION}: upgrade the workbench (git pull; make test)")
-        with conn.transaction():
+        with self.writing() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('workbench.judge.migrate'))")
             conn.execute("CREATE SCHEMA IF NOT EXISTS wb_judge")
             conn.execute("CREATE TABLE IF NOT EXISTS wb_judge.schema_version (version int PRIMARY KEY, "
                          "note text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
         for version, note, sql in MIGRATIONS:
-            with conn.transaction():
+            with self.writing() as conn:
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext('workbench.judge.migrate'))")
                 done = conn.execute("SELECT 1 FROM wb_judge.schema_version WHERE version = %s", (version,)).fetchone()
                 if done:
@@ -429,9 +515,8 @@ class JudgmentStore:
         seed = secrets.randbits(62)
         import psycopg
 
-        conn = self.conn()
         try:
-            with conn.transaction():
+            with self.writing() as conn:
                 row = conn.execute("INSERT INTO wb_judge.raters (name, role, token_sha256, seed) VALUES (%s, %s, %s, %s) "
                                    "RETURNING rater_id", (name, role, token_hash(token), seed)).fetchone()
         except psycopg.errors.UniqueViolation:
@@ -454,8 +539,7 @@ class JudgmentStore:
             JudgeError: no rater has that name (lists the active ones).
         """
         token = secrets.token_urlsafe(24)
-        conn = self.conn()
-        with conn.transaction():
+        with self.writing() as conn:
             row = conn.execute("UPDATE wb_judge.raters SET token_sha256 = %s, revoked_at = NULL WHERE name = %s "
                                "RETURNING rater_id, name, role, seed", (token_hash(token), name)).fetchone()
         if row is None:
@@ -511,8 +595,7 @@ class JudgmentStore:
         Raises:
             JudgeError: no such active rater.
         """
-        conn = self.conn()
-        with conn.transaction():
+        with self.writing() as conn:
             n = conn.execute("UPDATE wb_judge.raters SET revoked_at = now() WHERE name = %s AND revoked_at IS NULL",
                              (name,)).rowcount
         if n == 0:
@@ -543,8 +626,7 @@ class JudgmentStore:
                 raise JudgeError(f"a pooled pair needs a query_id and a doc_id, got {p!r}")
             if p.reason not in ("pool", "audit", "sent", "import"):
                 raise JudgeError(f"pair reason {p.reason!r} must be pool, audit, sent or import")
-        conn = self.conn()
-        with conn.transaction():
+        with self.writing() as conn:
             have = {(q, d) for q, d in conn.execute(
                 "SELECT query_id, doc_id FROM wb_judge.pairs WHERE dataset = %s", (dataset,))} - set(repool)
             pool_id = conn.execute("INSERT INTO wb_judge.pools (dataset, raters_per_pair, params) VALUES (%s, %s, %s) "
@@ -603,7 +685,7 @@ class JudgmentStore:
         self._fill_queue(rater, dataset)
         for _attempt in range(5):
             try:
-                with conn.transaction():
+                with self.writing() as conn:
                     row = conn.execute(
                         "WITH cand AS ("  # walk the queue in order (its primary key); lock the first open slot
                         " SELECT a.assignment_id, q.ord FROM wb_judge.queue q"
@@ -641,7 +723,7 @@ class JudgmentStore:
             "WHERE qp.rater_id = %(r)s AND qp.pool_id = pools.pool_id) LIMIT 1", args).fetchone()
         if missing is None:
             return
-        with conn.transaction():
+        with self.writing() as conn:
             conn.execute(
                 "WITH fresh AS ("
                 " INSERT INTO wb_judge.queue_pools (rater_id, pool_id)"
@@ -662,8 +744,7 @@ class JudgmentStore:
         """
         grade = _check_grade(grade, cannot_judge)
         note = _check_note(note)
-        conn = self.conn()
-        with conn.transaction():
+        with self.writing() as conn:
             row = conn.execute(
                 "SELECT a.rater_id, a.done_at, p.dataset, p.query_id, p.doc_id FROM wb_judge.assignments a "
                 "JOIN wb_judge.pairs p USING (pair_id) WHERE a.assignment_id = %s FOR UPDATE OF a",
@@ -687,6 +768,21 @@ class JudgmentStore:
             if cannot_judge:
                 self._reopen_for_another(conn, assignment_id)
         return jid
+
+    def saved_judgment(self, rater: Rater, assignment_id: int) -> dict | None:
+        """The rater's current judgment made through ``assignment_id`` — ``{"judgment_id", "grade",
+        "cannot_judge", "created_at"}`` (``grade`` None with ``cannot_judge``) — or None when that
+        assignment is not theirs, unknown, or holds no current judgment of theirs (never judged, or undone).
+        What tells a second press of the same grade (already saved) from a press that was lost."""
+        row = self.conn().execute(
+            "SELECT j.judgment_id, j.grade, j.cannot_judge, j.created_at FROM wb_judge.current_judgments j "
+            "JOIN wb_judge.assignments a ON a.assignment_id = j.assignment_id AND a.rater_id = j.rater_id "
+            "WHERE j.assignment_id = %s AND j.rater_id = %s AND a.done_at IS NOT NULL",
+            (assignment_id, rater.rater_id)).fetchone()
+        if row is None:
+            return None
+        return {"judgment_id": row[0], "grade": None if row[1] is None else int(row[1]),
+                "cannot_judge": bool(row[2]), "created_at": row[3]}
 
     def _reopen_for_another(self, conn, assignment_id: int) -> bool:
         """After a "cannot judge" on ``assignment_id``: when more active raters (either role) have no slot
@@ -721,9 +817,8 @@ class JudgmentStore:
     def undo_last(self, rater: Rater, dataset: str | None = None) -> Assignment | None:
         """Retract the rater's latest judgment (append a ``retract`` row) and reopen its slot for them;
         return that assignment (to show again), or None when there is nothing to undo."""
-        conn = self.conn()
         ds_clause = "AND j.dataset = %(ds)s" if dataset else ""
-        with conn.transaction():
+        with self.writing() as conn:
             row = conn.execute(
                 "SELECT j.judgment_id, j.assignment_id, j.dataset, j.query_id, j.doc_id, j.cannot_judge "
                 "FROM wb_judge.current_judgments j "
@@ -820,8 +915,7 @@ class JudgmentStore:
         """
         if diff not in (1, 2) or isinstance(diff, bool):
             raise JudgeError(f"adjudicate at a grade difference of 1 or 2, got {diff!r}")
-        conn = self.conn()
-        with conn.transaction():
+        with self.writing() as conn:
             conn.execute("INSERT INTO wb_judge.settings (dataset, adjudicate_at) VALUES (%s, %s) "
                          "ON CONFLICT (dataset) DO UPDATE SET adjudicate_at = EXCLUDED.adjudicate_at", (dataset, diff))
 
@@ -837,8 +931,7 @@ class JudgmentStore:
                              "`workbench judge rater add NAME --adjudicator`")
         grade = cast(int, _check_grade(grade, False))  # an int: None only with cannot_judge
         note = _check_note(note)
-        conn = self.conn()
-        with conn.transaction():
+        with self.writing() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"wb_judge.adjudicate:{dataset}",))
             return conn.execute(
                 "INSERT INTO wb_judge.adjudications (dataset, query_id, doc_id, adjudicator_id, grade, note, doc_sha256) "
@@ -856,8 +949,7 @@ class JudgmentStore:
         if not adjudicator.is_adjudicator:
             raise JudgeError(f"{adjudicator.name} is a rater, not an adjudicator; only an adjudicator may take back a "
                              "final grade")
-        conn = self.conn()
-        with conn.transaction():
+        with self.writing() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"wb_judge.adjudicate:{dataset}",))
             if conn.execute("SELECT 1 FROM wb_judge.current_adjudications WHERE dataset = %s AND query_id = %s "
                             "AND doc_id = %s", (dataset, query_id, doc_id)).fetchone() is None:
@@ -875,8 +967,7 @@ class JudgmentStore:
         ``doc_hashes`` (doc_id → :func:`document_hash` of the built document now) is stored with each
         row, so an imported grade goes stale like any other when the text changes later."""
         rows = list(rows)
-        conn = self.conn()
-        with conn.transaction():
+        with self.writing() as conn:
             ids: dict[str, int] = {n: i for i, n in conn.execute("SELECT rater_id, name FROM wb_judge.raters")}
             for name in sorted({r[3] for r in rows} - set(ids)):
                 if (err := name_error("rater name", name)) is not None:

@@ -433,3 +433,64 @@ def test_the_app_without_tokens_shows_its_pages_on_loopback_only(at_home, bind):
         [err] = [e.value for e in at.error]
         assert err.startswith("This dashboard is served on ") and "without access tokens, so it shows nothing" in err
         assert "`workbench dashboard token add NAME`" in err
+
+
+# ------------------------------------------------------------------ 4. blinding across dashboards (#41 item 10)
+
+
+def test_while_a_judging_only_dashboard_serves_the_engineer_pages_ask_for_a_sign_in(tmp_path, bind, monkeypatch):
+    """A rater signed in on `workbench dashboard --judging-only` opened the engineers' dashboard (127.0.0.1, no
+    tokens) in the same browser and saw configs, ranks and the raters' confusion table. While a judging-only
+    dashboard of the home serves, the engineers' shows only why and the fix until an access token signs in."""
+    from workbench.errors import BusyError
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("WORKBENCH_HOME", str(home))
+    for name in ("MLFLOW_TRACKING_URI", "WORKBENCH_PG_DSN", "WORKBENCH_DASHBOARD_JUDGING_ONLY"):
+        monkeypatch.delenv(name, raising=False)
+    bind("127.0.0.1")
+    assert [t.value for t in _app(APP).title] == ["Overview"]  # as before: open to this machine
+
+    fd = auth.hold_judging_only(home, 8502, "127.0.0.1")
+    try:
+        assert auth.judging_dashboards(home) == [{"host": "127.0.0.1", "port": 8502, "pid": os.getpid()}]
+        with pytest.raises(BusyError, match="already serves port 8502"):
+            auth.hold_judging_only(home, 8502, "127.0.0.1")
+        at = _app(APP)
+        assert not at.title and not at.dataframe and not at.info
+        assert [e.value for e in at.error] == [
+            "A judging-only dashboard of this home serves raters (port 8502), so this dashboard shows its pages only "
+            "after sign-in: they show configs, ranks and other raters' grades, which would unblind a rater who opened "
+            "this address in the same browser. Raters: judge on that dashboard's port. Engineers: create an access "
+            "token with `workbench dashboard token add NAME` and sign in with it here."]
+        monkeypatch.setenv("WORKBENCH_DASHBOARD_JUDGING_ONLY", "1")  # the judging-only dashboard itself: its sign-in
+        assert [t.value for t in _app(APP).title] == ["Judge"]
+        monkeypatch.delenv("WORKBENCH_DASHBOARD_JUDGING_ONLY")
+        token = auth.FileTokens(home).add("eng")
+        assert [t.value for t in _app(APP).title] == ["Workbench dashboard"]  # the sign-in form
+        assert [t.value for t in _app(APP, token=token).title] == ["Overview"]
+        auth.FileTokens(home).revoke("eng")
+    finally:
+        os.close(fd)
+    assert auth.judging_dashboards(home) == []  # let go: the file left behind is no dashboard
+    assert [t.value for t in _app(APP).title] == ["Overview"]
+
+    # the same browser's cookie of another port marks it here too (a cookie is not bound to a port)
+    cookies = {"wb_judging_8502": "sid-there", "wb_judging_8501": "sid-here", "wb_judging_9000": "", "other": "x"}
+    assert auth.other_judging_marks(cookies, 8501) == ["8502"]
+    assert auth.other_judging_marks(cookies, "8502") == ["8501"]
+    assert auth.other_judging_marks({"wb_judging_8501": "sid"}, 8501) == []
+
+
+def test_the_judging_only_dashboard_holds_its_mark_while_it_serves(tmp_path):
+    """`workbench dashboard --judging-only` takes the lock before it becomes Streamlit (exec): held by the server
+    while it serves, and let go by the kernel when it stops (no file to clean up after a crash)."""
+    port = faults.free_port()
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "WORKBENCH_PG_DSN")}
+    env["WORKBENCH_HOME"] = str(home)
+    with faults.dashboard(port, env, tmp_path / "judging-only.log", "--judging-only") as proc:
+        assert auth.judging_dashboards(home) == [{"host": "127.0.0.1", "port": port, "pid": proc.pid}]
+    assert proc.poll() is not None and auth.judging_dashboards(home) == []
+

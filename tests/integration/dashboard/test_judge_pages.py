@@ -374,7 +374,9 @@ def test_a_quick_second_press_never_grades_the_next_pair(store, gita):
     at.session_state["_judge_action"] = {"kind": "judge", "assignment_id": first, "grade": 1, "doc_hash": None,
                                          "note_key": "none", "address": "BG ?", "pair": "the judged pair"}
     at.run()
-    assert [w.value for w in at.warning][0].startswith("Not saved: the judged pair is no longer open for you")
+    assert [s.value for s in at.success] == [
+        "the judged pair is already saved as 1 · relevant (a second press was ignored); nothing more was written. "
+        "The pair below is your next one."]
     assert [(r[2], r[5]) for r in _rows(store)] == [(first, 1)]  # exactly one judgment
     assert _held(store, ann)[0] == second and _progress(at) == "1 of 3 judged (2 left)"  # the next pair ungraded
     _seen()
