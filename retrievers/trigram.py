@@ -8,6 +8,11 @@ Raw score, in [0, 1], higher is better:
 * ``similarity``: ``similarity(body, query)`` over the whole document; candidates
   ``body % query`` (``pg_trgm.similarity_threshold``). Long documents score low on it.
 
+A query with fewer than :data:`MIN_QUERY_CHARS` letters, marks and digits (``a``, ``BG``, ``अथ``) gets an empty
+ranking without touching the database, and a note (:attr:`TrigramLane.last_notes`, shown by ``workbench
+search``): its only trigrams are its padded edges, so every document holding it as a word scores 1.0, and the
+lane would hand fusion its limit of tied documents in doc_id order, which RRF credits like real matches.
+
 Both operators use the trigram GIN index on ``body``. Ties are broken by ``doc_id``
 (code-point order). A query is cut at a word boundary to ``max_query_chars`` (default 512) characters
 before matching: a 10,000-character query then costs what a 512-character one does
@@ -32,6 +37,16 @@ from workbench.text.query import cut
 from workbench.types import Query
 
 FUNCTIONS = ("word_similarity", "similarity")
+#: Queries with fewer letters, combining marks and digits than this are too short for trigrams (see above).
+MIN_QUERY_CHARS = 3
+
+
+def trigram_chars(text: str) -> int:
+    """Letters, combining marks and digits in ``text`` (Unicode categories L*, M*, N*): what pg_trgm makes
+    trigrams of (``"BG 2.47"`` → 5, ``"भोग"`` → 3, ``"a"`` → 1)."""
+    import unicodedata
+
+    return sum(1 for c in text if unicodedata.category(c)[0] in "LMN")
 
 _SQL = {
     "word_similarity": ("SELECT doc_id, word_similarity(%(q)s::text, body) AS score FROM {table} "
@@ -64,6 +79,8 @@ class TrigramLane(SqlLane):
 
     Attributes:
         last_latencies_ms: per query_id, the SQL round trip in ms.
+        last_notes: per query_id, why the last :meth:`search` gave it an empty ranking without asking the
+            database (a query too short for trigrams); queries it searched are absent.
 
     Raises:
         ConfigError: an unknown function, or a threshold outside [0, 1].
@@ -85,6 +102,7 @@ class TrigramLane(SqlLane):
         self.max_query_words = max_query_words
         self.transliterate = bool(transliterate)
         self.score_kind = f"pg_trgm {function}, in [0, 1], higher is better"
+        self.last_notes: dict[str, str] = {}
 
     def config(self) -> dict[str, Any]:
         """Every engine parameter that shapes the ranking (keys the candidate cache)."""
@@ -103,8 +121,20 @@ class TrigramLane(SqlLane):
 
         stmt = sql.SQL(_SQL[self.function]).format(table=sql.Identifier(self.table)).as_string(None)
 
+        from workbench.text.query import clean, query_forms
+
+        self.last_notes = {}
+        for q in queries:  # the forms _run searches; a short Devanagari word may have a longer IAST form
+            sizes = [trigram_chars(f) for f in (query_forms(q.text or "") if self.transliterate
+                                                else [clean(q.text or "")])]
+            if any(sizes) and max(sizes) < MIN_QUERY_CHARS:
+                self.last_notes[q.query_id] = (f"{clean(q.text or '')!r} is too short for trigrams (fewer than "
+                                               f"{MIN_QUERY_CHARS} letters or digits): the lane answers nothing")
+
         def one(conn, text: str, k: int, where) -> list[tuple[str, float]]:
             if self.max_query_words is not None and len(text.split()) > self.max_query_words:
+                return []
+            if trigram_chars(text) < MIN_QUERY_CHARS:
                 return []
             query = stmt.replace("{filter}", f"AND {where[0]} " if where[0] else "")
             rows = conn.execute(query, {"q": cut(text, self.max_query_chars), "k": k, **where[1]}).fetchall()

@@ -14,7 +14,10 @@ TREC run files (``query_id Q0 doc_id rank score tag``) are read and written here
 **Run files follow trec_eval's rule, not the one above.** trec_eval ignores the rank
 column and sorts a query's lines by score decreasing, then by docno *decreasing*
 (``strcmp``; trec_eval's ``form_res_rels.c``), so among equal scores the larger doc_id
-comes first. :func:`read_trec_run` reproduces that: each hit's ``tiebreak`` is its
+comes first. "Equal" is decided in 32-bit floats: trec_eval 9 (usnistgov/trec_eval 9.0.x, the code
+pytrec_eval and ir_measures run) keeps each score as a C ``float`` (``float sim`` in ``trec_format.h``), so
+0.92226214537525 and 0.9222621453752586 are one score to it. :func:`read_trec_run` reproduces that: it reads
+each score as trec_eval does (rounded to float32), and each hit's ``tiebreak`` is its
 position in ascending doc_id order within its query (code-point order, which is the
 byte order of UTF-8, as ``strcmp`` compares), so a run read from a file scores what
 trec_eval / pytrec_eval / ir_measures score on that file. The candidate cache and the
@@ -30,6 +33,7 @@ import gzip
 import math
 import os
 import stat
+import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,10 +138,14 @@ def read_trec_run(path: Path, name: str | None = None, *, keep_file_order: bool 
 
     A UTF-8 byte-order mark at the start (Windows editors write one) is read as nothing.
 
+    In trec_eval order each score is rounded to a 32-bit float, as trec_eval 9 stores it (``float sim``), so
+    scores that differ only below float32 resolution are a tie, broken by doc_id; with ``keep_file_order`` the
+    scores are kept as written (64-bit).
+
     Raises:
         DataError: missing or empty file, not a regular file (a device such as ``/dev/zero``, a FIFO), a UTF-16
-            file, wrong column count, a non-numeric or NaN score, or a doc_id twice for one query (names the file
-            and line).
+            file, wrong column count, a non-numeric or NaN score, a score beyond float32's range (trec_eval reads it
+            as infinity) in trec_eval order, or a doc_id twice for one query (names the file and line).
     """
     try:
         mode = os.stat(path).st_mode
@@ -172,6 +180,11 @@ def read_trec_run(path: Path, name: str | None = None, *, keep_file_order: bool 
             raise DataError(f"{path}:{n}: score {cols[4]!r} is not a number") from None
         if not math.isfinite(score):
             raise DataError(f"{path}:{n}: score {cols[4]!r} is not finite")
+        if not keep_file_order:
+            score = _as_float32(score)
+            if not math.isfinite(score):
+                raise DataError(f"{path}:{n}: score {cols[4]!r} is beyond a 32-bit float's range (±3.4e38), which "
+                                "trec_eval reads as infinity; scale the scores down")
         if (cols[0], cols[2]) in seen:
             raise DataError(f"{path}:{n}: doc {cols[2]!r} appears twice for query {cols[0]!r}")
         seen.add((cols[0], cols[2]))
@@ -182,6 +195,28 @@ def read_trec_run(path: Path, name: str | None = None, *, keep_file_order: bool 
     if not keep_file_order:
         rows = {q: _trec_eval_order(hs) for q, hs in rows.items()}
     return Run(rows, name or path.name.split(".")[0])
+
+
+def _as_float32(x: float) -> float:
+    """``x`` rounded to the nearest IEEE 754 binary32 value (to nearest, ties to even, as C's ``(float)`` cast);
+    ``inf`` beyond its range."""
+    try:
+        return float(struct.unpack("<f", struct.pack("<f", x))[0])
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def count_float32_ties(run: Run) -> int:
+    """Hits of ``run`` (scores as written, e.g. read with ``keep_file_order``) whose score differs from every other
+    score of its query but equals another one once both are rounded to float32, as trec_eval 9 stores them
+    (``float sim``): ties that trec_eval sees and the file's digits hide. 0 when there are none."""
+    n = 0
+    for hs in run.values():
+        groups: dict[float, set[float]] = {}
+        for h in hs:
+            groups.setdefault(_as_float32(h.score), set()).add(h.score)
+        n += sum(1 for h in hs if len(groups[_as_float32(h.score)]) > 1)
+    return n
 
 
 def _trec_eval_order(hits: Iterable[Hit]) -> list[Hit]:
@@ -226,7 +261,8 @@ class TieCount:
 
 
 def count_ties(run: Run, cutoffs: Iterable[int] = ()) -> TieCount:
-    """Count the score ties of ``run`` (exact float equality, as trec_eval compares scores).
+    """Count the score ties of ``run`` (exact float equality; a run read from a file in trec_eval order holds
+    float32-rounded scores, so scores equal in float32, which trec_eval 9 treats as a tie, are counted).
 
     Args:
         run: the run.

@@ -10,10 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from workbench.errors import DataError
 from workbench.eval.evaluate import evaluate
 from workbench.gate.decide import gate_pair
 from workbench.gate.sources import load_source
-from workbench.run import Hit, Run, count_ties, read_trec_run, reorder_ties
+from workbench.run import Hit, Run, count_float32_ties, count_ties, read_trec_run, reorder_ties
 from workbench.types import Qrel, Query
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
@@ -92,6 +93,46 @@ def test_the_gate_warns_when_ties_decide_a_measure_of_a_run_file(tmp_path):
     assert "cand.trec" in tie[0] and "P@1 0.5000 (trec_eval order) vs 1.0000 (doc_id ascending)" in tie[0]
     assert "R@10" not in tie[0] and "@1: 1" in tie[0]
     assert not any("base.trec" in w for w in res.warnings)  # no ties: no warning
+
+
+# q1: a and b differ only below float32 resolution (a is higher in float64); only a is relevant. trec_eval 9
+# stores scores as C floats: a tie, docno descending, b first: P@1 = 0 (issue #41: the gate said 1.0, no warning).
+F32_RUN = "q1 Q0 a 1 0.9222621453752586 t\nq1 Q0 b 2 0.92226214537525 t\nq1 Q0 c 3 0.5 t\nq2 Q0 x 1 2.0 t\n"
+
+
+def test_scores_equal_in_float32_are_a_tie_as_trec_eval_9_reads_them(tmp_path):
+    p = tmp_path / "cand.trec"
+    p.write_text(F32_RUN)
+    run = read_trec_run(p)
+    assert [h.doc_id for h in run["q1"]] == ["b", "a", "c"]  # before the fix: a, b, c
+    assert run["q1"][0].score == run["q1"][1].score == 0.9222621321678162  # the float32 value, as trec_eval holds it
+    ref = _pytrec(p, "P_1")
+    assert ref == {"q1": 0.0, "q2": 1.0}
+    ev = evaluate(run, QRELS, _dataset().queries, ["P@1"])
+    assert dict(zip(ev.per_query.query_id, ev.per_query["P@1"])) == ref
+    kept = read_trec_run(p, keep_file_order=True)
+    assert kept["q1"][0].score == 0.9222621453752586  # as written
+    assert count_float32_ties(kept) == 2 and count_float32_ties(read_trec_run(p)) == 0
+
+    base = tmp_path / "base.trec"
+    base.write_text("q1 Q0 a 1 2.0 t\nq2 Q0 x 1 2.0 t\n")
+    ds = _dataset()
+    res = gate_pair(load_source(str(p), ds, home=tmp_path), load_source(str(base), ds, home=tmp_path), ds,
+                    measures=["P@1"], splits=("test",))
+    tie = [w for w in res.warnings if "score ties decide" in w]
+    assert len(tie) == 1, res.warnings
+    assert "P@1 0.5000 (trec_eval order) vs 1.0000 (doc_id ascending)" in tie[0]
+    assert "2 tied hits, 2 of them written with different digits but equal as 32-bit floats" in tie[0]
+    assert "trec_eval 9" in tie[0]
+
+
+def test_a_score_beyond_float32_range_is_named(tmp_path):
+    p = tmp_path / "big.trec"
+    p.write_text("q1 Q0 a 1 1e39 t\nq1 Q0 b 2 2e39 t\n")
+    with pytest.raises(DataError, match=r"big.trec:1: score '1e39' is beyond a 32-bit float's range"):
+        read_trec_run(p)
+    kept = {h.doc_id: h.score for h in read_trec_run(p, keep_file_order=True)["q1"]}
+    assert kept["a"] == 1e39  # the candidate cache's own files keep float64
 
 
 def test_a_run_file_with_a_byte_order_mark_reads_as_without_and_utf16_is_named(tmp_path):

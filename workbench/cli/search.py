@@ -114,12 +114,15 @@ def search_cmd(
         depth = max(exp.depth, k)
         lane_runs = {}
         failures: dict[str, list[dict]] = {}  # query_id → a live lane's failures: shown, never silent "no hits"
+        notes: dict[str, list[dict]] = {}  # query_id → why a lane answered nothing on purpose (too short for trigrams)
         needed = list(dict.fromkeys((*cfg.lanes, *exp.reranker_lanes(cfg))))
         for lane_name in needed:
             lane = engine.lane(ds, exp.lanes[lane_name])
             lane_runs[lane_name] = lane.search(qs, depth)
             for qid, (cls, msg) in (getattr(lane, "last_failures", None) or {}).items():
                 failures.setdefault(qid, []).append({"lane": lane_name, "class": cls, "message": msg})
+            for qid, note in (getattr(lane, "last_notes", None) or {}).items():
+                notes.setdefault(qid, []).append({"lane": lane_name, "note": note})
         fused = config_run(cfg, lane_runs, ds, engine, qs)
     except WorkbenchError as exc:
         _fail(exc)
@@ -143,6 +146,8 @@ def search_cmd(
         rec: dict[str, Any] = {"query": q.text, "dataset": name, "config": cfg.name, "hits": hits}
         if q.query_id in failures:
             rec["failures"] = failures[q.query_id]
+        if q.query_id in notes:
+            rec["lane_notes"] = notes[q.query_id]
         note = _reference_note(q, [lane_runs[n] for n in needed if exp.lanes[n].kind == "reference"])
         if note:
             rec["reference_note"] = note
@@ -161,7 +166,8 @@ def search_cmd(
 
 
 def _print_search(records: list[dict]) -> None:
-    """``workbench search``'s text output: per query its hits, a live lane's failures and the reference note."""
+    """``workbench search``'s text output: per query its hits, a live lane's failures, the reference note and the
+    lanes' notes (a query too short for trigrams)."""
     for rec in records:
         shown = rec["query"] if len(rec["query"]) <= 80 else rec["query"][:79] + "…"
         secho(f"\n{shown!r}  ({rec['config']} on {rec['dataset']})", bold=True)
@@ -171,6 +177,8 @@ def _print_search(records: list[dict]) -> None:
             typer.echo("  no hits" + (" (a lane failed: see above)" if rec.get("failures") else ""))
         if rec.get("reference_note"):
             secho(f"  reference lane: {rec['reference_note']}", fg="yellow")
+        for n in rec.get("lane_notes", []):
+            secho(f"  lane {n['lane']}: {n['note']}", fg="yellow")
         for h in rec["hits"]:
             lanes = "  ".join(f"{n}#{v['rank']}:{v['score']:.4g}" for n, v in h["lanes"].items()) or "-"
             rr = f"  rerank {h['rerank_score']:.4g}" if "rerank_score" in h else ""

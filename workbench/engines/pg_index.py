@@ -121,11 +121,15 @@ def corpus_sha256(dataset: Any) -> str:
 
 
 def body_fingerprint() -> str:
-    """sha256 (16 hex) of :mod:`workbench.text.doctext`, which defines the indexed and embedded body:
-    a change to it (say, the order of the fields) gives every index a new key."""
-    from workbench.text import doctext
+    """sha256 (16 hex) of :mod:`workbench.text.doctext`, which defines the indexed and embedded body, and of
+    :mod:`workbench.text.normalize`, whose :func:`~workbench.text.normalize.unify` it applies: a change to either
+    (say, the order of the fields, or one more spelling unified) gives every index a new key."""
+    from workbench.text import doctext, normalize
 
-    return hashlib.sha256(Path(doctext.__file__).read_bytes()).hexdigest()[:16]
+    h = hashlib.sha256()
+    for mod in (doctext, normalize):
+        h.update(Path(str(mod.__file__)).read_bytes())
+    return h.hexdigest()[:16]
 
 
 def index_key(corpus: str, model_id: str, dim: int, m: int, ef_construction: int, halfvec: bool) -> str:

@@ -345,7 +345,7 @@ def _evaluate(ranking: Ranking, dataset, splits: Sequence[str], measures: Sequen
 def tie_warnings(ranking: Ranking, ev, dataset, queries) -> list[str]:
     """Warnings for the measures whose mean changes when ``ranking``'s score ties are broken the other way.
 
-    A run file is evaluated in trec_eval's order (equal scores: doc_id descending); this
+    A run file is evaluated in trec_eval 9's order (scores as 32-bit floats; equal scores: doc_id descending); this
     re-evaluates it with equal scores in doc_id ascending order (the workbench's rule for its
     own runs) and names each measure whose mean differs by more than 1e-12, with the tie
     counts of :func:`workbench.run.count_ties`. Empty when ties decide nothing.
@@ -370,10 +370,13 @@ def tie_warnings(ranking: Ranking, ev, dataset, queries) -> list[str]:
     if not decided:
         return []
     cut = ", ".join(f"@{k}: {n}" for k, n in ties.straddling.items() if n)
+    f32 = (f", {ranking.float32_ties} of them written with different digits but equal as 32-bit floats"
+           if ranking.float32_ties else "")
     return [f"{ranking.label}: score ties decide {len(decided)} measure(s): {'; '.join(decided)}. "
-            f"{ties.queries} query(ies) have tied scores ({ties.hits} tied hits"
-            + (f"; ties across the cutoff {cut}" if cut else "") + "). The file is scored as trec_eval scores it "
-            "(equal scores: doc_id descending); give distinct scores to make the order explicit"]
+            f"{ties.queries} query(ies) have tied scores ({ties.hits} tied hits{f32}"
+            + (f"; ties across the cutoff {cut}" if cut else "") + "). The file is scored as trec_eval 9 "
+            "(the trec_eval of pytrec_eval and ir_measures) scores it: scores as 32-bit floats, equal scores "
+            "by doc_id descending; give scores distinct in float32 to make the order explicit"]
 
 
 def _judged_by(dataset, layer, splits: Sequence[str]):

@@ -37,6 +37,8 @@ class Ranking:
     lanes: dict[str, Run] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     from_file: bool = False
+    #: hits of a run file tied with another only as 32-bit floats (:func:`workbench.run.count_float32_ties`)
+    float32_ties: int = 0
 
 
 def _split(spec: str) -> tuple[str, str]:
@@ -91,7 +93,7 @@ def load_source(spec: str, dataset: Any, *, home: Path, log: Callable[[str], Non
     path = Path(spec)
     if path.suffix == ".json":
         return _from_export(path, dataset, home, log)
-    from workbench.run import read_trec_run
+    from workbench.run import count_float32_ties, count_ties, read_trec_run
 
     run = read_trec_run(path, name=path.name)
     known = {q.query_id for q in dataset.queries}
@@ -100,6 +102,8 @@ def load_source(spec: str, dataset: Any, *, home: Path, log: Callable[[str], Non
         raise DataError(f"run file {path} names {len(unknown)} query id(s) that dataset {dataset.name} does not have "
                         f"(first: {unknown[:3]}); is it a run of another dataset?")
     ranking = Ranking(path.name, run, from_file=True)
+    if count_ties(run).hits:  # which of them only trec_eval's 32-bit floats make (read again as written)
+        ranking.float32_ties = count_float32_ties(read_trec_run(path, name=path.name, keep_file_order=True))
     docs = {d.doc_id for d in dataset.documents}
     hits = [h.doc_id for q in run for h in run[q]]
     stray = sum(1 for d in hits if d not in docs)

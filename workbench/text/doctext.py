@@ -12,6 +12,7 @@ alone.
 
 from __future__ import annotations
 
+from workbench.text.normalize import unify
 from workbench.types import Document
 
 #: Field order in ``index_text``; fields not listed come last, in the document's order.
@@ -27,7 +28,9 @@ TEXT_ORDERS: dict[str, tuple[str, ...]] = {"index": (), "latin-first": ("Latn",)
 
 
 def index_text(doc: Document, order: str = "index") -> str:
-    """All texts of ``doc`` joined by ``\\n``, ordered by :data:`FIELD_ORDER` (empty texts skipped); with
+    """All texts of ``doc`` joined by ``\\n``, ordered by :data:`FIELD_ORDER` (empty texts skipped), in the matching
+    form queries take (:func:`workbench.text.normalize.unify`: NFC, one apostrophe, Devanagari vowel letters for
+    the sequences Unicode says not to use); with
     ``order="latin-first"`` the texts in a :data:`TEXT_ORDERS` script come first within each field.
 
     Raises:
@@ -39,7 +42,7 @@ def index_text(doc: Document, order: str = "index") -> str:
     first = TEXT_ORDERS[order]
     texts = sorted((t for t in doc.texts if t.text.strip()),
                    key=lambda t: (rank.get(t.field, len(FIELD_ORDER)), bool(first) and t.script not in first))
-    return "\n".join(t.text for t in texts)
+    return unify("\n".join(t.text for t in texts))
 
 
 def snippet(doc: Document, length: int = 160) -> str:

@@ -27,6 +27,36 @@ def nfc(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
+#: Characters that stand for an apostrophe (the modifier letter apostrophe some keyboards give for ’ and for the
+#: avagraha, the turned comma, the fullwidth apostrophe) → ``’``: Postgres' parser and pg_trgm read U+02BC as a
+#: letter, so ``me ʼchyuta`` and ``me ’chyuta`` would be different words.
+APOSTROPHES = {"\u02bc": "\u2019", "\u02bb": "\u2019", "\uff07": "\u2019"}
+#: Devanagari sequences The Unicode Standard says not to use for an independent vowel (chapter 12, Table 12-1,
+#: "Devanagari Vowel Letters"; also HarfBuzz's vowel constraints) → that vowel: अ + ा looks like आ but is
+#: another string. (इ + ं is not among them: इंद्र is Hindi as written; र + ् + इ is what looks like ई.)
+DEVANAGARI_DO_NOT_USE = {
+    "\u0905\u0946": "\u0904", "\u0905\u093e": "\u0906", "\u0930\u094d\u0907": "\u0908",
+    "\u0909\u0941": "\u090a", "\u090f\u0945": "\u090d", "\u090f\u0946": "\u090e", "\u090f\u0947": "\u0910",
+    "\u0905\u0949": "\u0911", "\u0905\u094a": "\u0912", "\u0905\u094b": "\u0913", "\u0905\u094c": "\u0914",
+    "\u0905\u0945": "\u0972", "\u0905\u093a": "\u0973", "\u0905\u093b": "\u0974", "\u0905\u094f": "\u0975",
+    "\u0905\u0956": "\u0976", "\u0905\u0957": "\u0977",
+}
+_APOSTROPHE = str.maketrans(APOSTROPHES)
+_DO_NOT_USE = re.compile("|".join(DEVANAGARI_DO_NOT_USE))
+
+
+def unify(text: str) -> str:
+    """``text`` in NFC with the spellings that look alike made one, for matching and indexing (queries:
+    :func:`workbench.text.query.clean`; documents: :func:`workbench.text.doctext.index_text`, so both sides
+    agree): :data:`APOSTROPHES` → ``’``, :data:`DEVANAGARI_DO_NOT_USE` → the independent vowel.
+    ``"me ʼchyuta"`` → ``"me ’chyuta"``; ``"अात्मा"`` → ``"आत्मा"``. Never raises on a string."""
+    t = unicodedata.normalize("NFC", text)
+    if t.isascii():
+        return t
+    t = _DO_NOT_USE.sub(lambda m: DEVANAGARI_DO_NOT_USE[m.group(0)], t.translate(_APOSTROPHE))
+    return unicodedata.normalize("NFC", t)
+
+
 def match_form(text: str) -> str:
     """Matching form: NFC, lower case, niggahīta ``ṃ``→``ṁ``, curly apostrophes to ``’``."""
     t = nfc(text).lower()

@@ -21,7 +21,7 @@ part of the first query):
    ``me ’chyuta`` finds the verse;
 7. Devanagari independent vowels typed as a vowel sign on another independent vowel, the sequences The Unicode
    Standard lists as "do not use" (chapter 12, table 12-1: ``अ`` + ``ा`` for ``आ``, ``ए`` + ``े`` for ``ऐ``,
-   …; :data:`DEVANAGARI_DO_NOT_USE`), become the one letter they look like.
+   …; :data:`workbench.text.normalize.DEVANAGARI_DO_NOT_USE`), become the one letter they look like.
 
 **Forms for lexical lanes** (:func:`query_forms`, used by lanes with ``transliterate =
 true``): the cleaned text, then the text with every word in the corpus's IAST
@@ -52,6 +52,7 @@ import unicodedata
 import regex
 
 from workbench.text import translit
+from workbench.text.normalize import unify
 from workbench.text.scripts import script_of
 
 _IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
@@ -75,18 +76,6 @@ PALI_VARIANTS = (
 )
 _PALI = tuple((re.compile(p), r) for p, r in PALI_VARIANTS)
 
-#: Characters that stand for an apostrophe → ``’`` (hygiene 6).
-APOSTROPHES = {"\u02bc": "\u2019", "\u02bb": "\u2019", "\uff07": "\u2019"}
-#: Devanagari "do not use" sequences → the independent vowel (The Unicode Standard, chapter 12, table 12-1).
-DEVANAGARI_DO_NOT_USE = {
-    "\u0905\u0946": "\u0904", "\u0905\u093e": "\u0906", "\u0907\u0902": "\u0908", "\u0909\u0941": "\u090a",
-    "\u090f\u0945": "\u090d", "\u090f\u0946": "\u090e", "\u090f\u0947": "\u0910", "\u0905\u0949": "\u0911",
-    "\u0905\u094a": "\u0912", "\u0905\u094b": "\u0913", "\u0905\u094c": "\u0914", "\u0905\u0945": "\u0972",
-    "\u0905\u093a": "\u0973", "\u0905\u093b": "\u0974", "\u0905\u094f": "\u0975", "\u0905\u0956": "\u0976",
-    "\u0905\u0957": "\u0977",
-}
-_APOSTROPHE = str.maketrans(APOSTROPHES)
-_DO_NOT_USE = re.compile("|".join(DEVANAGARI_DO_NOT_USE))
 
 
 def _control(m: regex.Match) -> str:
@@ -106,9 +95,8 @@ def clean(text: str) -> str:
     t = _CONTROL.sub(_control, t)
     if not t.isascii():
         t = "".join(str(unicodedata.decimal(c)) if c.isdecimal() and not c.isascii() else c for c in t)
-        t = t.translate(_APOSTROPHE)
-        t = _DO_NOT_USE.sub(lambda m: DEVANAGARI_DO_NOT_USE[m.group(0)], t)
-        t = unicodedata.normalize("NFC", t)  # a removed character may have parted a letter from its mark
+        t = unify(t)  # apostrophes, Devanagari "do not use" sequences; NFC again (a removed character may have
+        # parted a letter from its mark)
     return t.strip()
 
 

@@ -72,9 +72,13 @@ def write_outputs(result: StudyResult, home: Path, storage: str | None = None) -
 
 def summary(result: StudyResult) -> str:
     """A plain-text summary of the whole study (every process's trials, as its storage holds them): the
-    number of complete trials (and of any failed, waiting or running), the train objective, dev/test
+    number of complete trials (with the number of distinct settings among them when some repeat; and of any
+    failed, waiting or running), the train objective, dev/test
     measures with CIs and p-values (raw and Holm–Bonferroni adjusted), sensitivity."""
+    from optuna.trial import TrialState
+
     from workbench.eval.stats import P_ADJUST, P_ADJUST_NAME
+    from workbench.tuning.space import setting_key
 
     st = result.study
     q = result.evaluation.qrels or QrelsSummary(getattr(st, "qrels", "built"))
@@ -82,7 +86,11 @@ def summary(result: StudyResult) -> str:
     for t in result.optuna_study.get_trials(deepcopy=False):  # the whole study, as its storage holds it
         states[t.state.name.lower()] = states.get(t.state.name.lower(), 0) + 1
     others = ", ".join(f"{n} {s}" for s, n in sorted(states.items()) if s != "complete")
-    lines = [f"study {st.name}: {states.get('complete', 0)} trials on {st.dataset} ({st.split})"
+    complete = result.optuna_study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    distinct = len({setting_key(t.params) for t in complete})
+    lines = [f"study {st.name}: {len(complete)} trials"
+             + (f" ({distinct} distinct settings)" if distinct < len(complete) else "")
+             + f" on {st.dataset} ({st.split})"
              + (f" (and {others})" if others else "") + f", objective {st.measure}"
              + (" weighted by query type" if st.type_weights else "")
              + (" and p95 latency (ms)" if st.latency else "")

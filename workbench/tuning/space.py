@@ -552,3 +552,77 @@ def baseline_params(study: Study) -> tuple[dict[str, Any], list[str]]:
             if clipped != x:
                 notes.append(f"baseline {name} = {v!r} lies outside [{dim.low}, {dim.high}]; trial 0 uses {out[name]!r}")
     return out, notes
+
+
+# ---------------------------------------------------------------- finite spaces
+
+#: The most settings :func:`finite_settings` lists; a larger (or any infinite) space is left to the sampler.
+MAX_ENUMERATED = 100_000
+
+
+class _Infinite(Exception):
+    """A float range: the space has no end to list."""
+
+
+class _TooMany(Exception):
+    """More settings than :data:`MAX_ENUMERATED`."""
+
+
+class _PathTrial:
+    """A stand-in for an Optuna trial that answers each ``suggest_*`` call with the option ``path`` names at that
+    call (the first option past its end), recording how many options each call had: one walk of
+    :func:`suggest` along one branch of the space, conditional parameters included."""
+
+    def __init__(self, path: list[int]) -> None:
+        self.path: list[int] = path
+        self.sizes: list[int] = []
+
+    def _pick(self, options: list[Any]) -> Any:
+        i = len(self.sizes)
+        self.sizes.append(len(options))
+        return options[self.path[i] if i < len(self.path) else 0]
+
+    def suggest_categorical(self, name: str, choices: list[Any]) -> Any:
+        return self._pick(list(choices))
+
+    def suggest_int(self, name: str, low: int, high: int, log: bool = False) -> int:
+        if high - low + 1 > MAX_ENUMERATED:
+            raise _TooMany
+        return self._pick(list(range(low, high + 1)))
+
+    def suggest_float(self, name: str, low: float, high: float, log: bool = False) -> float:
+        raise _Infinite
+
+
+def setting_key(params: dict[str, Any]) -> tuple:
+    """A hashable key of a trial's parameters (``{"k": 60, "fusion": "rrf"}``): equal for equal settings, 60 and
+    60.0 included (``==`` and ``hash`` agree on them)."""
+    return tuple(sorted(params.items()))
+
+
+def finite_settings(study: Study) -> list[dict[str, Any]] | None:
+    """Every distinct setting of ``study``'s space, in a fixed order, when the space is finite: only lists and
+    integer ranges, conditional parameters followed as :func:`suggest` draws them (a BordaFuse branch draws
+    no weights, so it counts once). None when a float range makes it infinite or it holds more than
+    :data:`MAX_ENUMERATED` settings (the sampler then draws as usual).
+
+    A depth-first walk: each walk of :func:`suggest` records the number of options at each of its calls; the
+    next walk advances the last call that has options left and starts every later call afresh.
+    """
+    out: list[dict[str, Any]] = []
+    path: list[int] = []
+    try:
+        while True:
+            t = _PathTrial(path)
+            out.append(suggest(t, study))
+            if len(out) > MAX_ENUMERATED:
+                return None
+            path = path + [0] * (len(t.sizes) - len(path))
+            i = len(path) - 1
+            while i >= 0 and path[i] + 1 >= t.sizes[i]:
+                i -= 1
+            if i < 0:
+                return out
+            path = path[:i] + [path[i] + 1]
+    except (_Infinite, _TooMany):
+        return None

@@ -57,7 +57,7 @@ from workbench.tuning.objective import make_objective
 from workbench.tuning.recovery import ensure_baseline, fail_dead_trials
 from workbench.tuning.report import StudyResult
 from workbench.tuning.select import choose_and_report
-from workbench.tuning.space import Study, baseline_params, study_rerankers
+from workbench.tuning.space import Study, baseline_params, finite_settings, study_rerankers
 from workbench.tuning.storage import storage_failure, storage_for, trial_lock
 from workbench.types import UNANSWERABLE_QUERY_TYPES
 
@@ -244,6 +244,10 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
         try:
             fail_dead_trials(ost, log, locked=True)
             notes = ensure_baseline(study, ost, log)
+            settings = finite_settings(study)
+            if settings is not None:  # a space of 4 settings and --trials 30: each once, then stop
+                n_target, note = plan_finite(ost, settings, n_target)
+                notes = notes + ([note] if note else [])
         finally:
             lock.release()
         done = [t for t in ost.trials if t.state == optuna.trial.TrialState.COMPLETE]
@@ -265,6 +269,7 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
             _run_workers(study, home, storage, n_target, workers, log)
             ost = make_study(study, storage_for(study, home, storage))
             ran = max(_count(ost, ("COMPLETE",)) - len(done), 0)
+            await_running(ost, log)
         elif remaining:
             objective = make_objective(study, cands)
             # whole lines with the rate and the ETA every 30 s in a log; tqdm's bar on a terminal
@@ -272,7 +277,12 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
 
             with progress_bar(remaining, f"study {study.name}", "trial", enabled=progress) as lines:
                 ran = run_trials(ost, objective, n_target, lock, on_trial=lambda: lines.update(1))
-        await_running(ost, log)
+                # a trial another process ran failed or was left by a process that is gone (killed) while this
+                # one waited: its place is given back, and this process fills it
+                while not await_running(ost, log) and _count(ost) < n_target:
+                    ran += run_trials(ost, objective, n_target, lock, on_trial=lambda: lines.update(1))
+        else:
+            await_running(ost, log)
     except WorkbenchError:
         raise
     except Exception as exc:
@@ -288,6 +298,30 @@ def run_study(study: Study, *, home: Path, storage: str | None = None, trials: i
     result.trials_run = ran
     result.notes = notes_qrels + notes + result.notes
     return result
+
+
+def plan_finite(ost, settings: list[dict[str, Any]], n_target: int) -> tuple[int, str | None]:
+    """On a finite space (``settings``: :func:`workbench.tuning.space.finite_settings`) that holds fewer settings
+    than ``n_target`` trials need, enqueue each setting no trial has tried (complete, running or waiting) and
+    lower the target to the study's trials plus those: every setting is tried once and the study stops, instead
+    of the sampler drawing the same few settings again (Optuna's samplers repeat points of a finite space).
+    Returns the target and a note for the report (None, and ``n_target`` unchanged, when the space is larger).
+    Call under the study's trial lock, so two processes do not enqueue the same setting."""
+    from optuna.trial import TrialState
+
+    from workbench.tuning.space import setting_key
+
+    live = [t for t in ost.get_trials(deepcopy=False)
+            if t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)]
+    tried = {setting_key(t.params or t.system_attrs.get("fixed_params", {})) for t in live}
+    missing = [p for p in settings if setting_key(p) not in tried]
+    if len(live) + len(missing) > n_target:
+        return n_target, None
+    for params in missing:
+        ost.enqueue_trial(params)
+    target = len(live) + len(missing)
+    return target, (f"the space holds only {len(settings)} distinct setting(s): each is tried once and the study "
+                    f"stops at {target} trial(s), not the {n_target} asked for")
 
 
 def _count(ost, states: tuple[str, ...] = COUNTED_STATES) -> int:

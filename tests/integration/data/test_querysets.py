@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import pytest
 
@@ -129,7 +129,7 @@ def test_gita_paraphrase_queries_are_held_out_translators_and_point_at_their_ver
     para = [q for q in queries if q.query_type == "paraphrase" and q.language == "en"]
     match = [q for q in para if q.text == body]
     if match:  # the query may have been sampled out; when present it must be right
-        assert qrels[match[0].query_id] == {"bg2.47": 1}
+        assert qrels[match[0].query_id] == {"bg2.47": 2}  # the verse it translates: the guidelines' 2
     # the held-out translators never appear in the indexed documents
     docs = catalog.load("gita", home=built_home, data=data_dir).documents
     sources = {t.source for d in docs for t in d.texts}
@@ -154,6 +154,36 @@ def test_gita_verse_and_chapter_references(built_home):
             if expected:
                 assert len(qrels[q.query_id]) == expected
     assert {q.language for q in refs_q} >= {"und", "ru"}
+
+
+def test_built_labels_are_on_the_scholars_scale(built_home):
+    """Issue #41: the built labels gave a paraphrase's own verse and a term's exact match grade 1 where the
+    guidelines tell scholars to press 2, so a ``merged`` layer mixed two scales (nDCG favoured the configs whose
+    hits happened to be judged). Each built kind of match now carries the grade a scholar gives the same match."""
+    from workbench.dashboard.guidelines import DEFAULTS
+    from workbench.dashboard.guidelines import load as load_guidelines
+    from workbench.judging.layers import FinalGrade, merged_qrels
+    from workbench.types import Qrel
+
+    assert "uses the term itself" in DEFAULTS["term"].highly_relevant  # what 2 means for a term
+    grades: dict[tuple[str, str], Counter] = defaultdict(Counter)
+    for name in ("gita", "bilara-segments", "cst4-mn"):
+        queries, qrels = _load(built_home, name)
+        for q in queries:
+            grades[(name, q.query_type)].update(qrels[q.query_id].values())
+    assert set(grades[("gita", "paraphrase")]) == {2}  # gita.toml: "in any of its translations ... each is 2"
+    assert "each of them is 2" in load_guidelines("gita")["paraphrase"].highly_relevant
+    for name in ("gita", "bilara-segments", "cst4-mn"):
+        if grades[(name, "term")]:
+            assert set(grades[(name, "term")]) == {2}, name  # the document uses the term: 2
+    assert set(grades[("gita", "reference")]) == {1, 2}  # the named verse 2, a chapter's verses 1
+    # a scholar who grades a built match as the guidelines say changes nothing in the merged layer
+    queries, qrels = _load(built_home, "gita")
+    pairs = [(q.query_id, d, g) for q in queries if q.query_type in ("paraphrase", "term")
+             for d, g in qrels[q.query_id].items()][:50]
+    built = [Qrel(q, d, g) for q, d, g in pairs]
+    human = {(q, d): FinalGrade(2, "agreed", 2) for q, d, _ in pairs}
+    assert merged_qrels(built, human) == sorted(built)
 
 
 def test_pali_term_judgments_hold_an_inflected_form(built_home, data_dir):

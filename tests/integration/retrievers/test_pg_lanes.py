@@ -431,3 +431,25 @@ def test_velar_nasal_variants_find_the_same_verses(reader, index):
     want = _ids(plain, "text")
     assert want and plain["m"] == () and plain["ascii"] == ()
     assert _ids(tr, "m") == want and _ids(tr, "ascii")[: len(want)] == want
+
+
+def test_a_query_too_short_for_trigrams_gets_nothing_and_a_note(reader, index):
+    """Issue #41: ``a`` filled the trigram lane with 100 verses tied at 1.0 in doc_id order, which RRF credits
+    like real matches; ``BG`` likewise. Such a query now gets an empty ranking and says why."""
+    import psycopg
+
+    with psycopg.connect(reader) as conn:  # what the lane gave before: every verse with the word "a", all 1.0
+        conn.execute("SET pg_trgm.word_similarity_threshold = 0.3")
+        tied = conn.execute(f'SELECT count(*) FROM "{index.table}" WHERE %s <%% body AND word_similarity(%s, body) = 1',
+                            ["a", "a"]).fetchone()[0]
+    assert tied >= 100
+    lane = TrigramLane("trigram", reader, index, threshold=0.3)
+    run = lane.search([Q("a", "a"), Q("bg", "BG"), Q("ref", "BG 2.47"), Q("word", "Arjna")], 100)
+    assert run["a"] == () and run["bg"] == ()
+    assert set(lane.last_notes) == {"a", "bg"} and "'BG' is too short for trigrams" in lane.last_notes["bg"]
+    assert len(run["word"]) > 0 and run["word"][0].score > 0.5  # 5 letters: searched as before
+    assert "ref" not in lane.last_notes
+    # a short Devanagari word is searched in its longer IAST form when the lane transliterates
+    tr = TrigramLane("trigram_tr", reader, index, threshold=0.6, transliterate=True)
+    tr.search([Q("atha", "अथ")], 10)
+    assert tr.last_notes == {}

@@ -40,6 +40,8 @@ pytestmark = pytest.mark.unit
     ("\u0905\u093e\u0924\u094d\u092e\u093e", "आत्मा"),     # अ + ा: Unicode's "do not use" for आ
     ("\u090f\u0947 \u0905\u094b", "ऐ ओ"),                # ए + े for ऐ, अ + ो for ओ
     ("\u0905\u0924\u094d\u0930 \u0905", "अत्र अ"),          # अ alone and before a consonant stays
+    ("\u0930\u094d\u0907\u0936", "ईश"),                  # र + ् + इ: the "do not use" spelling of ई
+    ("\u0907\u0902\u0926\u094d\u0930", "इंद्र"),              # इ + ं is Hindi as written (Indra): kept
 ])
 def test_clean(raw, want):
     assert clean(raw) == want

@@ -158,3 +158,37 @@ def test_the_summary_counts_complete_trials_and_names_the_others(tmp_path):
     res = run_study(st, home=tmp_path / "home", storage=storage, trials=4, candidates=tune_fixture.candidates(st, tmp_path))
     assert res.trials_run == 1
     assert summary(res).splitlines()[0] == f"study {st.name}: 4 trials on gita (train) (and 1 fail), objective R@1"
+
+
+def test_a_trial_of_a_process_killed_while_the_survivor_waits_is_run_again_by_the_survivor(tmp_path):
+    """Issue #41: of two ``tune`` processes on one study, one killed mid-trial left the survivor one trial
+    short: its running trial took a place, the survivor stopped at N counted and then saw it fail."""
+    import subprocess as sp
+
+    from workbench._infra import procs
+    from workbench.tuning.storage import storage_for
+    from workbench.tuning.study import make_study
+
+    tune_fixture.write(tmp_path)
+    st = load_study(tmp_path / "study.toml", known_datasets={"gita"})
+    storage = f"journal:{tmp_path / 'journal.log'}"
+    cands = tune_fixture.candidates(st, tmp_path)
+    run_study(st, home=tmp_path / "home", storage=storage, trials=3, candidates=cands)
+    ost = make_study(st, storage_for(st, tmp_path, storage))
+    other = sp.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        elsewhere = ost.ask()  # the other process's trial, running
+        elsewhere.set_user_attr("process", procs.record(other.pid))
+
+        def log(msg: str) -> None:  # the survivor waits for the other's trial: that process is killed now
+            if "waiting for trial" in msg and other.poll() is None:
+                other.kill()
+                other.wait()
+
+        res = run_study(st, home=tmp_path / "home", storage=storage, trials=5, candidates=cands, log=log)
+    finally:
+        other.kill()
+        other.wait()
+    states = [t.state.name for t in res.optuna_study.trials]
+    assert states[elsewhere.number] == "FAIL"
+    assert states.count("COMPLETE") == 5 and res.trials_run == 2  # before the fix: 4 complete, 1 run

@@ -27,8 +27,10 @@ def test_trec_round_trip_is_exact(tmp_path):
     run = Run({"q1": [("a", 0.1 + 0.2), ("b", 1e-17)], "q2": [("c", -3.5)]}, "lane")
     for name in ("r.trec", "r.trec.gz"):
         write_trec_run(tmp_path / name, run)
-        back = read_trec_run(tmp_path / name)
+        back = read_trec_run(tmp_path / name, keep_file_order=True)  # how the cache reads its own files
         assert back.to_dict() == run.to_dict()
+        # read as trec_eval 9 reads a run file, scores are its 32-bit floats (issue #41)
+        assert read_trec_run(tmp_path / name).to_dict()["q1"] == {"a": 0.30000001192092896, "b": 9.99999983775159e-18}
     assert (tmp_path / "r.trec").read_text().splitlines()[0] == f"q1 Q0 a 1 {0.1 + 0.2!r} lane"
 
 

@@ -52,3 +52,21 @@ def test_cyrillic_reader_forms():
 def test_cyrillic_many_rejects_line_breaks():
     with pytest.raises(ValueError, match="single-line"):
         to_cyrillic_many(["a\nb"])
+
+
+def test_documents_are_indexed_in_the_form_queries_take():
+    """Issue #41: the query side unified apostrophes and Devanagari "do not use" spellings; the documents'
+    indexed and embedded text must too, or a document written with U+02BC or अ + ा matches no query."""
+    from workbench.text.doctext import index_text
+    from workbench.text.normalize import unify
+    from workbench.text.query import clean
+    from workbench.types import Document, Text
+
+    root = "\u0905\u093e\u0924\u094d\u092e\u093e \u0907\u0902\u0926\u094d\u0930"  # अ + ा for आ; इंद्र
+    doc = Document("d1", "D 1", "w", "verse", (Text("translation", "en", "Latn", "It\u02bcs time, Master Gotama"),
+                                               Text("root", "sa", "Deva", root)))
+    assert index_text(doc) == "It\u2019s time, Master Gotama\n\u0906\u0924\u094d\u092e\u093e \u0907\u0902\u0926\u094d\u0930"
+    assert doc.texts[0].text == "It\u02bcs time, Master Gotama"  # the display text is kept as published
+    for typed in ("It\u02bcs", "It\uff07s", "It\u02bbs", "\u0905\u093e\u0924\u094d\u092e\u093e"):
+        assert clean(typed) in index_text(doc)  # what a query becomes is what the index holds
+    assert unify("plain ascii") == "plain ascii" and unify("sa\u0304dhu") == "s\u0101dhu"

@@ -16,7 +16,8 @@ from fixtures.paths import REPO
 from workbench.errors import ConfigError
 from workbench.eval.stats import paired_test
 from workbench.tuning.objective import setting_from
-from workbench.tuning.space import baseline_params, load_study
+from workbench.tuning.outputs import summary
+from workbench.tuning.space import baseline_params, finite_settings, load_study, setting_key
 from workbench.tuning.storage import storage_for
 from workbench.tuning.study import make_study, run_study
 
@@ -267,3 +268,35 @@ def test_a_lane_floor_is_tuned_and_exported(tmp_path):
     json.dumps(exported, default=str)  # JSON as written
     with pytest.raises(ConfigError, match=r"space.lane_min_score names lane\(s\) \['zz'\]"):
         _study(tmp_path, text.replace("bad = { low = 0.0, high = 12.0 }", "zz = { low = 0.0, high = 1.0 }"))
+
+
+# ---------------------------------------------------------------- finite spaces (issue #41)
+
+def test_a_finite_space_is_listed_with_its_conditional_parameters(tmp_path):
+    text = tune_fixture.STUDY.replace("k = { low = 1, high = 100 }",
+                                      'fusion = ["rrf", "weighted"]\nk = [10, 60]\nnorm = ["minmax", "zscore"]'
+                                      ).replace("good = { low = 0.0, high = 1.0 }\nbad = { low = 0.0, high = 1.0 }",
+                                                "good = [0.0, 1.0]")
+    st = _study(tmp_path, text)
+    got = finite_settings(st)
+    # rrf reads k and weights (2 x 2), weighted reads norm and weights (2 x 2): 8 settings, not 2*2*2*2 = 16
+    assert got is not None and len(got) == 8 and len({setting_key(p) for p in got}) == 8
+    assert {"fusion": "rrf", "k": 60, "weights.good": 0.0} in got
+    assert {"fusion": "weighted", "norm": "zscore", "weights.good": 1.0} in got
+    assert finite_settings(_study(tmp_path / "inf")) is None  # float ranges: no end to list
+
+
+def test_a_study_on_a_space_of_4_settings_tries_each_once_and_stops(tmp_path):
+    """Issue #41: ``--trials 30`` on 4 settings reported "30 trials" where 4 distinct settings ran."""
+    text = tune_fixture.STUDY.replace("k = { low = 1, high = 100 }", "k = [10, 60]").replace(
+        "good = { low = 0.0, high = 1.0 }\nbad = { low = 0.0, high = 1.0 }", "good = [0.0, 1.0]")
+    st = _study(tmp_path, text)
+    assert st.trials == 30 and len(finite_settings(st)) == 4
+    res = run_study(st, home=tmp_path / "home", storage="memory", candidates=tune_fixture.candidates(st, tmp_path))
+    complete = [t for t in res.optuna_study.trials if t.state.name == "COMPLETE"]
+    assert len(complete) == 4 and res.trials_run == 4  # before the fix: 30
+    assert {setting_key(t.params) for t in complete} == {setting_key(p) for p in finite_settings(st)}
+    assert complete[0].user_attrs.get("baseline") is True and complete[0].params == {"k": 60, "weights.good": 1.0}
+    assert any("the space holds only 4 distinct setting(s): each is tried once and the study stops at 4 trial(s), "
+               "not the 30 asked for" in n for n in res.notes)
+    assert summary(res).splitlines()[0].startswith("study synthetic-study: 4 trials on gita (train)")

@@ -79,9 +79,9 @@ def gita_paraphrase(corpus: GitaCorpus, held_out: Sequence[str]) -> list[Candida
     """One query per distinct text of each held-out translator; relevant = the verse(s) it renders.
 
     The held-out translators' texts must be removed from the indexed documents (the
-    dataset build does this), so the answer is never a string match. Where one text
-    renders several verses (``1.4 -- 1.6``) all of them are relevant (grade 1) and the
-    query's group is their shared group.
+    dataset build does this), so the answer is never a string match. Relevant, grade 2 (the guidelines'
+    "highly relevant": the verse the query translates): the verse, or where one text renders several verses
+    (``1.4 -- 1.6``) each of them (``datasets/guidelines/gita.toml``); the query's group is their shared group.
 
     Raises:
         ValueError: a held-out translator that the corpus does not have.
@@ -101,7 +101,7 @@ def gita_paraphrase(corpus: GitaCorpus, held_out: Sequence[str]) -> list[Candida
             docs = [corpus.documents[i] for i in idx]
             lang = next(t.language for t in docs[0].texts if t.source == src)
             out.append(Candidate(text, "paraphrase", lang, groups[docs[0].doc_id],
-                                 {d.doc_id: 1 for d in docs}, (idx[0], src)))
+                                 {d.doc_id: 2 for d in docs}, (idx[0], src)))
     return out
 
 
@@ -117,7 +117,8 @@ def gita_terms(corpus: GitaCorpus, min_df: int = 2, max_df: int = 15, min_len: i
       A stem that is also a gloss word joins the two sets.
 
     The ASCII, Cyrillic and Devanagari forms are issued only when no other word shares them
-    (:func:`_term_candidates`). Grade 1.
+    (:func:`_term_candidates`). Grade 2: the verse uses the word, in some inflected form (the guidelines'
+    "highly relevant").
     """
     holders: dict[str, set[str]] = defaultdict(set)
     stem_forms: dict[str, set[str]] = defaultdict(set)
@@ -143,7 +144,9 @@ def _term_candidates(holders: dict[str, list[str]], language: str, min_df: int, 
     A word qualifies when it is letters only, at least ``min_len`` long, and no other
     word of ``holders`` shares its ASCII form; its Cyrillic form (the Russian reader's,
     :func:`workbench.text.translit.iast_to_cyrillic_many`) and its Devanagari form are
-    issued only when no other such word shares them. Relevant: the holders (grade 1).
+    issued only when no other such word shares them. Relevant: the holders, grade 2 (a document that uses the
+    term, in any form or inside a compound: the guidelines' "highly relevant", :mod:`workbench.dashboard.guidelines`;
+    a scholar grading the same match gives 2, so the built and the human grades agree in a ``merged`` layer).
     """
     found = [w for w in holders if _LETTERS.match(w)]
     ascii_count: dict[str, int] = defaultdict(int)
@@ -161,7 +164,7 @@ def _term_candidates(holders: dict[str, list[str]], language: str, min_df: int, 
     for w in sorted(unique_ascii):
         if len(w) < min_len or not min_df <= len(holders[w]) <= max_df:
             continue
-        rel = {doc: 1 for doc in holders[w]}
+        rel = {doc: 2 for doc in holders[w]}
         forms = [w]
         if ascii_fold(w) != w:
             forms.append(ascii_fold(w))
@@ -251,7 +254,7 @@ def pali_terms(documents: Sequence[Document], lexicon: Lexicon, min_df: int = 3,
     ``min_df``..``max_df`` documents, and its ASCII (and Cyrillic, Devanagari) form is shared
     with no other lemma found in the corpus. A lemma found only inside compounds
     (:func:`compound_member_holders`) qualifies the same way, its holders being the
-    documents with those compounds. Grade 1 for every holder.
+    documents with those compounds. Grade 2 for every holder (:func:`_term_candidates`).
     """
     holders = lemma_holders(documents, lexicon)
     for member, docs in compound_member_holders(holders, lexicon).items():
