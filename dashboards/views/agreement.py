@@ -10,7 +10,7 @@ import streamlit as st
 
 from dashboards import ui
 from workbench.errors import WorkbenchError
-from workbench.judging import agreement
+from workbench.judging import agreement, pooling
 
 st.title("Agreement")
 store, rater, signed_out = ui.store_and_rater()
@@ -49,8 +49,11 @@ def _report(dataset: str, fingerprint: str, signature: tuple) -> dict:
 try:
     report = _report(dataset, fingerprint, tuple(sorted(ds.hashes.items())))
     waiting = agreement.disagreements(rows, adjudications, at, doc_hashes=hashes)
+    quality = pooling.store_pool_quality(store, dataset, hashes)
 except WorkbenchError as exc:
     ui.stop_with_error(exc)
+st.caption(f"{quality.line()}: the share of the pool that was noise (`workbench judge pool` keeps out pairs only "
+           "systems that do not answer the query's language ranked, and pairs every system ranks low).")
 
 
 def _est(e: dict | None) -> str:

@@ -39,6 +39,7 @@ import streamlit as st
 from dashboards import ui
 from workbench.dashboard import judging
 from workbench.errors import WorkbenchError
+from workbench.judging import pooling
 
 st.title("Judge")
 store, rater, signed_out = ui.store_and_rater()
@@ -135,6 +136,19 @@ except WorkbenchError as exc:
     ui.stop_with_error(exc)
 fraction, label = judging.progress_text(done, total)
 st.progress(fraction, text=label)
+
+
+@st.cache_data(ttl=60, show_spinner=False, max_entries=64)
+def _pool_quality(name: str, _store) -> str:
+    """How much of ``name``'s pool was noise (graded 0), read at most once a minute: never per key press."""
+    return pooling.store_pool_quality(_store, name, ui.doc_hashes(str(ui.home()), name)).line()
+
+
+for name in ([dataset] if dataset else names):  # the pool as a whole; no pair, config or grade of a pair is named
+    try:
+        st.sidebar.caption(f"{name}: {_pool_quality(name, store)}")
+    except WorkbenchError:
+        pass  # a dataset the home cannot read: the page says so where it matters
 
 
 def _undo_button(col) -> None:

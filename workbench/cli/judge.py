@@ -175,19 +175,25 @@ def judge_agreement(
     resamples: int = typer.Option(2000, "--resamples", min=0, max=100_000, help="Bootstrap resamples (0: no CIs)."),
 ) -> None:
     """Inter-rater agreement: Krippendorff's alpha (ordinal) overall, per query type and per rater, Cohen's kappa
-    (linear) per rater pair, with 95% bootstrap CIs over (query, document) pairs, and the pooled confusion table."""
+    (linear) per rater pair, with 95% bootstrap CIs over (query, document) pairs, the pooled confusion table, and
+    the pool's quality (the share of graded pooled pairs graded 0)."""
     from workbench.judging import agreement as ag
+    from workbench.judging.layers import final_grades
+    from workbench.judging.pooling import pool_quality
 
     try:
         ds = _judge_dataset(dataset)
         with _judge_store() as store, store.snapshot():
             rows, adjudications = store.current(dataset), store.adjudications(dataset)
             at = store.adjudicate_at(dataset)
+            reasons = store.pair_reasons(dataset)
         hashes = ag.doc_hashes_of(ds, (r["doc_id"] for r in (*rows, *adjudications)))
         report = ag.agreement(rows, query_types={q.query_id: q.query_type for q in ds.queries}, doc_hashes=hashes,
                               seed=seed, resamples=resamples)
         report["adjudicate_at"] = at
         report["awaiting_adjudication"] = len(ag.disagreements(rows, adjudications, at, doc_hashes=hashes))
+        quality = pool_quality(reasons, final_grades(rows, adjudications, hashes))
+        report["pool_quality"] = {"graded": quality.graded, "zeros": quality.zeros, "share_zero": quality.share_zero}
     except WorkbenchError as exc:
         _fail(exc)
     if as_json:
@@ -197,6 +203,7 @@ def judge_agreement(
         _log(f"no judgments on {dataset} yet: pool pairs (`workbench judge pool`) and judge them on the dashboard's "
              "Judge page, or `workbench judge import`")
     typer.echo(ag.render(report, dataset))
+    typer.echo(f"\n{quality.line()} (the share of the pool that was noise: `workbench judge pool` keeps it low)")
     typer.echo(f"\n{report['awaiting_adjudication']:,d} pair(s) await adjudication (0 vs 1 or 2 always; grades "
                f"{report['adjudicate_at']} or more apart; left short by 'cannot judge' with no other rater; "
                f"`workbench judge settings -d {dataset} --adjudicate-at 1|2`)")

@@ -20,15 +20,20 @@ from workbench.judging.pooling import (
     AUDIT_SHARE,
     EXACT_RULE,
     EXACT_TYPES,
+    FILTER_RULE,
     JUDGED_K,
     LANE_WEIGHT,
+    LOW_RANK_SHARE,
     PRIORITY_RULE,
     TIERS,
     PoolPlan,
+    answering_systems,
+    best_ranks,
     bounded_int,
     finite_values,
     judged_at,
     priorities,
+    restrict_to_answering,
     tie_key,
 )
 from workbench.judging.store import PoolPair
@@ -181,23 +186,38 @@ def plan_pool(exp, dataset: str, *, configs: Sequence[str] | None = None, depth:
     systems: dict[str, tuple[float, Mapping[str, Sequence[str]]]] = {f"config:{c}": (1.0, fused[c]) for c in names}
     systems.update({f"lane:{ln}": (LANE_WEIGHT, {q: tuple(h.doc_id for h in hits[:depth]) for q, hits in run.items()})
                     for ln, run in runs.items()})
-    prio = priorities(systems, qids, depth)
+    languages = {q.query_id: q.language for q in queries}
+    relevant: dict[str, set] = {}
+    for r in ds.qrels:
+        if r.relevance >= 1 and r.query_id in wanted:
+            relevant.setdefault(r.query_id, set()).add(r.doc_id)
+    answering = answering_systems(systems, languages, relevant, depth)
+    every = priorities(systems, qids, depth)
+    answers = restrict_to_answering(systems, languages, answering)
+    prio = priorities(answers, qids, depth)
+    low_cut = math.ceil(LOW_RANK_SHARE * depth)
+    best = best_ranks(answers, qids, depth)
     # a pair graded only on a text that has changed since (stale) is not judged: it may be pooled again
     fresh = {(r.query_id, r.doc_id) for r in human.qrels}
     restale = judged - fresh
     judged, pooled = fresh, pooled - restale
     built = {(r.query_id, r.doc_id) for r in ds.qrels}
     exact = {q.query_id for q in queries if q.query_type in set(exact_types)}
-    excluded = {"judged": 0, "pooled": 0, "built": 0, "exact": 0}
+    excluded = {"judged": 0, "pooled": 0, "built": 0, "exact": 0, "language": 0, "low": 0}
     ranked = []
     skipped_queries = set()
-    for key, p in prio.items():
+    for key in every:
+        p = prio.get(key)
         if key in judged:
             excluded["judged"] += 1
         elif key in pooled:
             excluded["pooled"] += 1
         elif key in built:
             excluded["built"] += 1
+        elif p is None:  # only systems that do not answer the query's language ranked it
+            excluded["language"] += 1
+        elif best[key] > low_cut:  # every system that answers ranks it low
+            excluded["low"] += 1
         elif key[0] in exact:
             excluded["exact"] += 1
             skipped_queries.add(key[0])
@@ -242,7 +262,9 @@ def plan_pool(exp, dataset: str, *, configs: Sequence[str] | None = None, depth:
               "judged_at_10_now": finite_values(judged_now), "judged_at_10_after": finite_values(judged_after),
               "repooled": sorted([p.query_id, p.doc_id] for p in pairs if (p.query_id, p.doc_id) in restale),
               "skipped": {"query_types": list(exact_types), "rule": EXACT_RULE, "pairs": excluded["exact"],
-                          "queries": len(skipped_queries)}}
-    return PoolPlan(dataset, tuple(pairs), raters_per_pair, params, tuple(names), len(queries), len(prio), excluded,
+                          "queries": len(skipped_queries)},
+              "filtered": {"rule": FILTER_RULE, "language": excluded["language"], "low": excluded["low"],
+                           "low_rank_cut": low_cut, "languages": answering}}
+    return PoolPlan(dataset, tuple(pairs), raters_per_pair, params, tuple(names), len(queries), len(every), excluded,
                     capped, len(open_elsewhere), merged.stale, judged_now, judged_after,
                     time.perf_counter() - t0, dict(sorted(tiers.items())))

@@ -22,6 +22,18 @@ the union of every named config's fused top ``depth`` and every one of their lan
   lexical lane matched on the word "Gita"). They are counted (``excluded["exact"]``) and named in
   the pool's ``params["skipped"]``; their built labels are not audited either.
 
+**Only what can be relevant** (issue #41: 24 of 30 pooled pairs were obvious zeros, BG 14.24 and BG 8.1 pooled
+five times each for unrelated Hindi queries by an English-only model):
+
+* a system pools a query's pairs only when it **answers the query's language**: its mean recall@depth on that
+  language's queries with built labels is at least :data:`ANSWER_SHARE` of the best system's
+  (:func:`answering_systems`; a language with fewer than :data:`MIN_LANGUAGE_QUERIES` such queries keeps every
+  system). Pairs only non-answering systems ranked are counted (``excluded["language"]``);
+* a pair every answering system ranks below ``ceil(LOW_RANK_SHARE * depth)`` is left out (``excluded["low"]``).
+
+How well it works is measured, not assumed: :func:`pool_quality` is the share of graded pooled pairs the scholars
+graded 0 (on the Judge and Agreement pages and ``workbench judge status``).
+
 Candidates come from the candidate cache exactly as ``workbench eval`` leaves them
 (:func:`workbench.experiment.runner.lane_candidates`; fusion in memory, :func:`workbench.experiment.runner.fused_run`):
 with a warm cache nothing is queried. A lane whose candidates are missing runs once and is
@@ -109,7 +121,11 @@ class PoolPlan:
         candidates: distinct (query, document) pairs in the union of the top ``depth`` lists.
         excluded: candidate pairs left out, by reason: ``judged`` (a human graded it), ``pooled``
             (in an earlier pool, not yet graded), ``built`` (the built qrels label it), ``exact`` (its
-            query's type has exact answers, :data:`EXACT_TYPES`; pairs the other reasons leave in).
+            query's type has exact answers, :data:`EXACT_TYPES`; pairs the other reasons leave in),
+            ``language`` (only systems that do not answer the query's language ranked it,
+            :func:`answering_systems`), ``low`` (every system that answers ranks it below
+            ``ceil(LOW_RANK_SHARE * depth)``, :func:`best_ranks`); each pair counts under its first reason, in
+            the order judged, pooled, built, language, low, exact.
         capped: pairs ``max_pairs`` left out (the lowest priorities).
         open_elsewhere: pairs of earlier pools of the dataset still without a grade.
         stale: judgments of the dataset left out of ``merged`` because their document changed.
@@ -187,13 +203,148 @@ def priorities(systems: Mapping[str, tuple[float, Mapping[str, Sequence[str]]]],
     """
     disc = [discount(r) for r in range(1, depth + 1)]
     out: dict[tuple[str, str], float] = {}
+    for weight, key, rank in _ranked(systems, query_ids, depth):
+        out[key] = out.get(key, 0.0) + weight * disc[rank - 1]
+    return out
+
+
+def _ranked(systems: Mapping[str, tuple[float, Mapping[str, Sequence[str]]]], query_ids: Iterable[str],
+            depth: int) -> Iterable[tuple[float, tuple[str, str], int]]:
+    """``(system weight, (query_id, doc_id), rank from 1)`` for every hit of every system's top ``depth``."""
     qids = list(query_ids)
     for weight, ranking in systems.values():
         for qid in qids:
             for i, doc in enumerate(ranking.get(qid, ())[:depth]):
-                key = (qid, doc)
-                out[key] = out.get(key, 0.0) + weight * disc[i]
+                yield weight, (qid, doc), i + 1
+
+
+#: A system answers a language when its mean recall@depth on that language's queries (built labels) is at least
+#: this share of the best system's (see :func:`answering_systems`).
+ANSWER_SHARE = 0.2
+#: Fewer queries of a language with built labels than this: every system is taken to answer it (no evidence).
+MIN_LANGUAGE_QUERIES = 10
+#: A pair is pooled only when some system that answers its query ranks it within the first
+#: ``ceil(LOW_RANK_SHARE * depth)`` (see :func:`best_ranks`).
+LOW_RANK_SHARE = 0.5
+
+#: Why, as recorded in a pool's ``params["filtered"]["rule"]``.
+FILTER_RULE = (f"a system pools a query's pairs only when it answers the query's language (its mean recall@depth on "
+               f"that language's built labels is at least {ANSWER_SHARE:g} x the best system's; a language with fewer "
+               f"than {MIN_LANGUAGE_QUERIES} such queries: every system); a pair every such system ranks below "
+               f"{LOW_RANK_SHARE:g} x depth is not pooled")
+
+
+def answering_systems(systems: Mapping[str, tuple[float, Mapping[str, Sequence[str]]]],
+                      languages: Mapping[str, str], relevant: Mapping[str, set], depth: int
+                      ) -> dict[str, dict[str, Any]]:
+    """Which systems answer which query language, measured on the built labels (issue #41: an English-only model
+    pooled BG 14.24 and BG 8.1 for five unrelated Hindi queries each).
+
+    Args:
+        systems: name → ``(weight, ranking)`` as for :func:`priorities`.
+        languages: query_id → its language, for the queries being pooled.
+        relevant: query_id → doc ids the built qrels grade >= 1 (queries without any are not measured).
+        depth: the pooling depth: recall is measured on each system's top ``depth``.
+
+    Returns:
+        language → ``{"queries": n, "recall": {system: mean recall@depth}, "answering": [systems]}``: a system
+        answers when its recall is at least :data:`ANSWER_SHARE` of the best system's; with fewer than
+        :data:`MIN_LANGUAGE_QUERIES` measured queries, or a best recall of 0, every system answers (nothing to
+        tell them apart by). Recall of one query: |top depth ∩ relevant| / |relevant|.
+    """
+    by_lang: dict[str, list[str]] = {}
+    for qid, lang in languages.items():
+        if relevant.get(qid):
+            by_lang.setdefault(lang, []).append(qid)
+    out: dict[str, dict[str, Any]] = {}
+    for lang in sorted(set(languages.values())):
+        qids = by_lang.get(lang, [])
+        recall = {}
+        for name, (_w, ranking) in systems.items():
+            vals = [len(set(ranking.get(q, ())[:depth]) & relevant[q]) / len(relevant[q]) for q in qids]
+            recall[name] = round(sum(vals) / len(vals), 6) if vals else 0.0
+        best = max(recall.values(), default=0.0)
+        if len(qids) < MIN_LANGUAGE_QUERIES or best <= 0.0:
+            answering = sorted(systems)
+        else:
+            answering = sorted(n for n, r in recall.items() if r >= ANSWER_SHARE * best)
+        out[lang] = {"queries": len(qids), "recall": recall, "answering": answering}
     return out
+
+
+def restrict_to_answering(systems: Mapping[str, tuple[float, Mapping[str, Sequence[str]]]],
+                          languages: Mapping[str, str], answering: Mapping[str, Mapping[str, Any]]
+                          ) -> dict[str, tuple[float, Mapping[str, Sequence[str]]]]:
+    """``systems`` with each ranking kept only for the queries whose language the system answers
+    (:func:`answering_systems`)."""
+    keep = {lang: set(a["answering"]) for lang, a in answering.items()}
+    return {name: (w, {q: docs for q, docs in ranking.items() if name in keep.get(languages.get(q, ""), {name})})
+            for name, (w, ranking) in systems.items()}
+
+
+def best_ranks(systems: Mapping[str, tuple[float, Mapping[str, Sequence[str]]]], query_ids: Iterable[str],
+               depth: int) -> dict[tuple[str, str], int]:
+    """The best (lowest) rank, from 1, at which any system ranks each pair within its top ``depth``."""
+    out: dict[tuple[str, str], int] = {}
+    for _w, key, rank in _ranked(systems, query_ids, depth):
+        if rank < out.get(key, depth + 1):
+            out[key] = rank
+    return out
+
+
+@dataclass(frozen=True)
+class PoolQuality:
+    """How many of a dataset's pooled pairs (reason ``pool``) the scholars graded 0: the share of the pool that was
+    noise. Audit pairs (built labels) and pairs sent from elsewhere are not counted.
+
+    Attributes:
+        graded: pooled pairs with a human grade (:func:`workbench.judging.layers.final_grades`).
+        zeros: those whose grade is 0.
+    """
+
+    graded: int
+    zeros: int
+
+    @property
+    def share_zero(self) -> float | None:
+        """``zeros / graded``; None before any pooled pair is graded."""
+        return self.zeros / self.graded if self.graded else None
+
+    def line(self) -> str:
+        """``"pool quality: 24 of 30 graded pooled pairs were 0 (80 %)"``, or that none is graded yet."""
+        if not self.graded:
+            return "pool quality: no pooled pair is graded yet"
+        return f"pool quality: {self.zeros} of {self.graded} graded pooled pairs were 0 ({100 * self.zeros / self.graded:.0f} %)"
+
+
+def pool_quality(reasons: Mapping[tuple[str, str], str], final: Mapping[tuple[str, str], Any]) -> PoolQuality:
+    """The :class:`PoolQuality` of a dataset.
+
+    Args:
+        reasons: ``(query_id, doc_id)`` → why it was pooled (``pool``, ``audit``, ``sent``, ``import``), as the
+            store holds it (:meth:`~workbench.judging.store.JudgmentStore.pair_reasons`).
+        final: the human grades (:func:`workbench.judging.layers.final_grades`: objects with ``grade``).
+    """
+    graded = [final[key].grade for key, why in reasons.items() if why == "pool" and key in final]
+    return PoolQuality(len(graded), sum(1 for g in graded if g == 0))
+
+
+def store_pool_quality(store, dataset: str, doc_hashes: Mapping[str, str] | None = None) -> PoolQuality:
+    """:func:`pool_quality` of ``dataset`` as the judgment store holds it now (one snapshot).
+
+    Args:
+        store: a :class:`~workbench.judging.store.JudgmentStore`.
+        doc_hashes: doc_id → the built document's hash (a grade given on another text is stale and not counted);
+            None: nothing is stale.
+
+    Raises:
+        PgError: the store cannot be read.
+    """
+    from workbench.judging.layers import final_grades
+
+    with store.snapshot():
+        rows, adjudications, reasons = store.current(dataset), store.adjudications(dataset), store.pair_reasons(dataset)
+    return pool_quality(reasons, final_grades(rows, adjudications, doc_hashes))
 
 
 def judged_at(ranking: Mapping[str, Sequence[str]], judged: Mapping[str, set], query_ids: Iterable[str],
@@ -256,6 +407,13 @@ def summary(plan: PoolPlan) -> str:
     if skipped.get("pairs"):
         lines.append(f"  skipped: {skipped['pairs']} pairs of {skipped['queries']} {'/'.join(skipped['query_types'])} "
                      "queries (their built qrels are exact: the reference grammar names the answer)")
+    filtered = plan.params.get("filtered") or {}
+    if filtered.get("language") or filtered.get("low"):
+        off = {lang: sorted(set(a["recall"]) - set(a["answering"])) for lang, a in filtered["languages"].items()}
+        off = {lang: names for lang, names in off.items() if names}
+        lines.append(f"  filtered: {filtered['language']} pairs only systems that do not answer the query's language "
+                     f"ranked" + (f" ({'; '.join(f'{lang}: ' + ', '.join(n) for lang, n in off.items())})" if off else "")
+                     + f", {filtered['low']} that every other system ranks below {filtered['low_rank_cut']}")
     if plan.tiers:
         lines.append("  tiers (0 first): " + ", ".join(f"{t}: {n}" for t, n in plan.tiers.items()))
     if plan.open_elsewhere:

@@ -655,6 +655,13 @@ class JudgmentStore:
         return {(q, d) for q, d in self.conn().execute(
             "SELECT query_id, doc_id FROM wb_judge.pairs WHERE dataset = %s", (dataset,))}
 
+    def pair_reasons(self, dataset: str) -> dict[tuple[str, str], str]:
+        """``(query_id, doc_id)`` → why the pair was pooled (``pool``, ``audit``, ``sent``, ``import``), for every
+        pooled pair of the dataset; a pair pooled again (its text changed) keeps its latest pool's reason."""
+        return {(q, d): why for q, d, why in self.conn().execute(
+            "SELECT DISTINCT ON (query_id, doc_id) query_id, doc_id, reason FROM wb_judge.pairs WHERE dataset = %s "
+            "ORDER BY query_id, doc_id, pair_id DESC", (dataset,))}
+
     def judged_pairs(self, dataset: str) -> set[tuple[str, str]]:
         """Every (query_id, doc_id) of the dataset that a human graded (a current judgment or an adjudication)."""
         return {(q, d) for q, d in self.conn().execute(

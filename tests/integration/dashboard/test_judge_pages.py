@@ -287,6 +287,7 @@ def test_a_grade_writes_exactly_one_judgment_with_the_document_hash(store, gita)
     aid, qid, doc = _held(store, ann)
     shown = " ".join(m.value for m in at.markdown)
     assert f"`{gita.documents[doc].address}`" in shown
+    assert "gita: pool quality: no pooled pair is graded yet" in [c.value for c in at.sidebar.caption]
     assert any(gita.queries.at[qid, "text"][:40].replace('"', "&quot;") in h.proto.body for h in at.get("html"))
     at.text_area(key=f"judge_note_{aid}").input("a parallel verse")
     _seen()
@@ -730,6 +731,8 @@ def test_the_agreement_panel_shows_the_agreement_modules_numbers(store, gita, bi
     assert pair["kappa [95% CI]"] == f"{k['value']:.3f} [{k['low']:.3f}, {k['high']:.3f}]"
     table = next(d.value for d in at.dataframe if "second 0" in d.value.columns)
     assert table.to_numpy().tolist() == want["pooled_confusion"] == [[2, 0, 0], [0, 1, 1], [0, 1, 1]]
+    # the pool's quality (issue #41): pairs 1 and 6 agreed on 0, the other four are 1 or 2
+    assert any(c.value.startswith("pool quality: 2 of 6 graded pooled pairs were 0 (33 %)") for c in at.caption)
 
 
 # ------------------------------------------------------------------ the bind rule with rater tokens

@@ -260,10 +260,13 @@ def test_settings_and_agreement_commands(store, gita, tmp_path):
     rep = json.loads(res.stdout)
     assert rep["pairable_units"] == 4 and rep["stale"] == 1 and rep["cannot_judge"] == 1
     assert rep["awaiting_adjudication"] == 1  # d2 (1 vs 2) at --adjudicate-at 1; d3 is adjudicated
+    # the pool's quality (issue #41): d0 0, d1 2, d2 1, d3 2 (adjudicated); d4 has no fresh grade
+    assert rep["pool_quality"] == {"graded": 4, "zeros": 1, "share_zero": 0.25}
     assert set(rep["by_type"]) == {next(x.query_type for x in gita.queries if x.query_id == q)}
     res = judge("agreement", "-d", "gita", "--resamples", "200")
     assert res.exit_code == 0, res.output
     assert "4 with ≥2 grades" in res.stdout and "ann / bob" in res.stdout and "1 pair(s) await adjudication" in res.stdout
+    assert "pool quality: 1 of 4 graded pooled pairs were 0 (25 %)" in res.stdout
 
 
 def test_the_store_readers_take_the_built_dataset_for_types_and_stale_texts(store, gita):
