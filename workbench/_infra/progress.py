@@ -45,7 +45,10 @@ class _Lines:
             return
         for piece in s.replace("\r", "\n").split("\n"):
             piece = piece.strip()
-            if piece and piece != self.last:
+            # the closing redraw of a bar whose last update already wrote the same count (only its rate or
+            # elapsed time differ: "701/701 doc (100%), 10.45doc/s" then "…, 10.49doc/s") says nothing new
+            if piece and piece != self.last and not (piece.split(",")[0] == self.last.split(",")[0]
+                                                     and "(100%)" in piece.split(",")[0]):
                 self.stream.write(f"[workbench] {piece}\n")
                 self.last = piece
 

@@ -41,6 +41,27 @@ def test_log_lines_every_30_s_with_rate_and_eta(monkeypatch):
     assert "(100%)" in lines[-1] and "00:50 elapsed" in lines[-1]
 
 
+def test_a_finished_bar_writes_its_last_count_once(monkeypatch):
+    """make main's log showed "701/701 doc (100%), 10.45doc/s" and then "…, 10.49doc/s": the close redrew the
+    final count with a new rate. One line per finished count."""
+    clock = FakeClock()
+    monkeypatch.setattr(progress.time, "monotonic", clock)
+    import tqdm.std
+
+    monkeypatch.setattr(tqdm.std, "time", clock)
+    out = io.StringIO()
+    b = progress.bar(701, "embedding gita (minilm)", "doc", stream=out)
+    for _ in range(11):  # 32 documents every 3 s: a line at 30 s
+        clock.t += 3.0
+        b.update(32)
+    clock.t += 34.0
+    b.update(701 - 11 * 32)  # the last batch, 34 s after that line: tqdm writes 701/701 now
+    clock.t += 0.3
+    b.close()  # and wrote it again at close, with a slightly different rate
+    counts = [ln.split(": ", 1)[1].split(",")[0] for ln in out.getvalue().splitlines()]
+    assert counts == ["320/701 doc (46%)", "701/701 doc (100%)"]
+
+
 def test_short_work_is_silent_in_a_log_and_a_disabled_bar_always():
     out = io.StringIO()
     with progress.bar(5, "quick", "doc", stream=out) as b:
