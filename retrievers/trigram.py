@@ -8,10 +8,11 @@ Raw score, in [0, 1], higher is better:
 * ``similarity``: ``similarity(body, query)`` over the whole document; candidates
   ``body % query`` (``pg_trgm.similarity_threshold``). Long documents score low on it.
 
-A query with fewer than :data:`MIN_QUERY_CHARS` letters, marks and digits (``a``, ``BG``, ``अथ``) gets an empty
-ranking without touching the database, and a note (:attr:`TrigramLane.last_notes`, shown by ``workbench
-search``): its only trigrams are its padded edges, so every document holding it as a word scores 1.0, and the
-lane would hand fusion its limit of tied documents in doc_id order, which RRF credits like real matches.
+A query with fewer than :data:`~workbench.text.query.MIN_TRIGRAM_CHARS` letters and digits (``a``, ``BG``,
+``अथ``; :func:`~workbench.text.query.trigram_chars`) gets an empty ranking without touching the database, and a
+note (:attr:`TrigramLane.last_notes`, shown by ``workbench search``): its only trigrams are its padded edges, so
+every document holding it as a word scores 1.0, and the lane would hand fusion its limit of tied documents in
+doc_id order, which RRF credits like real matches.
 
 Both operators use the trigram GIN index on ``body``. Ties are broken by ``doc_id``
 (code-point order). A query is cut at a word boundary to ``max_query_chars`` (default 512) characters
@@ -33,20 +34,10 @@ from retrievers._sql import SqlLane, TextIndexKind
 from workbench.errors import ConfigError
 from workbench.registry import Params
 from workbench.run import Run
-from workbench.text.query import cut
+from workbench.text.query import MIN_TRIGRAM_CHARS, cut, trigram_chars
 from workbench.types import Query
 
 FUNCTIONS = ("word_similarity", "similarity")
-#: Queries with fewer letters, combining marks and digits than this are too short for trigrams (see above).
-MIN_QUERY_CHARS = 3
-
-
-def trigram_chars(text: str) -> int:
-    """Letters, combining marks and digits in ``text`` (Unicode categories L*, M*, N*): what pg_trgm makes
-    trigrams of (``"BG 2.47"`` → 5, ``"भोग"`` → 3, ``"a"`` → 1)."""
-    import unicodedata
-
-    return sum(1 for c in text if unicodedata.category(c)[0] in "LMN")
 
 _SQL = {
     "word_similarity": ("SELECT doc_id, word_similarity(%(q)s::text, body) AS score FROM {table} "
@@ -127,14 +118,14 @@ class TrigramLane(SqlLane):
         for q in queries:  # the forms _run searches; a short Devanagari word may have a longer IAST form
             sizes = [trigram_chars(f) for f in (query_forms(q.text or "") if self.transliterate
                                                 else [clean(q.text or "")])]
-            if any(sizes) and max(sizes) < MIN_QUERY_CHARS:
+            if any(sizes) and max(sizes) < MIN_TRIGRAM_CHARS:
                 self.last_notes[q.query_id] = (f"{clean(q.text or '')!r} is too short for trigrams (fewer than "
-                                               f"{MIN_QUERY_CHARS} letters or digits): the lane answers nothing")
+                                               f"{MIN_TRIGRAM_CHARS} letters or digits): the lane answers nothing")
 
         def one(conn, text: str, k: int, where) -> list[tuple[str, float]]:
             if self.max_query_words is not None and len(text.split()) > self.max_query_words:
                 return []
-            if trigram_chars(text) < MIN_QUERY_CHARS:
+            if trigram_chars(text) < MIN_TRIGRAM_CHARS:
                 return []
             query = stmt.replace("{filter}", f"AND {where[0]} " if where[0] else "")
             rows = conn.execute(query, {"q": cut(text, self.max_query_chars), "k": k, **where[1]}).fetchall()

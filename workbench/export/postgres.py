@@ -21,7 +21,8 @@ The statement, lane by lane, as the workbench's lanes rank (:mod:`retrievers.pgv
   lexeme of ``to_tsvector(config, query)`` joined by ``|``); the query cut at ``max_query_chars`` at a word
   boundary (:func:`workbench.text.query.cut`, in SQL);
 * **trigram**: ``word_similarity`` / ``similarity`` under the lane's threshold (``<%`` / ``%``, which use the GIN
-  index), the query cut at ``max_query_chars``, no answer above ``max_query_words``;
+  index), the query cut at ``max_query_chars``, no answer above ``max_query_words`` nor for a form of fewer than 3
+  letters and digits (:func:`workbench.text.query.trigram_chars`: ASCII punctuation and spaces removed);
 * a lane with ``transliterate = true`` searches every form of ``$forms`` (the application computes them with
   :func:`workbench.text.query.query_forms`), each form's top ``scan``, each document keeping its best score;
 * **reference**: the canonical-reference lane reads the query with the workbench's reference grammar, in Python:
@@ -61,6 +62,7 @@ from typing import Any
 
 from workbench.errors import ConfigError
 from workbench.eval.fusion import CONSTANT_RTOL, RANX_METHODS, FusionSpec
+from workbench.text.query import ASCII_NON_ALNUM_SQL, MIN_TRIGRAM_CHARS
 
 #: Lane kinds the statement runs itself.
 SQL_KINDS = ("pgvector", "fulltext", "trigram")
@@ -186,11 +188,13 @@ def trigram_part(name: str, lane, scan: int, depth: int) -> LanePart:
     if lane.max_query_words is not None:
         words = (f" AND cardinality(regexp_split_to_array(regexp_replace(f.form, '^\\s+|\\s+$', '', 'g'), '\\s+')) "
                  f"<= {int(lane.max_query_words)}")
+    # a form too short for trigrams answers nothing (workbench.text.query.trigram_chars, the same rule)
+    short = (f" AND length(regexp_replace(f.form, '{ASCII_NON_ALNUM_SQL}', '', 'g')) >= {int(MIN_TRIGRAM_CHARS)}")
     inner = (f"SELECT x.doc_id, max(x.r)::text::float8 AS score FROM unnest({_forms(lane)}) AS f(form) "
              f"CROSS JOIN LATERAL (SELECT {cut_sql('f.form', lane.max_query_chars)}::text AS q) c "
              f"CROSS JOIN LATERAL (SELECT t.doc_id, {fn} AS r FROM {_ident(lane.table)} t "
-             f"WHERE f.form ~ '\\S'{words} AND {op} ORDER BY r DESC, t.doc_id COLLATE \"C\" LIMIT {int(scan)}) x "
-             "GROUP BY x.doc_id")
+             f"WHERE f.form ~ '\\S'{words}{short} AND {op} ORDER BY r DESC, t.doc_id COLLATE \"C\" "
+             f"LIMIT {int(scan)}) x GROUP BY x.doc_id")
     return LanePart(name, "trigram", _ranked(inner, scan), depth, {guc: repr(lane.threshold)})
 
 

@@ -100,6 +100,23 @@ def clean(text: str) -> str:
     return t.strip()
 
 
+#: Queries with fewer letters and digits than this are too short for trigrams: pg_trgm's only trigrams of
+#: ``a`` or ``BG`` are its padded edges, so every document holding it as a word ties at 1.0 (the trigram lane,
+#: :mod:`retrievers.trigram`, and its export, :func:`workbench.export.postgres.trigram_part`, answer nothing).
+MIN_TRIGRAM_CHARS = 3
+#: The characters :func:`trigram_chars` does not count, as a PostgreSQL bracket expression: ASCII space and
+#: punctuation (the exported statement applies the same rule).
+ASCII_NON_ALNUM_SQL = "[ -/:-@\\[-`{-~]"
+
+
+def trigram_chars(text: str) -> int:
+    """The characters of a cleaned query that pg_trgm can make trigrams of: ASCII letters and digits, and every
+    character outside ASCII (a Devanagari vowel sign counts as a letter does). ``"BG 2.47"`` → 5, ``"भोग"`` → 3,
+    ``"अथ"`` → 2, ``"a"`` → 1. A rule PostgreSQL computes identically whatever its locale
+    (:data:`ASCII_NON_ALNUM_SQL`), so the exported statement answers the same queries."""
+    return sum(1 for c in text if not c.isascii() or c.isalnum())
+
+
 def cut(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` characters at a word boundary (the last space within the limit, trailing
     spaces dropped); a first word longer than ``limit`` is cut inside it. A half word would match other words

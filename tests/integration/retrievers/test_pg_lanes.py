@@ -453,3 +453,17 @@ def test_a_query_too_short_for_trigrams_gets_nothing_and_a_note(reader, index):
     tr = TrigramLane("trigram_tr", reader, index, threshold=0.6, transliterate=True)
     tr.search([Q("atha", "अथ")], 10)
     assert tr.last_notes == {}
+
+
+@pytest.mark.parametrize("text, n", [("a", 1), ("BG", 2), ("अथ", 2), ("भोग", 3), ("BG 2.47", 5), ("\u201ca\u201d", 3),
+                                     ("a_b [x] \\y", 4), ("a-b c", 3), ("Бг", 2), ("{~}`^", 0)])
+def test_the_exported_statement_counts_a_querys_trigram_characters_as_the_lane_does(pg_dsn, text, n):
+    """The export answers nothing for a form too short for trigrams by the same rule as the lane
+    (workbench.text.query.trigram_chars); PostgreSQL computes it in SQL, whatever its locale."""
+    import psycopg
+
+    from workbench.text.query import ASCII_NON_ALNUM_SQL, trigram_chars
+
+    with psycopg.connect(pg_dsn) as conn:
+        got = conn.execute(f"SELECT length(regexp_replace(%s, '{ASCII_NON_ALNUM_SQL}', '', 'g'))", [text]).fetchone()[0]
+    assert trigram_chars(text) == got == n
