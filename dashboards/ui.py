@@ -526,9 +526,16 @@ _SHORTCUT_SCRIPT = """<script>
     if (el.isContentEditable || el.tagName === "TEXTAREA" || el.tagName === "SELECT") return true;
     return el.tagName === "INPUT" && !NOT_TEXT.has((el.type || "text").toLowerCase());
   });
+  // A key by the character it types or, where that is none of ours, by its place on the keyboard
+  // (KeyboardEvent.code): a Russian layout types "ч" on the X key (KeyX), AZERTY "à" on the 0 key (Digit0).
+  const place = (code) => {
+    const m = /^(?:Key([A-Z])|Digit([0-9])|Numpad([0-9]))$/.exec(code || "");
+    return m ? (m[1] || m[2] || m[3]).toLowerCase() : "";
+  };
   window.addEventListener("keydown", (e) => {
     if (e.ctrlKey || e.metaKey || e.altKey || e.isComposing || !e.key || e.key.length !== 1) return;
-    const prefixes = window.__wbShortcutKeys[e.key.toLowerCase()];
+    const keys = window.__wbShortcutKeys;
+    const prefixes = keys[e.key.toLowerCase()] || keys[place(e.code)];
     if (!prefixes || typing(e)) return;
     let button = null;
     for (const p of prefixes) {
@@ -665,9 +672,11 @@ def cached_guideline_html(dataset: str, query_type: str) -> str:
 
 
 def keyboard_shortcuts() -> None:
-    """Make the judging pages' keys (:data:`SHORTCUT_KEYS`) work wherever the focus is, except in a text
-    field (the note, a select box's search), in either case (``x`` or Shift+``X``); a held key presses
-    once. A small script in the page (``st.html`` with JavaScript, not sandboxed: it must reach the
+    """Make the judging pages' keys (:data:`SHORTCUT_KEYS`) work wherever the focus is (a button, a toggle, a
+    checkbox), except in a text field (the note, a select box's search), in either case (``x`` or Shift+``X``)
+    and in any keyboard layout: a key counts by the character it types or, when that is none of the keys, by its
+    place on the keyboard (``KeyboardEvent.code``: a Russian layout types ``ч`` on the X key, ``KeyX``); a held
+    key presses once. A small script in the page (``st.html`` with JavaScript, not sandboxed: it must reach the
     page's buttons): it finds the button by its widget key's CSS class (``st-key-…``) and clicks it, so
     what it does goes through the button's own callback like a mouse click.
 

@@ -12,6 +12,11 @@ button's key names the pair shown (:func:`workbench.dashboard.judging.adjudicati
 a decision is taken only for a pair that waits (or is being changed) and has been on screen
 for :data:`~workbench.dashboard.judging.MIN_SEEN_S`: a quick second key press never decides
 the next pair.
+
+An adjudicator is a rater too: the store gives them pairs to judge blind like any rater (a pair
+another rater could not judge, a pool with a slot left), and those never come to this page. The
+page says how many pairs wait in their own Judge queue, on this dataset and on others, with a
+link to the Judge page (:func:`~workbench.dashboard.judging.own_queue_line`).
 """
 
 import html
@@ -19,6 +24,7 @@ import time
 
 import pandas as pd
 import streamlit as st
+from streamlit.errors import StreamlitPageNotFoundError
 
 from dashboards import ui
 from workbench.dashboard import judging
@@ -149,6 +155,26 @@ except WorkbenchError as exc:
 flash = st.session_state.get(FLASH)  # kept until the next action: a re-draw (a note's Tab) must not move the page
 if flash:
     getattr(st, flash[0])(flash[1])
+
+
+def _own_queue() -> None:
+    """How many pairs wait in this adjudicator's own Judge queue, and the way to the Judge page (nothing when none)."""
+    try:
+        done, total = store.progress(rater, dataset)
+        done_all, total_all = store.progress(rater)
+    except WorkbenchError as exc:
+        ui.stop_with_error(exc)
+    line = judging.own_queue_line(total - done, (total_all - done_all) - (total - done), dataset)
+    if not line:
+        return
+    st.info(line)
+    try:
+        st.page_link("views/judge.py", label="Open the Judge page", icon=":material/rate_review:")
+    except StreamlitPageNotFoundError:
+        pass  # this page run on its own (no navigation): the line names the page
+
+
+_own_queue()
 
 
 def _grades(judgments: list[dict]) -> str:

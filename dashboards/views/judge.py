@@ -55,9 +55,14 @@ KEYS_HELP = ("Keys: **0** not relevant · **1** relevant · **2** highly relevan
              "(either case; anywhere but in the note: Tab or Esc leaves it). With the mouse: move onto a grade, then "
              "click.")
 #: The column beside the pair stays in view while the texts scroll (wide windows; narrow ones stack the columns),
-#: and scrolls by itself when it is taller than the window, so the guideline at its foot can always be read.
+#: and scrolls by itself when it is taller than the window, so the guideline at its foot can always be read; the
+#: grade buttons stay at its top meanwhile (#41: the mouse wheel over them scrolled them out of the window), drawn
+#: over what scrolls under them in the page's own background colour (each element around them takes it from the
+#: app's, whatever the theme).
 SIDE_CSS = ("<style>[data-testid=\"stColumn\"]:has(.st-key-judge_side) { position: sticky; top: 3.75rem; "
-            "align-self: flex-start; max-height: calc(100vh - 4.5rem); overflow-y: auto; }</style>")
+            "align-self: flex-start; max-height: calc(100vh - 4.5rem); overflow-y: auto; } "
+            "div:has(> .st-key-judge_grades) { position: sticky; top: 0; z-index: 2; padding-bottom: 0.5rem; } "
+            "[data-testid=\"stApp\"] :has(.st-key-judge_grades) { background-color: inherit; }</style>")
 st.html(judging.page_css())
 
 
@@ -216,16 +221,14 @@ with left:  # the pair: the query, the document's address, its texts
     st.caption(f"{view.marks} word(s) of the query marked in the texts.")
 with right, st.container(key="judge_side"):  # beside it, in view while the texts scroll: grades, note, guideline
     with st.container(key="judge_grades"):  # Tab out of the note comes here, without moving the page
-        last = None  # 0, 1, 2 one under another (the labels in full); then cannot judge and undo side by side
+        # one under another, each the column's width: side by side, "cannot judge" and "Undo last" were cut to
+        # "c…" and "U…" in a window 820 px wide (#41)
         for grade, text, key_, stem in judging.GRADE_BUTTONS:
-            if grade is None:
-                last = st.columns(2)
-            (st if last is None else last[0]).button(
-                text, key=judging.grade_key(stem, aid), shortcut=key_, on_click=_queue, width="stretch",
-                type="primary" if grade is not None else "secondary", disabled=view.missing and grade is not None,
-                args=({"kind": "judge", "assignment_id": aid, "grade": grade, "doc_hash": view.doc_hash,
-                       "note_key": note_key, "address": view.address, "pair": words},))
-        _undo_button(last[1])
+            st.button(text, key=judging.grade_key(stem, aid), shortcut=key_, on_click=_queue, width="stretch",
+                      type="primary" if grade is not None else "secondary", disabled=view.missing and grade is not None,
+                      args=({"kind": "judge", "assignment_id": aid, "grade": grade, "doc_hash": view.doc_hash,
+                             "note_key": note_key, "address": view.address, "pair": words},))
+        _undo_button(st)
     st.caption(KEYS_HELP)
     # below the grades: leaving it (Tab, Esc) moves nothing, and nothing that grades lies under it
     st.text_area("Note (optional)", key=note_key, max_chars=2000, height=68,

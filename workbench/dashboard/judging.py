@@ -24,9 +24,16 @@ show and do, without Streamlit: the pages in ``dashboards/views/`` only draw it.
   are not marked — counted in letters, so a Devanagari vowel sign, virama or anusvara does
   not count (``मैं`` is one letter) — nor are function words (:data:`STOPWORDS`:
   scikit-learn's English list, Snowball's Russian list, Jacques Savoy's Hindi list).
-  Words are marked in the script the query is written in only: a Latin-script query does
-  not mark the Devanagari original, a Devanagari one not the IAST transliteration
-  (cross-script marking is a later change).
+  Words are marked in every script the document shows (:func:`mark_terms`): the words of a
+  Sanskrit or Pali query (language ``sa`` or ``pi``), and any Latin word with IAST diacritics,
+  are also read in IAST (:func:`workbench.text.query.query_forms`: from Devanagari, the Russian
+  reader's Cyrillic, Harvard-Kyoto or Velthuis), which marks Latin-script words and Devanagari
+  words read in IAST (:func:`workbench.text.translit.devanagari_to_iast`), and in the Russian
+  reader's Cyrillic (:func:`workbench.text.translit.iast_to_cyrillic_many`), which marks Cyrillic
+  words: ``abhyāsa``, ``abhyasa``, ``абхьяса`` and ``अभ्यास`` each mark *abhyāsaḥ* in the IAST
+  transliteration and *अभ्यासः* in the Devanagari original. The words of an English, Hindi or
+  Russian query are marked in their own script only (read in another script, the English
+  ``name`` would mark a Hindi नाम).
 * :func:`unjudged_docs` / :func:`send_to_pool` — the drill-down's documents without a label
   go to the judging pool (reason ``sent``), skipping pairs already pooled or judged.
 """
@@ -43,6 +50,7 @@ from typing import Any
 
 from workbench.text.normalize import ascii_fold, match_form
 from workbench.text.scripts import script_of
+from workbench.text.translit import devanagari_to_iast, iast_to_cyrillic_many, is_iast_extended
 
 #: The rater's buttons: (grade or None for "cannot judge", label, keyboard shortcut, widget-key stem).
 #: A button's widget key is the stem and the assignment it grades (:func:`grade_key`), so a key press
@@ -109,6 +117,21 @@ def press_refusal(store, rater, action: Mapping[str, Any], held, shown: tuple[in
         return ("warning", f"Not saved: that key press came {age:.2f} s after {pair} appeared — too soon to have "
                            "read it (a quick second press?). Nothing was written; read it, then press the key again.")
     return None
+
+
+def own_queue_line(here: int, elsewhere: int, dataset: str) -> str:
+    """What the Adjudicate page says about the adjudicator's own Judge queue: ``here`` pairs of ``dataset`` and
+    ``elsewhere`` pairs of other datasets wait for them to judge as a rater; ``""`` when none do.
+
+    ``own_queue_line(3, 0, "gita")`` → ``"3 pair(s) of gita wait in your own Judge queue: …"``."""
+    if here <= 0 and elsewhere <= 0:
+        return ""
+    if here > 0:
+        what = f"{here} pair(s) of {dataset}" + (f" (and {elsewhere} of other datasets)" if elsewhere > 0 else "")
+    else:
+        what = f"{elsewhere} pair(s) of other datasets"
+    return (f"{what} wait in your own Judge queue: as a rater too, you judge them blind on the Judge page. They "
+            "never come to this page.")
 
 
 def grade_key(stem: str, assignment_id: int) -> str:
@@ -269,7 +292,9 @@ _ISO_CODE = {"Devanagari": "Deva", "Cyrillic": "Cyrl"}
 @functools.lru_cache(maxsize=1)
 def _word_re() -> re.Pattern:
     """A word: a letter, then letters and combining marks (so Devanagari vowel signs and viramas stay
-    inside their word; Python's ``\\w`` has no class for marks, so it is built once from Unicode)."""
+    inside their word; Python's ``\\w`` has no class for marks, so it is built once from Unicode). The
+    Devanagari avagraha ``ऽ`` (an elided *a*) ends a word, as its apostrophe does in IAST: ``अभ्यासेऽप्यसमर्थोऽसि``
+    is ``अभ्यासे``, ``प्यसमर्थो``, ``सि`` like ``abhyāse 'pyasamartho 'si``."""
     marks, start = [], None
     for cp in [*range(0x20000), *range(0xE0000, 0xE0200)]:  # every mark lies in these planes
         is_mark = unicodedata.category(chr(cp)).startswith("M")
@@ -281,17 +306,80 @@ def _word_re() -> re.Pattern:
     if start is not None:
         marks.append((start, 0xE01FF))
     cls = "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in marks)
-    return re.compile(f"[^\\W\\d_](?:[^\\W\\d_]|[{cls}])*")
+    return re.compile(f"[^\\W\\d_\u093d](?:[^\\W\\d_\u093d]|[{cls}])*")
 
 
-def query_terms(text: str) -> tuple[str, ...]:
-    """The folded words of a query that are marked in the documents (see the module docstring), in order."""
-    out = []
-    for m in _word_re().finditer(text or ""):
-        w = fold(m.group())
+def _terms(words: Iterable[str]) -> tuple[str, ...]:
+    """The words folded, in order, without repeats, short words (:data:`MIN_TERM`) and :data:`STOPWORDS`."""
+    out: list[str] = []
+    for word in words:
+        w = fold(word)
         if letters(w) >= MIN_TERM and w not in STOPWORDS and w not in out:
             out.append(w)
     return tuple(out)
+
+
+def query_terms(text: str) -> tuple[str, ...]:
+    """The folded words of a query that are marked in the documents in the query's own script (see the module
+    docstring), in order: ``"The Dhamma of samsara"`` → ``("dhamma", "samsara")``."""
+    return _terms(m.group() for m in _word_re().finditer(text or ""))
+
+
+#: Query languages whose words are Sanskrit or Pali: marked in every script (:func:`mark_terms`).
+CROSS_SCRIPT_LANGUAGES = frozenset({"sa", "pi"})
+
+
+@dataclass(frozen=True)
+class MarkTerms:
+    """What a query marks in a document's texts (:func:`mark_terms`): words folded by :func:`fold`, but ``iast``.
+
+    Attributes:
+        own: the query's words in their own script (:func:`query_terms`).
+        latin: its Sanskrit or Pali words in IAST: matched against Latin-script words, and against Devanagari
+            words read in IAST.
+        iast: those words in IAST as read (lower case, not folded), whose Russian reader's Cyrillic
+            (:attr:`cyrillic`) is matched against Cyrillic words.
+    """
+
+    own: tuple[str, ...]
+    latin: tuple[str, ...] = ()
+    iast: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.own or self.latin)
+
+    @property
+    def cyrillic(self) -> tuple[str, ...]:
+        """The Sanskrit or Pali words in the Russian reader's Cyrillic, folded (made on first use: Aksharamukha
+        takes seconds to load, and most documents show no Cyrillic)."""
+        return _cyrillic_terms(self.iast)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cyrillic_terms(iast: tuple[str, ...]) -> tuple[str, ...]:
+    return _terms(iast_to_cyrillic_many(list(iast))) if iast else ()
+
+
+@functools.lru_cache(maxsize=1024)
+def mark_terms(text: str, language: str = "") -> MarkTerms:
+    """The words ``text`` (a query in ``language``, a BCP 47 code such as ``sa``) marks, in every script (see the
+    module docstring): ``mark_terms("अभ्यास", "sa")`` → ``MarkTerms(own=("अभयास",), latin=("abhyasa",),
+    iast=("abhyāsa",))``, whose :attr:`~MarkTerms.cyrillic` is ``("абхьяса",)``. The words of a query in another
+    language are read in other scripts only when they carry IAST diacritics (``mark_terms("water", "en")`` →
+    ``MarkTerms(own=("water",))``). Never raises on a string."""
+    from workbench.text.query import clean, query_forms, to_iast
+
+    own = query_terms(text)
+    words = [m.group() for m in _word_re().finditer(text or "")]
+    if language not in CROSS_SCRIPT_LANGUAGES:
+        words = [w for w in words if iso_script(w) == "Latn" and is_iast_extended(w)]
+    indic = " ".join(words)
+    if not _terms(words):
+        return MarkTerms(own)
+    latin = _terms(w.group() for form in query_forms(indic) for w in _word_re().finditer(form)
+                   if iso_script(w.group()) == "Latn")
+    iast = [w.group().lower() for w in _word_re().finditer(to_iast(clean(indic))) if iso_script(w.group()) == "Latn"]
+    return MarkTerms(own, latin, tuple(dict.fromkeys(iast)))
 
 
 _VOWELS = {"Latn": set("aeiouy"), "Cyrl": set("аеиоуыэюяьъ")}
@@ -335,13 +423,33 @@ def _matches(word: str, terms: Sequence[str]) -> bool:
     return False
 
 
-def highlight_html(text: str, terms: Sequence[str]) -> str:
-    """``text`` as HTML (escaped) with each word that matches a query term wrapped in ``<mark>``."""
-    if not terms:
+def _marked(word: str, terms: MarkTerms) -> bool:
+    """Whether a word of a document is marked: a form of a query word in its own script, or of a Sanskrit or Pali
+    query word in the word's script (a Devanagari word read in IAST)."""
+    folded = fold(word)
+    if _matches(folded, terms.own):
+        return True
+    script = iso_script(word)
+    if script == "Cyrl":
+        return _matches(folded, terms.cyrillic)
+    if script == "Deva":
+        return bool(terms.latin) and _matches(fold(devanagari_to_iast(word)), terms.latin)
+    return _matches(folded, terms.latin)
+
+
+def _marking(terms: Sequence[str] | MarkTerms) -> MarkTerms:
+    return terms if isinstance(terms, MarkTerms) else MarkTerms(tuple(terms))
+
+
+def highlight_html(text: str, terms: Sequence[str] | MarkTerms) -> str:
+    """``text`` as HTML (escaped) with each word that matches a query term wrapped in ``<mark>``; ``terms``:
+    :func:`mark_terms` (every script), or folded words (:func:`query_terms`: their own script only)."""
+    marking = _marking(terms)
+    if not marking:
         return html.escape(text)
     parts, last = [], 0
     for m in _word_re().finditer(text):
-        if _matches(fold(m.group()), terms):
+        if _marked(m.group(), marking):
             parts.append(html.escape(text[last:m.start()]))
             parts.append(f"<mark>{html.escape(m.group())}</mark>")
             last = m.end()
@@ -349,9 +457,10 @@ def highlight_html(text: str, terms: Sequence[str]) -> str:
     return "".join(parts)
 
 
-def marked_words(text: str, terms: Sequence[str]) -> list[str]:
+def marked_words(text: str, terms: Sequence[str] | MarkTerms) -> list[str]:
     """The words of ``text`` :func:`highlight_html` marks, in order (for tests and counts)."""
-    return [m.group() for m in _word_re().finditer(text) if _matches(fold(m.group()), terms)]
+    marking = _marking(terms)
+    return [m.group() for m in _word_re().finditer(text) if marking and _marked(m.group(), marking)]
 
 
 # ---------------------------------------------------------------- a document's texts, labelled for a reader
@@ -527,7 +636,7 @@ def pair_view(dataset: str, query_id: str, doc_id: str, queries, documents: Mapp
     doc = documents.get(doc_id)
     if doc is None:
         return PairView(dataset, query_id, doc_id, qtext, qtype, lang, doc_id, (), None, 0)
-    terms = query_terms(qtext)
+    terms = mark_terms(qtext, lang)
     sections, marks = [], 0
     for heading, entries in text_sections(doc, derive_cyrillic=derive_cyrillic):
         shown = []

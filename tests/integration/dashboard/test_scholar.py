@@ -610,3 +610,91 @@ def _platform_fonts(drv, selector: str) -> list[dict]:
     node = drv.execute_cdp_cmd("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
     assert node, f"no element {selector} on the page"
     return drv.execute_cdp_cmd("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+
+
+# ------------------------------------------------------------------ #41 item 14: a narrow window, the wheel, a Russian X
+
+#: Each visible button of the grading panel (grades, cannot judge, undo) as the browser lays it out: its widget key,
+#: its box, whether a text inside it is cut (wider than its box: an ellipsis), and whether the button is what lies
+#: at its centre (nothing drawn over it).
+_PANEL_BUTTONS = """
+return [...document.querySelectorAll('[class*="st-key-judge_g"] button, [class*="st-key-judge_x_"] button,'
+                                     + ' [class*="st-key-judge_undo"] button')]
+  .filter((b) => b.getBoundingClientRect().height > 0)
+  .map((b) => {
+    const r = b.getBoundingClientRect();
+    const holder = b.closest('[class*="st-key-judge_"]');
+    const key = [...holder.classList].find((c) => c.startsWith('st-key-')).slice(7).replace(/_\\d+$/, '');
+    const cut = [b, ...b.querySelectorAll('*')].some((el) => el.scrollWidth > el.clientWidth + 1);
+    const top = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+    return {key, left: r.left, right: r.right, top: r.top, bottom: r.bottom, cut, covered: !b.contains(top)};
+  });
+"""
+
+
+def test_at_820_px_the_buttons_show_whole_stay_in_view_under_the_wheel_and_a_russian_x_grades(store, dash, gita,
+                                                                                                drivers):
+    """#41 item 14: in a window 820 px wide (the sidebar open beside the pair) every button of the grading panel
+    shows whole — none is cut or covered — and stays in view while the mouse wheel scrolls the panel's column and
+    the texts; and with a Russian layout (``ч`` on the X key) the X key grades "cannot judge" while the "Show my
+    judgments" toggle, a checkbox, has the focus."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.actions.wheel_input import ScrollOrigin
+    from selenium.webdriver.common.by import By
+
+    _pool(store, _pairs(gita, "paraphrase", 2, skip=10))
+    ann, token = store.add_rater("rater-ann")
+    drv = drivers()
+    drv.set_window_size(820, 900)
+    drv.get(f"{dash.url}/judge?token={token}")
+    text = _wait(drv, "0 of 2 judged")
+    width, height = drv.execute_script("return [window.innerWidth, window.innerHeight];")
+    assert width == 820, width
+
+    def check(when: str) -> None:
+        buttons = drv.execute_script(_PANEL_BUTTONS)
+        print(when, [(b["key"], round(b["left"]), round(b["right"]), round(b["top"]), round(b["bottom"]), b["cut"],
+                      b["covered"]) for b in buttons])
+        assert sorted(b["key"] for b in buttons) == ["judge_g0", "judge_g1", "judge_g2", "judge_undo", "judge_x"]
+        for b in buttons:
+            assert 0 <= b["left"] and b["right"] <= width and 0 <= b["top"] and b["bottom"] <= height, (when, b)
+            assert not b["cut"] and not b["covered"], (when, b)
+
+    check("drawn:")
+    OUT.mkdir(parents=True, exist_ok=True)
+    drv.save_screenshot(str(OUT / "judge-820px.png"))
+    # the wheel over the grade buttons (it scrolls their column, then the page), then over the texts
+    column = drv.find_element(By.CSS_SELECTOR, '[data-testid="stColumn"]:has(.st-key-judge_side)')
+    ActionChains(drv).scroll_from_origin(ScrollOrigin.from_element(_grade_button(drv, 1)), 0, 900).perform()
+    time.sleep(0.8)
+    scrolled = (drv.execute_script("return arguments[0].scrollTop;", column), _scroll_top(drv))
+    print(f"the wheel over the buttons scrolled their column {scrolled[0]:.0f} px and the page {scrolled[1]:.0f} px")
+    assert sum(scrolled) > 300, scrolled  # it did scroll something under the pointer
+    check("after the wheel over the buttons:")
+    panel = drv.execute_script("return getComputedStyle(document.querySelector('.st-key-judge_grades').parentElement)"
+                               ".backgroundColor;")
+    assert panel == drv.execute_script("return getComputedStyle(document.querySelector('[data-testid=\"stApp\"]'))"
+                                       ".backgroundColor;") and panel.startswith("rgb("), panel  # the guideline is hidden
+    ActionChains(drv).scroll_from_origin(ScrollOrigin.from_element(
+        drv.find_element(By.CSS_SELECTOR, ".wb-judge-query")), 0, -300).perform()
+    time.sleep(0.3)
+    texts = drv.find_elements(By.CSS_SELECTOR, ".wb-judge-text")
+    ActionChains(drv).scroll_from_origin(ScrollOrigin.from_element(texts[0]), 0, 1200).perform()
+    time.sleep(0.8)
+    print(f"the wheel over the texts: the page at {_scroll_top(drv):.0f} px")
+    assert _scroll_top(drv) > 300
+    check("after the wheel over the texts:")
+    drv.save_screenshot(str(OUT / "judge-820px-scrolled.png"))
+
+    # a Russian layout: the X key gives "ч" (code KeyX), pressed while the toggle (a checkbox) has the focus
+    address = _address(text)
+    toggle = drv.find_element(By.CSS_SELECTOR, '[class*="st-key-judge_mine"] input[type="checkbox"]')
+    drv.execute_script("arguments[0].focus({preventScroll: true});", toggle)
+    assert drv.execute_script("return document.activeElement === arguments[0];", toggle)
+    for kind in ("keyDown", "keyUp"):
+        drv.execute_cdp_cmd("Input.dispatchKeyEvent", {"type": kind, "key": "ч", "code": "KeyX", "text": "ч",
+                                                       "unmodifiedText": "ч", "windowsVirtualKeyCode": 88})
+    _wait(drv, "1 of 2 judged")
+    [row] = _rows(store)
+    assert row[:2] == ("judge", ann.rater_id) and row[4:] == (None, True, None), row
+    assert gita.documents[row[3]].address == address
