@@ -115,12 +115,15 @@ class TrigramLane(SqlLane):
         from workbench.text.query import clean, query_forms
 
         self.last_notes = {}
-        for q in queries:  # the forms _run searches; a short Devanagari word may have a longer IAST form
-            sizes = [trigram_chars(f) for f in (query_forms(q.text or "") if self.transliterate
-                                                else [clean(q.text or "")])]
-            if any(sizes) and max(sizes) < MIN_TRIGRAM_CHARS:
-                self.last_notes[q.query_id] = (f"{clean(q.text or '')!r} is too short for trigrams (fewer than "
-                                               f"{MIN_TRIGRAM_CHARS} letters or digits): the lane answers nothing")
+        for q in queries:
+            text = clean(q.text or "")
+            if not 0 < trigram_chars(text) < MIN_TRIGRAM_CHARS:
+                continue  # most queries: no note, and no transliteration computed twice
+            # the forms _run searches: a short Devanagari word may have a longer IAST form
+            if self.transliterate and max(map(trigram_chars, query_forms(q.text or ""))) >= MIN_TRIGRAM_CHARS:
+                continue
+            self.last_notes[q.query_id] = (f"{text!r} is too short for trigrams (fewer than {MIN_TRIGRAM_CHARS} "
+                                           "letters or digits): the lane answers nothing")
 
         def one(conn, text: str, k: int, where) -> list[tuple[str, float]]:
             if self.max_query_words is not None and len(text.split()) > self.max_query_words:

@@ -121,15 +121,19 @@ def fmt(seconds: float) -> str:
     return f"{whole // 60} min {whole % 60} s"
 
 
-def read() -> list[tuple[str, float, int, float]]:
-    """(stage, seconds, exit status, load average at its end) of the current job, in order (malformed lines skipped)."""
-    rows: list[tuple[str, float, int, float]] = []
+def _lines() -> list[list[str]]:
+    """The current job's table, each line split on tabs (nothing when the file cannot be read)."""
     try:
-        lines = stages_file().read_text(encoding="utf-8").splitlines()
+        return [line.split("\t") for line in stages_file().read_text(encoding="utf-8").splitlines()]
     except OSError:
-        return rows
-    for line in lines:
-        parts = line.split("\t")
+        return []
+
+
+def read(lines: list[list[str]] | None = None) -> list[tuple[str, float, int, float]]:
+    """(stage, seconds, exit status, load average at its end) of the current job, in order (malformed lines skipped);
+    ``lines``: the table as :func:`_lines` gives it (default: read now)."""
+    rows: list[tuple[str, float, int, float]] = []
+    for parts in _lines() if lines is None else lines:
         try:
             rows.append((parts[0], float(parts[1]), int(parts[2]), float(parts[3])))
         except (IndexError, ValueError):
@@ -140,11 +144,12 @@ def read() -> list[tuple[str, float, int, float]]:
 def report() -> str:
     """The table of :func:`read` with each stage's share of the total; when stages ran at once (their times add up
     to more than the job took, :func:`wall_seconds`), the wall clock below the sum."""
-    rows = read()
+    lines = _lines()  # read once for both
+    rows = read(lines)
     if not rows:
         return f"no stage times in {stages_file()}"
     total = sum(r[1] for r in rows)
-    wall = wall_seconds()
+    wall = wall_seconds(lines)
     overlap = wall is not None and wall < total - 1
     label = "total (stages added)" if overlap else "total"
     width = max(len(label), *(len(r[0]) for r in rows))
@@ -157,18 +162,13 @@ def report() -> str:
     return "\n".join(out)
 
 
-def wall_seconds() -> float | None:
+def wall_seconds(lines: list[list[str]] | None = None) -> float | None:
     """Seconds from the first stage's start to the last one's end (each line's UTC end less its seconds), or None
-    with no readable line. To the second: the end times are."""
+    with no readable line. To the second: the end times are. ``lines``: as for :func:`read`."""
     import calendar
 
     spans = []
-    try:
-        lines = stages_file().read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        parts = line.split("\t")
+    for parts in _lines() if lines is None else lines:
         try:
             end = calendar.timegm(time.strptime(parts[4], "%Y-%m-%dT%H:%M:%SZ"))
             spans.append((end - float(parts[1]), float(end)))
