@@ -16,8 +16,9 @@ GRANULARITIES = ("segment", "passage", "paragraph", "verse", "sutta")
 #: commentary paragraphs that hold it in bold (:func:`workbench.data.querysets.builders.cst_bold_headwords`).
 #: ``negative``: a query the corpus holds no answer to by construction (a reference out of range, which the
 #: grammar diagnoses: ``BG 19.1``, ``MN 200``); it has no judgments, and is scored by whether the answer is empty
-#: (:mod:`workbench.eval.answers`).
-QUERY_TYPES = ("paraphrase", "term", "reference", "page_ref", "headword", "negative")
+#: (:mod:`workbench.eval.answers`). ``other``: a query of a team's own set (``source = "files"``) whose file gives no
+#: type.
+QUERY_TYPES = ("paraphrase", "term", "reference", "page_ref", "headword", "negative", "other")
 #: Query types with no relevant document by construction (:data:`QUERY_TYPES`).
 UNANSWERABLE_QUERY_TYPES = ("negative",)
 #: Query types whose built qrels are exact and complete: the reference grammar

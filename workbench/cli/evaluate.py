@@ -20,16 +20,17 @@ def eval_cmd(
     qrels: Optional[str] = qrels_option("the experiment file's"),
 ) -> None:
     """Index what is missing, evaluate every config on every dataset, print the comparison, track it in MLflow."""
+    from workbench.data.catalog import data_for
     from workbench.experiment.config import load_experiment
     from workbench.experiment.runner import run_experiment
     from workbench.judging.layers import check_layer
-    from workbench.settings import data_dir, home_dir
+    from workbench.settings import home_dir
 
     try:
         layer = check_layer(qrels, "--qrels") if qrels is not None else None
         exp = load_experiment(experiment)
         layer = layer or exp.qrels
-        data_dir()
+        data_for(list(exp.datasets))  # the corpora its datasets read (none for source = "files")
         home = home_dir()
         if track:
             from workbench.experiment.tracking import check_tracking

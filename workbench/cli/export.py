@@ -40,7 +40,7 @@ def export_cmd(
     """Write a tuned config (a study's chosen trial, or an experiment's config) for production: the workbench's
     JSON, one PostgreSQL statement, or an OpenSearch hybrid query and pipeline; --verify proves it ranks the same."""
     from workbench.export.job import from_experiment, from_study, write
-    from workbench.settings import data_dir, home_dir
+    from workbench.settings import home_dir
     from workbench.types import SPLITS
 
     try:
@@ -54,7 +54,6 @@ def export_cmd(
             raise WorkbenchError(f"--splits {splits!r}: use some of {', '.join(SPLITS)}")
         if min_parity is not None and (not verify or not 0.0 <= min_parity <= 1.0):
             raise WorkbenchError("--min-parity takes a number in [0, 1] and needs --verify")
-        data_dir()
         home = home_dir()
         target = out if fmt == "json" else out / "x"
         if not os.access(next((p for p in [target.parent, *target.parent.parents] if p.exists()), Path("/")), os.W_OK):

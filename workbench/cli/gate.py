@@ -59,12 +59,11 @@ def gate_cmd(
     from workbench.gate.policy import GATE_MEASURES
     from workbench.gate.report import GateReport, junit, markdown
     from workbench.gate.runner import run_gate_file, run_pair
-    from workbench.settings import data_dir, home_dir
+    from workbench.settings import home_dir
 
     options = {"margin": margin, "min_queries": min_queries, "judged_floor": judged_floor,
                "judged_action": judged_action, "empty_floor": empty_floor, "false_empty_ceiling": false_empty_ceiling}
     try:
-        data_dir()
         home = home_dir()
         for opt, out in (("--markdown", markdown_out), ("--junit", junit_out)):
             if out is not None and (out.is_dir() or (out.exists() and not os.access(out, os.W_OK))):

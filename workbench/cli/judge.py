@@ -108,17 +108,18 @@ def judge_pool(
     pooled or labelled by the built qrels (but for an audit sample of those); ordered by priority tiers. Prints
     the pool's size and each config's Judged@10 now and once the pool is judged.
     """
+    from workbench.data.catalog import data_for
     from workbench.experiment import pooling as pool_plan
     from workbench.experiment.config import load_experiment
     from workbench.judging import pooling
-    from workbench.settings import data_dir, home_dir
+    from workbench.settings import home_dir
 
     try:
         exp = load_experiment(experiment)
         request: dict[str, Any] = dict(configs=config or None, depth=depth, splits=split or None, max_pairs=max_pairs,
                        raters_per_pair=raters_per_pair, audit=audit, seed=seed)
         pool_plan.check_request(exp, dataset, **request)  # every option, before anything is read or written
-        data_dir()
+        data_for(list(exp.datasets))  # the corpora its datasets read (none for source = "files")
         home = home_dir()
         store = _judge_store()
         try:

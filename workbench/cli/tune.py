@@ -26,9 +26,10 @@ def tune_cmd(
     """Tune fusion and engine parameters with Optuna over cached candidates; report on dev and test."""
     from dataclasses import replace
 
+    from workbench.data.catalog import data_for
     from workbench.errors import StorageError
     from workbench.judging.layers import check_layer
-    from workbench.settings import data_dir, home_dir
+    from workbench.settings import home_dir
     from workbench.tuning.outputs import summary, write_outputs
     from workbench.tuning.space import load_study
     from workbench.tuning.study import run_study
@@ -39,7 +40,7 @@ def tune_cmd(
         if layer is not None:
             st = replace(st, qrels=layer)
         _log(f"qrels layer: {st.qrels}" + (" (--qrels)" if layer is not None else ""))
-        data_dir()
+        data_for(list(st.experiment.datasets))  # the corpora its datasets read (none for source = "files")
         home = home_dir()
         if track:
             from workbench.experiment.tracking import check_tracking

@@ -133,6 +133,14 @@ DEFAULTS: dict[str, Guideline] = {
         relevant="None: a verse or sutta with the same number in another chapter or collection is still 0.",
         not_relevant="Every document.",
         cannot_judge=_CANNOT),
+    "other": Guideline(
+        "other",
+        query="A query from the team's own set (its users' searches or its test questions), of no type the "
+              "workbench builds. Judge whether the document answers what the query asks.",
+        highly_relevant="The document answers the query: a reader who asked it would stop here.",
+        relevant="The document helps: it holds part of the answer, or leads to it.",
+        not_relevant="The document is about something else, or only shares words with the query.",
+        cannot_judge=_CANNOT),
 }
 
 

@@ -79,15 +79,15 @@ def _sha256(path: Path) -> str:
 
 
 def hash_inputs(files: list[Path], data: Path) -> dict[str, str]:
-    """Relative path (to ``data``) → sha256 (hex) for each input file.
+    """Relative path (to ``data``; the absolute path of a file outside it) → sha256 (hex) for each input file.
 
     Raises:
         DataError: an input file cannot be read (names it).
     """
     out = {}
     for p in files:
-        try:
-            out[str(p.relative_to(data))] = _sha256(p)
+        try:  # a corpus file by its place under the data folder; a team's own file (source files) by its path
+            out[str(p.relative_to(data)) if p.is_relative_to(data) else str(p)] = _sha256(p)
         except OSError as exc:
             raise DataError(f"corpus file {p} cannot be read ({exc.strerror or exc}); make it readable "
                             "or restore it from its source") from exc
@@ -336,7 +336,12 @@ def _build_locked(name: str, defs: Definitions, defn: dict[str, Any], data: Path
         raise DataError(f"cannot build dataset {name}: a corpus record under {data} lacks the key {exc}; "
                         f"restore the corpus (or fix dataset.{name} in {defs.path})") from exc
     kinds = negative_kinds(defn)
+    listed = built.documents if isinstance(built.documents, list) else None  # None: a stream, read once when written
+    if listed is None and (kinds or defn.get("filters") or built.damage is not None):
+        listed = list(built.documents)
+        built.documents = listed
     if kinds:
+        assert listed is not None
         from dataclasses import replace
 
         from workbench.data.querysets import builders
@@ -347,7 +352,7 @@ def _build_locked(name: str, defs: Definitions, defn: dict[str, Any], data: Path
             from workbench.data.loaders.dpd import load_dpd
 
             step("loading ms-dpd")
-            negatives += builders.absent_lemmas(built.documents, load_dpd(data), defs.seed)
+            negatives += builders.absent_lemmas(listed, load_dpd(data), defs.seed)
         if "gita_questions" in kinds:
             from workbench.data.loaders.gita import load_gita
 
@@ -360,8 +365,9 @@ def _build_locked(name: str, defs: Definitions, defn: dict[str, Any], data: Path
         from workbench.data.querysets.builders import filtered_variants
 
         step("drawing filtered queries")
+        assert listed is not None
         try:
-            fq, fr = filtered_variants(built.queries, built.qrels, built.documents, defn["filters"], defs.seed)
+            fq, fr = filtered_variants(built.queries, built.qrels, listed, defn["filters"], defs.seed)
         except ValueError as exc:
             raise ConfigError(f"cannot build dataset {name} (dataset.{name} in {defs.path}): {exc}") from exc
         built = replace(built, queries=[*built.queries, *fq], qrels=[*built.qrels, *fr])
@@ -382,7 +388,7 @@ def _build_locked(name: str, defs: Definitions, defn: dict[str, Any], data: Path
 
             damage.write_report(tmp, built.damage)
             written = OUTPUTS + (damage.FILENAME,)
-            unit = f"{built.documents[0].granularity}s" if built.documents else "documents"
+            unit = f"{listed[0].granularity}s" if listed else "documents"
             (log or _stderr)(damage.describe(built.damage, name, unit))
         manifest = {
             "name": name,

@@ -55,7 +55,7 @@ from workbench.types import Document, Qrel, Query
 
 __all__ = [
     "BUILDER_VERSION", "OUTPUTS", "SOURCES", "Built", "Dataset", "Definitions", "build", "build_or_reuse", "build_order",
-    "code_fingerprint", "counts", "dataset_dir", "default_definitions_path", "ensure", "hash_inputs", "input_files",
+    "code_fingerprint", "counts", "data_for", "dataset_dir", "default_definitions_path", "ensure", "hash_inputs", "input_files",
     "load", "load_definitions", "modified_outputs", "query_types_of", "read_manifest", "required_sources", "status",
     "valid_counts", "valid_name",
 ]
@@ -211,7 +211,7 @@ def status(name: str, defs: Definitions | None = None, data: Path | None = None,
         DataError: an input file cannot be read.
     """
     defs = defs or load_definitions()
-    data = data or _data_dir(sources=required_sources(defs.definition(name), defs))
+    data = data or data_for([name], defs)
     return build_state(name, defs, data, home)
 
 
@@ -255,9 +255,27 @@ def build_or_reuse(name: str, defs: Definitions | None = None, data: Path | None
             previous build is kept.
     """
     defs = defs or load_definitions()
-    defn = defs.definition(name)
-    data = data or _data_dir(sources=required_sources(defn, defs))
+    data = data or data_for([name], defs)
     return build_dataset(name, defs, data, home, force=force, step=step, log=log, checked=None)
+
+
+def data_for(names: list[str], defs: Definitions | None = None) -> Path:
+    """The corpus folder the named datasets' builds read, checked for the corpora they need
+    (:func:`workbench.settings.data_dir`). Datasets that read no corpus (``source = "files"``: a team's own files)
+    need none: then the data folder is used when one is set, else the folder of the definitions file.
+
+    Raises:
+        ConfigError: a dataset is not defined, or one needs the corpora and no data folder is set.
+        DataError: the data folder lacks a file the datasets need.
+    """
+    defs = defs or load_definitions()
+    sources = tuple(dict.fromkeys(s for n in names for s in required_sources(defs.definition(n), defs)))
+    if sources:
+        return _data_dir(sources=sources)
+    try:
+        return _data_dir(check=False)
+    except ConfigError:
+        return defs.path.parent
 
 
 @dataclass
@@ -326,7 +344,7 @@ def ensure(name: str, defs: Definitions | None = None, data: Path | None = None,
     if state != "current":
         if log is not None:
             log(f"building dataset {name} ({state})")
-        data = data or _data_dir(sources=required_sources(defs.definition(name), defs))
+        data = data or data_for([name], defs)
         build_dataset(name, defs, data, home, force=False, step=None, log=log, checked=(state, stamp))
     return load(name, defs, data, home, check=False)
 

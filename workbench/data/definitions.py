@@ -55,6 +55,12 @@ def show(value: object, limit: int = 60) -> str:
     return r if len(r) <= limit else r[: limit - 1] + "…"
 
 
+def toml_string(value: str) -> str:
+    """``value`` as a TOML basic string, for sections written into ``datasets.toml`` (``workbench data add``): JSON's
+    escapes (``\\"``, ``\\\\``, ``\\n``, ``\\uXXXX``) are TOML's too (TOML 1.0, "Basic strings")."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def is_int(value: object) -> bool:
     """Whether ``value`` is an ``int`` (a ``bool`` is not)."""
     return isinstance(value, int) and not isinstance(value, bool)

@@ -57,3 +57,26 @@ def script_of(text: str) -> str:
     if len(families) > 1:
         return "mixed"
     return families.pop()
+
+
+#: The first word of a letter's Unicode name → its ISO 15924 code (what :class:`workbench.types.Text` records).
+ISO15924 = {"LATIN": "Latn", "CYRILLIC": "Cyrl", "DEVANAGARI": "Deva", "CJK": "Hani", "HIRAGANA": "Hira",
+            "KATAKANA": "Kana", "HANGUL": "Hang", "MYANMAR": "Mymr", "THAI": "Thai", "SINHALA": "Sinh",
+            "ARABIC": "Arab", "HEBREW": "Hebr", "GREEK": "Grek", "TIBETAN": "Tibt", "BENGALI": "Beng",
+            "TAMIL": "Taml", "TELUGU": "Telu", "KHMER": "Khmr", "LAO": "Laoo", "GUJARATI": "Gujr",
+            "GURMUKHI": "Guru", "KANNADA": "Knda", "MALAYALAM": "Mlym", "ORIYA": "Orya", "ARMENIAN": "Armn",
+            "GEORGIAN": "Geor", "ETHIOPIC": "Ethi"}
+
+
+def iso15924(text: str, sample: int = 2000) -> str:
+    """The ISO 15924 code of the script most letters of ``text`` are written in (its first ``sample`` characters):
+    ``Latn``, ``Cyrl``, ``Deva``, ``Hani`` (CJK ideographs), … (:data:`ISO15924`); ``Zyyy`` (common) when it has no
+    letter, ``Zzzz`` (unknown) for a script not listed. Never raises on a string."""
+    import unicodedata
+    from collections import Counter
+
+    seen: Counter[str] = Counter()
+    for ch in text[:sample]:
+        if ch.isalpha():
+            seen[ISO15924.get(unicodedata.name(ch, "").split(" ", 1)[0], "Zzzz")] += 1
+    return seen.most_common(1)[0][0] if seen else "Zyyy"

@@ -12,14 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from workbench.data.definitions import Definitions, negative_kinds
-from workbench.data.sources import bilara, cst4, gita, passages
+from workbench.data.sources import bilara, cst4, files, gita, passages
 from workbench.data.sources.base import Built, Source
 from workbench.errors import ConfigError
 
 __all__ = ["SOURCES", "Built", "Source", "input_files", "query_types_of", "required_sources", "source_of"]
 
 #: Source name (the ``source`` value in ``datasets.toml``) → its declaration, in the order messages list them.
-SOURCES: dict[str, Source] = {s.name: s for s in (gita.SOURCE, bilara.SOURCE, passages.SOURCE, cst4.SOURCE)}
+SOURCES: dict[str, Source] = {s.name: s for s in (gita.SOURCE, bilara.SOURCE, passages.SOURCE, cst4.SOURCE,
+                                              files.SOURCE)}
 
 
 def source_of(defn: dict[str, Any]) -> Source:

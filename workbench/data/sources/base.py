@@ -8,7 +8,7 @@ catalog and the build need to know about it in one :class:`Source`, and
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -22,11 +22,12 @@ Step = Callable[[str], None]
 
 @dataclass
 class Built:
-    """What one dataset build produced (before writing). ``damage``: the known damage the source's
+    """What one dataset build produced (before writing). ``documents``: a list, or an iterator read once as the
+    file is written (a source that streams: ``files``). ``damage``: the known damage the source's
     texts show (:meth:`workbench.data.damage.DamageReport.to_json`; written to ``damage.json``), or None
     for a source without a damage check."""
 
-    documents: list[Document]
+    documents: Iterable[Document]
     queries: list[Query]
     qrels: list[Qrel]
     notes: dict[str, Any]
