@@ -32,14 +32,16 @@ another snapshot are never read, and a new label runs the endpoint again.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Optional
 
 from pydantic import Field
 
-from workbench.errors import ConfigError
+from workbench.errors import ConfigError, DataError
 from workbench.live import mapping
 from workbench.registry import Params
 from workbench.run import Run
@@ -47,6 +49,8 @@ from workbench.types import Document, Query
 
 #: The most of one raw answer kept for debugging, in characters.
 RAW_KEEP = 64 * 1024
+#: Unmapped ids a lane keeps to name in messages.
+UNMAPPED_KEPT = 5
 
 
 class LiveParams(Params):
@@ -57,7 +61,18 @@ class LiveParams(Params):
     score: Optional[str] = Field(None, min_length=1, description="JMESPath to a hit's score (unset: -rank, the "
                                                                  "system's order is the ranking)")
     id_map: str = Field("doc_id", description="how ids map to documents: doc_id, address, reference (the "
-                                              "reference grammar: BG 2.47, бг 2.47) or metadata:FIELD")
+                                              "reference grammar: BG 2.47, бг 2.47), metadata:FIELD, or "
+                                              "table:FILE (a crosswalk: CSV, TSV or JSON lines with doc_id and "
+                                              "the system's id; relative to the experiment file)")
+    id_rewrite: Optional[list[str]] = Field(None, min_length=2, max_length=2,
+                                            description="[pattern, replacement]: a regular expression rewrite of "
+                                                        "each id before id_map (Python's re.sub; a group is \\1 "
+                                                        "in the replacement)")
+    max_unmapped: float = Field(0.5, ge=0, le=1, description="the largest share of returned ids that may name no "
+                                                             "document; above it the eval fails naming the lane and "
+                                                             "the first ids (a wrong crosswalk is not a bad system); "
+                                                             "lower it when the dataset holds the system's whole "
+                                                             "corpus")
     snapshot: str = Field(min_length=1, max_length=200, description="a label for the system's state (a date, a "
                                                                     "release); it keys the candidate cache")
     concurrency: int = Field(4, ge=1, le=64, description="requests in flight at once")
@@ -70,22 +85,116 @@ class LiveParams(Params):
                                                                       "environment variable (a key)")
 
 
+def crosswalk_path(id_map: str, base: Path | None) -> Path | None:
+    """The crosswalk file of ``id_map = "table:FILE"`` (relative to ``base``, the experiment file's folder), or
+    None for another id_map."""
+    if not id_map.startswith("table:"):
+        return None
+    p = Path(id_map[len("table:"):]).expanduser()
+    return p if p.is_absolute() or base is None else (base / p).resolve()
+
+
+def load_crosswalk(path: Path, doc_ids: set[str]) -> tuple[dict[str, str], int]:
+    """A crosswalk table: the system's id → ``doc_id`` (many to one), and how many rows name a ``doc_id`` the
+    dataset lacks (left out: a crosswalk may cover more than the dataset).
+
+    The file is CSV, TSV (a header row) or JSON lines; each record has ``doc_id`` and exactly one other field,
+    the system's id (``track_id``, ``resource_id``, any name). gzip is allowed
+    (:mod:`workbench.data.loaders.files`).
+
+    Raises:
+        DataError: the file cannot be read; a record lacks ``doc_id`` or has not exactly one other field; an
+            empty id; one system id mapped to two documents (names the file, line and fix).
+    """
+    from workbench.data.loaders.files import format_of, place, records
+
+    fmt = format_of(path)
+    if fmt not in ("csv", "tsv", "jsonl"):
+        raise DataError(f"{path}: a crosswalk is a .csv, .tsv or .jsonl file (doc_id and the system's id); "
+                        "rename or convert it")
+    table: dict[str, str] = {}
+    first: dict[str, str] = {}
+    outside = 0
+    for n, rec in records(path, fmt):
+        where = place(path, n, fmt)
+        others = [k for k in rec if k != "doc_id"]
+        if "doc_id" not in rec or len(others) != 1:
+            raise DataError(f"{where}: a crosswalk record has doc_id and one other field, the system's id; this one "
+                            f"has {sorted(rec)}")
+        sys_id, doc = str(rec[others[0]] if rec[others[0]] is not None else "").strip(), str(rec["doc_id"]).strip()
+        if not sys_id or not doc:
+            raise DataError(f"{where}: an empty id; every row maps a system id to a doc_id")
+        if sys_id in table and table[sys_id] != doc:
+            raise DataError(f"{where}: {others[0]} {sys_id!r} maps to {doc!r} here and to {table[sys_id]!r} at "
+                            f"{first[sys_id]}; a system id names one document: keep one row")
+        if doc not in doc_ids:
+            outside += 1
+            continue
+        table[sys_id] = doc
+        first.setdefault(sys_id, where)
+    if not table:
+        raise DataError(f"{path}: no row maps to a document of the dataset ({outside} rows name doc_ids it lacks); "
+                        "check that the crosswalk belongs to this dataset")
+    return table, outside
+
+
+def experiment_folder(res: Any) -> Path | None:
+    """The folder of the experiment file the runner ``res`` runs (what a relative ``table:FILE`` starts at)."""
+    path = getattr(getattr(res, "exp", None), "path", None)
+    return Path(path).resolve().parent if path else None
+
+
+def crosswalk_extra(params: Any, res: Any) -> dict[str, Any]:
+    """``{"crosswalk": sha256}`` of the ``table:FILE`` crosswalk (its rows shape the mapped candidates, so they key
+    the cache), or ``{}`` for another id_map.
+
+    Raises:
+        DataError: the file cannot be read (names it and where relative paths start).
+    """
+    import hashlib
+
+    path = crosswalk_path(params.id_map, experiment_folder(res))
+    if path is None:
+        return {}
+    try:
+        return {"crosswalk": hashlib.sha256(path.read_bytes()).hexdigest()}
+    except OSError as exc:
+        raise DataError(f"{path}: the crosswalk of id_map cannot be read ({exc.strerror or exc}); fix the path "
+                        "(a relative one starts at the experiment file's folder)") from None
+
+
 class IdMapper:
     """A system's ids or addresses → the dataset's ``doc_id`` (see the module docstring).
 
     Args:
-        id_map: one of :data:`ID_MAPS` (``metadata:FIELD`` with a field name).
+        id_map: one of :data:`ID_MAPS` (``metadata:FIELD`` with a field name, ``table:FILE`` with a file).
         documents: the dataset's documents, in corpus order.
+        base: the folder a relative ``table:FILE`` is read from (the experiment file's).
+        rewrite: ``(pattern, replacement)``: each id is rewritten with :func:`re.sub` before it is mapped.
 
     Raises:
-        ConfigError: an unknown ``id_map``.
+        ConfigError: an unknown ``id_map``, or a rewrite pattern that does not compile.
+        DataError: a crosswalk file that cannot be read (:func:`load_crosswalk`).
     """
 
-    def __init__(self, id_map: str, documents: Sequence[Document]) -> None:
+    def __init__(self, id_map: str, documents: Sequence[Document], base: Path | None = None,
+                 rewrite: Sequence[str] | None = None) -> None:
         self.id_map = id_map
         self._table: dict[str, str] | None = None
         self._reference = None
-        if id_map == "doc_id":
+        self._rewrite = None
+        self.crosswalk_outside = 0
+        if rewrite:
+            try:
+                self._rewrite = (re.compile(rewrite[0]), rewrite[1])
+            except re.error as exc:
+                raise ConfigError(f"id_rewrite pattern {rewrite[0]!r} does not compile ({exc}); fix the regular "
+                                  "expression") from None
+        if id_map.startswith("table:") and id_map[len("table:"):]:
+            path = crosswalk_path(id_map, base)
+            assert path is not None
+            self._table, self.crosswalk_outside = load_crosswalk(path, {d.doc_id for d in documents})
+        elif id_map == "doc_id":
             self._table = {d.doc_id: d.doc_id for d in documents}
         elif id_map == "address":
             from retrievers.reference import address_key
@@ -114,6 +223,8 @@ class IdMapper:
             return None
         text = value if isinstance(value, str) else (str(int(value)) if isinstance(value, float) and value.is_integer()
                                                     else str(value))
+        if self._rewrite is not None:
+            text = self._rewrite[0].sub(self._rewrite[1], text)
         if self._reference is not None:
             exact = [d for d, s in self._reference.resolve(text) if s >= 2.0]  # the unit itself, not its surroundings
             return exact[0] if exact else None
@@ -160,6 +271,9 @@ class LiveLane:
     Attributes:
         last_failures: query_id → ``(error class, one-line message)`` of the last :meth:`search`.
         last_unmapped: ids of the last :meth:`search` that named no document (count).
+        last_unmapped_ids: the first of them (at most :data:`UNMAPPED_KEPT`), for messages.
+        last_unmapped_by_query: query_id → ``(unmapped ids, ids read)`` of its answer (ids read: mapped hits kept
+            plus unmapped ones).
         last_unscored: hits of the last :meth:`search` dropped for a missing or non-finite score (count).
         last_notes: what the last :meth:`search` has to say about the system beyond single queries (one line
             each, e.g. a stdio server's noise on stdout).
@@ -168,16 +282,18 @@ class LiveLane:
 
     score_kind = "the live system's own score (or -rank when it sends none), higher is better"
 
-    def __init__(self, name: str, params: Any, ds: Any, where: str) -> None:
+    def __init__(self, name: str, params: Any, ds: Any, where: str, base: Path | None = None) -> None:
         self.name = name
         self.params = params
         self.where = where
         self.reader = mapping.HitReader(params.hits, params.id, params.score,
-                                        IdMapper(params.id_map, ds.documents), where)
+                                        IdMapper(params.id_map, ds.documents, base, params.id_rewrite), where)
         self.limiter = _Limiter(params.rate_limit)
         self.last_latencies_ms: dict[str, float] = {}
         self.last_failures: dict[str, tuple[str, str]] = {}
         self.last_unmapped = 0
+        self.last_unmapped_ids: list[str] = []
+        self.last_unmapped_by_query: dict[str, tuple[int, int]] = {}
         self.last_unscored = 0
         self.last_notes: list[str] = []
         self.last_raw: dict[str, str] = {}
@@ -198,6 +314,7 @@ class LiveLane:
             raise ValueError(f"k must be a non-negative integer, got {k!r}")
         self.last_latencies_ms, self.last_failures, self.last_raw = {}, {}, {}
         self.last_unmapped = self.last_unscored = 0
+        self.last_unmapped_ids, self.last_unmapped_by_query = [], {}
         self.last_notes = []
         asked = [q for q in queries if q.text.strip()]
         rows: dict[str, list] = {q.query_id: [] for q in queries}
@@ -221,6 +338,9 @@ class LiveLane:
                 continue
             self.last_unmapped += len(ex.unmapped)
             self.last_unscored += len(ex.unscored)
+            self.last_unmapped_by_query[q.query_id] = (len(ex.unmapped), len(ex.unmapped) + len(ex.hits))
+            self.last_unmapped_ids.extend(i for i in ex.unmapped[:UNMAPPED_KEPT] if i not in self.last_unmapped_ids)
+            del self.last_unmapped_ids[UNMAPPED_KEPT:]
             rows[q.query_id] = ex.hits
         return Run(rows, self.name)
 
@@ -242,8 +362,13 @@ def reason(exc: BaseException) -> str:
 
 def check_common(params: Any) -> str:
     if not (params.id_map in ("doc_id", "address", "reference")
-            or (params.id_map.startswith("metadata:") and len(params.id_map) > len("metadata:"))):
+            or any(params.id_map.startswith(p) and len(params.id_map) > len(p) for p in ("metadata:", "table:"))):
         return f"id_map = {params.id_map!r} is not one of {', '.join(mapping.ID_MAPS)}"
+    if params.id_rewrite:
+        try:
+            re.compile(params.id_rewrite[0])
+        except re.error as exc:
+            return f"id_rewrite pattern {params.id_rewrite[0]!r} does not compile ({exc}); fix the regular expression"
     for key in ("hits", "id", "score"):
         expr = getattr(params, key)
         if expr:

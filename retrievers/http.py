@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Literal, Optional
 
 from pydantic import Field
 
 from retrievers import _live
-from retrievers._live import LiveLane, LiveParams, check_common
+from retrievers._live import LiveLane, LiveParams, check_common, crosswalk_extra, experiment_folder
 from workbench.errors import RemoteError
 from workbench.live import mapping
 from workbench.registry import RetrieverKind
@@ -35,8 +36,8 @@ class HttpParams(LiveParams):
 class HttpLane(LiveLane):
     """The ``http`` lane (module docstring)."""
 
-    def __init__(self, name: str, params: HttpParams, ds: Any) -> None:
-        super().__init__(name, params, ds, f"lanes.{name}")
+    def __init__(self, name: str, params: HttpParams, ds: Any, base: Path | None = None) -> None:
+        super().__init__(name, params, ds, f"lanes.{name}", base)
         from workbench.io.http import JsonClient, check_url
 
         check_url(mapping.render(params.url, self.values(Query("q", "q", "term", "und", "test"), 1), url=True),
@@ -82,9 +83,13 @@ class HttpKind(RetrieverKind):
         """True when the request template sends ``{filters}`` (the system is asked to filter)."""
         return "filters" in mapping.placeholders([params.url, params.body or {}])
 
+    def cache_extra(self, params, ds, res) -> dict[str, Any]:
+        """The crosswalk's digest when ``id_map = "table:FILE"`` (its rows shape the mapped candidates)."""
+        return crosswalk_extra(params, res)
+
     def open(self, name: str, params: HttpParams, ds, res) -> HttpLane:
         """The lane (headers' variables are read now: an unset one fails before any query)."""
-        return HttpLane(name, params, ds)
+        return HttpLane(name, params, ds, experiment_folder(res))
 
     def check(self, params: HttpParams, experiment) -> str:
         """Templates, JMESPath expressions and ``id_map`` (at load, before anything runs)."""

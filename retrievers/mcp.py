@@ -20,12 +20,13 @@ import re
 import tempfile
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Optional
 
 from pydantic import Field
 
 from retrievers import _live
-from retrievers._live import LiveLane, LiveParams, check_common, reason
+from retrievers._live import LiveLane, LiveParams, check_common, crosswalk_extra, experiment_folder, reason
 from workbench.errors import RemoteError
 from workbench.io.http import MAX_RESPONSE_MB, loads
 from workbench.live import mapping
@@ -59,8 +60,8 @@ class McpParams(LiveParams):
 class McpLane(LiveLane):
     """The ``mcp`` lane (module docstring): one session per :meth:`search` batch, calls in parallel on it."""
 
-    def __init__(self, name: str, params: McpParams, ds: Any) -> None:
-        super().__init__(name, params, ds, f"lanes.{name}")
+    def __init__(self, name: str, params: McpParams, ds: Any, base: Path | None = None) -> None:
+        super().__init__(name, params, ds, f"lanes.{name}", base)
         self.headers = mapping.resolve_headers(params.headers, f"lanes.{name}")
         self.env = mapping.resolve_headers(params.env, f"lanes.{name}.env")
 
@@ -338,9 +339,13 @@ class McpKind(RetrieverKind):
         """True when the request template sends ``{filters}`` (the system is asked to filter)."""
         return "filters" in mapping.placeholders(params.arguments)
 
+    def cache_extra(self, params, ds, res) -> dict[str, Any]:
+        """The crosswalk's digest when ``id_map = "table:FILE"`` (its rows shape the mapped candidates)."""
+        return crosswalk_extra(params, res)
+
     def open(self, name: str, params: McpParams, ds, res) -> McpLane:
         """The lane (a session opens per batch of queries)."""
-        return McpLane(name, params, ds)
+        return McpLane(name, params, ds, experiment_folder(res))
 
     def check(self, params: McpParams, experiment) -> str:
         """Exactly one of ``url`` and ``command``; the arguments template; JMESPath; ``id_map``."""

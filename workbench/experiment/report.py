@@ -304,7 +304,14 @@ def render(result, type_measures: tuple[str, ...] = ("R@10", "nDCG@10", "RR@10")
         out.append("\n-- live lanes: failed queries (empty ranking, scored 0, kept in every mean) --")
         out.append(pd.DataFrame([{"dataset": d, "lane": lane, "failed": len(r.failures),
                                   "by class": ", ".join(f"{c} {n}" for c, n in r.failure_classes().items()) or "-",
-                                  "unmapped ids": r.unmapped, "unscored hits": r.unscored}
+                                  "unmapped ids": r.unmapped, "unmapped share": f"{r.unmapped_share():.1%}",
+                                  "queries with unmapped": sum(1 for u, _n in r.unmapped_by_query.values() if u),
+                                  "unscored hits": r.unscored}
                                  for d, lane, r in failed]).to_string(index=False))
+        worst = sorted(((u / n, qid, d, lane) for (d, lane), r in result.lanes.items()
+                        for qid, (u, n) in getattr(r, "unmapped_by_query", {}).items() if u and n), reverse=True)
+        if worst:
+            out.append("queries with the largest share of unmapped ids: " + "; ".join(
+                f"{d}/{lane} {qid} {share:.0%}" for share, qid, d, lane in worst[:5]))
     return "\n".join(out)
 

@@ -49,10 +49,18 @@ class LaneResult:
     failures: dict[str, tuple[str, str]] = field(default_factory=dict)
     unmapped: int = 0
     unscored: int = 0
+    #: the first ids that named no document (for messages), and query_id → ``(unmapped ids, ids read)``.
+    unmapped_ids: list[str] = field(default_factory=list)
+    unmapped_by_query: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: what a live lane said about the system beyond single queries (one line each; logged).
     notes: list[str] = field(default_factory=list)
     #: query_id → the live system's raw answer (JSON text, clipped), when a live lane ran (not from the cache).
     raw: dict[str, str] = field(default_factory=dict)
+
+    def unmapped_share(self) -> float:
+        """The share of the ids a live lane read that named no document (0.0 when it read none)."""
+        read = sum(n for _u, n in self.unmapped_by_query.values())
+        return self.unmapped / read if read else 0.0
 
     def failure_classes(self) -> dict[str, int]:
         """Error class → number of failed queries, most first."""
@@ -300,6 +308,9 @@ def _run_lane(lane, queries, depth: int, progress: bool, label: str) -> LaneResu
             result.latencies_ms.update(getattr(lane, "last_latencies_ms", {}) or {})
             result.failures.update(getattr(lane, "last_failures", {}) or {})
             result.unmapped += int(getattr(lane, "last_unmapped", 0) or 0)
+            result.unmapped_by_query.update(getattr(lane, "last_unmapped_by_query", {}) or {})
+            result.unmapped_ids.extend(i for i in getattr(lane, "last_unmapped_ids", ()) or ()
+                                       if i not in result.unmapped_ids and len(result.unmapped_ids) < 5)
             result.unscored += int(getattr(lane, "last_unscored", 0) or 0)
             result.raw.update(getattr(lane, "last_raw", {}) or {})
             result.notes.extend(n for n in getattr(lane, "last_notes", ()) or () if n not in result.notes)
@@ -378,8 +389,17 @@ def lane_result(spec: LaneSpec, ds: catalog.Dataset, engine: Engine, cache: Cand
     for note in result.notes:
         log(f"{ds.name}/{spec.name}: {note}")
     if result.unmapped:
-        log(f"{ds.name}/{spec.name}: {result.unmapped} returned id(s) named no document of {ds.name} and were "
-            "dropped; check the lane's id and id_map")
+        share, most = result.unmapped_share(), getattr(spec.parsed(), "max_unmapped", 1.0)
+        first = ", ".join(repr(i) for i in result.unmapped_ids)
+        if share > most:  # a wrong crosswalk is not a bad system: nothing scored, nothing cached
+            from workbench.errors import ConfigError
+
+            raise ConfigError(f"lanes.{spec.name}: {share:.1%} of the ids it returned on {ds.name} "
+                              f"({result.unmapped:,} of {sum(n for _u, n in result.unmapped_by_query.values()):,}) "
+                              f"name no document (first: {first}), above max_unmapped = {most:g}; fix the lane's id, "
+                              "id_rewrite or id_map (a crosswalk: id_map = \"table:FILE\"); nothing was cached")
+        log(f"{ds.name}/{spec.name}: {result.unmapped} returned id(s) ({share:.1%}) named no document of {ds.name} "
+            f"and were dropped (first: {first}); check the lane's id and id_map")
     if result.unscored:
         log(f"{ds.name}/{spec.name}: {result.unscored} returned hit(s) had no finite score and were dropped (the "
             "other hits of their queries kept); check the lane's score expression and the raw answers")

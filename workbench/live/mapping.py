@@ -16,8 +16,13 @@ answer, and mapping a system's ids or addresses to the dataset's ``doc_id``s.
 * **Ids** (:class:`retrievers._live.IdMapper`). ``id_map``: ``"doc_id"`` (the system returns the dataset's ids),
   ``"address"`` (its canonical addresses, ``BG 2.47`` exactly as the dataset writes them, case and spacing aside),
   ``"metadata:FIELD"`` (a field of the documents' metadata, e.g. ``metadata:verse_id``), or ``"reference"`` (any
-  address the reference grammar reads, in Latin or Cyrillic, ``бг 2.47``: the unit it addresses). An id that maps
-  to no document is dropped from the hits and counted.
+  address the reference grammar reads, in Latin or Cyrillic, ``бг 2.47``: the unit it addresses), or
+  ``"table:FILE"`` (a crosswalk: CSV, TSV or JSON lines mapping the system's ids to ``doc_id``, many to one;
+  relative to the experiment file). ``id_rewrite = [pattern, replacement]`` rewrites each id first (``re.sub``), and
+  ``id`` itself is a JMESPath expression, so a rule over a hit's fields is one expression:
+  ``join(':', [track_id, to_string(start_ms)])``. An id that maps to no document is dropped from the hits and
+  counted; when more than ``max_unmapped`` (default half) of a lane's ids map to nothing, the eval fails naming the lane and
+  the first such ids (a wrong crosswalk must never look like a bad system).
 
 Order: hits keep the system's order among equal scores (each hit's ``tiebreak`` is minus its position), so a
 served config read back ranks exactly as it was served.
@@ -41,7 +46,7 @@ PLACEHOLDERS = ("query", "k", "filters")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: How a system's ids map to the dataset's documents.
-ID_MAPS = ("doc_id", "address", "reference", "metadata:FIELD")
+ID_MAPS = ("doc_id", "address", "reference", "metadata:FIELD", "table:FILE")
 
 
 def placeholders(template: Any) -> set[str]:

@@ -290,6 +290,12 @@ class _Endpoint:
                             {"ref": "BG 2.50", "s": 1.0}]
                 if mode == "noscores":
                     hits = [{"ref": "BG 2.47", "score": 3.0}, {"ref": "BG 2.48", "score": 2.0}]
+                if mode == "tracks":  # AICharya's shape: a transcript hit is a track and a time, not a doc_id
+                    hits = [{"track_id": "trk-7", "start_ms": 1000, "s": 3.0},
+                            {"track_id": "trk-9", "start_ms": 0, "s": 2.0},
+                            {"track_id": "trk-7", "start_ms": 4000, "s": 1.0}]
+                if mode == "dashed":  # mint's related_id shape: "2-47" for chapter 2, verse 47
+                    hits = [{"related_id": "2-47", "s": 2.0}, {"related_id": "18-66", "s": 1.0}]
                 if mode == "nopath":
                     return self.send(200, json.dumps({"items": hits}).encode())
                 self.send(200, json.dumps({"ok": True, "result": {"hits": hits}}).encode())
@@ -371,6 +377,50 @@ def test_every_fault_costs_only_its_own_query(endpoint, home, tmp_path, monkeypa
     assert "k-123456789" not in msgs and endpoint.auth[0] == "Bearer k-123456789"
     assert lane.last_unmapped >= 1  # XX 9.99
     assert json.loads(lane.last_raw["ok"])["result"]["hits"][0]["ref"] == "BG 2.47"
+
+
+def test_a_crosswalk_table_and_an_id_rewrite_map_a_systems_ids_and_a_wrong_one_fails_naming_the_lane(
+        endpoint, home, tmp_path):
+    """Ids a system owns reach the dataset's doc_ids through a crosswalk file (many to one, relative to the
+    experiment file, its digest keying the cache) or a rewrite rule; a crosswalk of another corpus maps nothing
+    and fails the eval in one line naming the lane and the first ids, nothing cached (not a system scoring 0)."""
+    walk = tmp_path / "walk.csv"
+    walk.write_text("track_id,doc_id\ntrk-7@1000,bg2.47\ntrk-9@0,bg2.48\ntrk-7@4000,bg2.47\ntrk-1@0,mn10:1.1\n")
+    path = tmp_path / "x.toml"
+    path.write_text(_lane_toml(endpoint.base + "/s?q={query}&k={k}", concurrency=8)
+                    .replace('id = "ref"', "id = \"join('@', [track_id, to_string(start_ms)])\"")
+                    .replace('id_map = "reference"', 'id_map = "table:walk.csv"'))
+    exp = load_experiment(path)
+    ds = catalog.load("gita", catalog.load_definitions(), home=home)
+    engine = Engine(exp, home)
+    lane = engine.lane(ds, exp.lanes["prod"])
+    endpoint.modes.update({"t": "tracks", "d": "dashed"})
+    run = lane.search([_q("t", "t")], 10)
+    # trk-7@4000 is another span of the same verse: dropped after its first (a document is ranked once)
+    assert [(h.doc_id, h.score) for h in run["t"]] == [("bg2.47", 3.0), ("bg2.48", 2.0)]
+    assert lane.last_unmapped == 0 and lane.reader.mapper.crosswalk_outside == 1  # mn10:1.1 is not in the gita
+    key = engine.cache_parts(ds, exp.lanes["prod"])["crosswalk"]
+    walk.write_text(walk.read_text().replace("bg2.48", "bg2.49"))
+    assert engine.cache_parts(ds, exp.lanes["prod"])["crosswalk"] != key  # a new crosswalk is a new candidate set
+
+    rewrite = tmp_path / "r.toml"
+    rewrite.write_text(_lane_toml(endpoint.base + "/s?q={query}&k={k}", id_rewrite=[r"^(\d+)-(\d+)$", r"bg\1.\2"])
+                       .replace('id = "ref"', 'id = "related_id"').replace('id_map = "reference"', 'id_map = "doc_id"'))
+    exp2 = load_experiment(rewrite)
+    lane2 = Engine(exp2, home).lane(ds, exp2.lanes["prod"])
+    assert [(h.doc_id, h.score) for h in lane2.search([_q("d", "d")], 10)["d"]] == [("bg2.47", 2.0),
+                                                                                    ("bg18.66", 1.0)]
+
+    walk.write_text("track_id,doc_id\ntrk-1@0,bg1.1\n")  # another system's crosswalk
+    endpoint.default = "tracks"
+    with pytest.raises(ConfigError) as err:
+        run_experiment(load_experiment(path), home=home, log=lambda _m: None)
+    msg = str(err.value)
+    assert msg.startswith("lanes.prod: 100.0% of the ids it returned on gita (") and "name no document (first: " \
+        "'trk-7@1000', 'trk-9@0', 'trk-7@4000'), above max_unmapped = 0.5" in msg and "nothing was cached" in msg, msg
+    assert "\n" not in msg
+    parts = Engine(load_experiment(path), home).cache_parts(ds, exp.lanes["prod"])
+    assert CandidateCache(home / "cache" / "candidates").get(parts) is None
 
 
 def test_failed_queries_score_zero_stay_in_the_means_and_are_not_cached(endpoint, home, tmp_path, monkeypatch):
