@@ -187,9 +187,10 @@ class IdMapper:
         if rewrite:
             try:
                 self._rewrite = (re.compile(rewrite[0]), rewrite[1])
+                self._rewrite[0].sub(rewrite[1], "")
             except re.error as exc:
-                raise ConfigError(f"id_rewrite pattern {rewrite[0]!r} does not compile ({exc}); fix the regular "
-                                  "expression") from None
+                raise ConfigError(f"id_rewrite = {list(rewrite)!r}: {exc}; fix the regular expression or the "
+                                  "replacement") from None
         if id_map.startswith("table:") and id_map[len("table:"):]:
             path = crosswalk_path(id_map, base)
             assert path is not None
@@ -210,6 +211,11 @@ class IdMapper:
                 v = d.metadata.get(name)
                 if v is not None:
                     self._table.setdefault(str(v), d.doc_id)
+            if not self._table:  # said before any query is sent, not as 100 % unmapped after all of them
+                fields = sorted({k for d in documents for k in d.metadata})
+                raise ConfigError(f"id_map = {id_map!r}: no document has the metadata field {name!r} (fields: "
+                                  f"{', '.join(fields[:12]) or 'none'}); name one of them, or keep the system's ids "
+                                  "as a metadata field of the dataset")
         elif id_map == "reference":
             from retrievers.reference import ReferenceLane
 
@@ -366,9 +372,10 @@ def check_common(params: Any) -> str:
         return f"id_map = {params.id_map!r} is not one of {', '.join(mapping.ID_MAPS)}"
     if params.id_rewrite:
         try:
-            re.compile(params.id_rewrite[0])
+            re.compile(params.id_rewrite[0]).sub(params.id_rewrite[1], "")  # the replacement is parsed here too
         except re.error as exc:
-            return f"id_rewrite pattern {params.id_rewrite[0]!r} does not compile ({exc}); fix the regular expression"
+            return (f"id_rewrite = {params.id_rewrite!r}: {exc}; fix the regular expression or the replacement "
+                    "(a group of the pattern is \\1 .. \\N)")
     for key in ("hits", "id", "score"):
         expr = getattr(params, key)
         if expr:

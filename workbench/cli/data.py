@@ -92,7 +92,10 @@ def data_list(
         data, home = catalog.data_for(list(defs.datasets), defs), home_dir()
         out = []
         for name in defs.datasets:
-            state = catalog.status(name, defs, data, home)
+            try:  # one dataset whose files moved is a line of the list, not the end of it
+                state = catalog.status(name, defs, data, home)
+            except WorkbenchError as exc:
+                state = f"unreadable: {exc}"
             entry = {"name": name, "source": defs.datasets[name]["source"], "status": state,
                      "path": str(catalog.dataset_dir(name, home))}
             m = catalog.read_manifest(name, home)  # None when missing or unreadable: no counts shown
@@ -232,6 +235,19 @@ def _check_fields(spec, given: dict[str, list[str]]) -> list[str]:
     return notes
 
 
+def _definitions_lock(path: Path):
+    """The lock one ``workbench data add`` holds on a definitions file from its first read to the end of its build
+    (or its restore): two at once would each append to, or restore, a file the other has changed, and lose a
+    section while saying it was added. The lock file lives in the home (``locks/``), keyed by the file's path."""
+    import hashlib
+
+    from workbench._infra.locks import FileLock
+    from workbench.settings import home_dir
+
+    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+    return FileLock(home_dir() / "locks" / f"definitions-{key}.lock", f"the dataset definitions {path}", log=_log)
+
+
 def _restore(path: Path, before: Optional[bytes], mode: Optional[int]) -> None:
     """Put the definitions file back as it was (remove it when it did not exist)."""
     from workbench._infra.durable import atomic_write_bytes
@@ -292,6 +308,7 @@ def data_add(
         --text-field body=en --text-field body_ru=ru --metadata-field author --work-field track_id
     """
     import tomllib
+    from contextlib import ExitStack
 
     from workbench._infra.durable import atomic_write_text
     from workbench.data import catalog
@@ -300,135 +317,137 @@ def data_add(
     from workbench.errors import ConfigError, DataError
     from workbench.settings import home_dir
 
-    try:
-        if not catalog.valid_name(name):
-            raise ConfigError(f"dataset name {name!r} is not a plain folder name; use letters, digits, '-', '_' and "
-                              "'.', starting with a letter or digit")
-        path = (definitions.expanduser() if definitions is not None else catalog.default_definitions_path())
-        path = path.absolute()
-        if path.is_dir():
-            raise ConfigError(f"dataset definitions {path} is a folder, not a TOML file; name the file")
-        if not path.parent.is_dir():
-            raise ConfigError(f"dataset definitions {path}: the folder {path.parent} does not exist; create it or "
-                              "name another file")
-        exists = path.exists()
-        defs = catalog.load_definitions(path, option="--definitions") if exists else None
-        if defs is not None and name in defs.datasets:
-            raise ConfigError(f"dataset {name} is already defined in {path}; choose another name, or delete its "
-                              f"[dataset.{name}] section there first")
-        # relative paths resolve against the folder of the file as named: through a link, store absolute ones
-        base = None if path.is_symlink() else path.resolve().parent
-        docs = source.expanduser()
-        if not docs.exists():
-            raise DataError(f"{docs}: no such file or folder; --from names a BEIR folder or a documents file")
-        docs = docs.resolve()
-        named = "beir" if docs.is_dir() else format_of(docs)
-        if fmt is None:
-            fmt = named
+    with ExitStack() as held:  # one `data add` at a time per definitions file (see _definitions_lock)
+        try:
+            if not catalog.valid_name(name):
+                raise ConfigError(f"dataset name {name!r} is not a plain folder name; use letters, digits, '-', '_' and "
+                                  "'.', starting with a letter or digit")
+            path = (definitions.expanduser() if definitions is not None else catalog.default_definitions_path())
+            path = path.absolute()
+            if path.is_dir():
+                raise ConfigError(f"dataset definitions {path} is a folder, not a TOML file; name the file")
+            if not path.parent.is_dir():
+                raise ConfigError(f"dataset definitions {path}: the folder {path.parent} does not exist; create it or "
+                                  "name another file")
+            held.enter_context(_definitions_lock(path))
+            exists = path.exists()
+            defs = catalog.load_definitions(path, option="--definitions") if exists else None
+            if defs is not None and name in defs.datasets:
+                raise ConfigError(f"dataset {name} is already defined in {path}; choose another name, or delete its "
+                                  f"[dataset.{name}] section there first")
+            # relative paths resolve against the folder of the file as named: through a link, store absolute ones
+            base = None if path.is_symlink() else path.resolve().parent
+            docs = source.expanduser()
+            if not docs.exists():
+                raise DataError(f"{docs}: no such file or folder; --from names a BEIR folder or a documents file")
+            docs = docs.resolve()
+            named = "beir" if docs.is_dir() else format_of(docs)
             if fmt is None:
-                raise ConfigError(f"{docs}: the name does not say the format; pass --format jsonl (or csv, tsv, "
-                                  "parquet)")
-        elif fmt not in FORMATS:
-            raise ConfigError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
-        if fmt == "beir" and not docs.is_dir():
-            raise ConfigError(f"{docs} is a file; --format beir takes a BEIR folder (corpus.jsonl, queries.jsonl, "
-                              "qrels/<split>.tsv)")
-        if fmt != "beir" and docs.is_dir():
-            raise ConfigError(f"{docs} is a folder; name the documents file, or pass --format beir for a BEIR folder")
-        if fmt == "beir":
-            beir_files(docs)  # the layout, checked: names what the folder lacks
-        else:
-            absent = [o for o, v in (("--queries", queries), ("--qrels", qrels)) if not v]
-            if absent:
-                verb = "is" if len(absent) == 1 else "are"
-                raise ConfigError(f"{' and '.join(absent)} {verb} needed: only a BEIR folder brings its own queries "
-                                  "and judgments")
-        for p in (queries, *(qrels or ())):
-            if p is not None and not p.expanduser().is_file():
-                raise DataError(f"{p}: no such file")
-        pairs, with_lang = _text_fields(text_field or [])
-        for option, value in (("--id-field", id_field), ("--title-field", title_field),
-                              ("--work-field", work_field), ("--language", language),
-                              *(("--metadata-field", m) for m in metadata_field or ())):
-            if value is not None and not value.strip():
-                raise ConfigError(f"{option} is empty; name a field" if option != "--language" else
-                                  "--language is empty; give an ISO 639-1 code (en, ru)")
+                fmt = named
+                if fmt is None:
+                    raise ConfigError(f"{docs}: the name does not say the format; pass --format jsonl (or csv, tsv, "
+                                      "parquet)")
+            elif fmt not in FORMATS:
+                raise ConfigError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
+            if fmt == "beir" and not docs.is_dir():
+                raise ConfigError(f"{docs} is a file; --format beir takes a BEIR folder (corpus.jsonl, queries.jsonl, "
+                                  "qrels/<split>.tsv)")
+            if fmt != "beir" and docs.is_dir():
+                raise ConfigError(f"{docs} is a folder; name the documents file, or pass --format beir for a BEIR folder")
+            if fmt == "beir":
+                beir_files(docs)  # the layout, checked: names what the folder lacks
+            else:
+                absent = [o for o, v in (("--queries", queries), ("--qrels", qrels)) if not v]
+                if absent:
+                    verb = "is" if len(absent) == 1 else "are"
+                    raise ConfigError(f"{' and '.join(absent)} {verb} needed: only a BEIR folder brings its own queries "
+                                      "and judgments")
+            for p in (queries, *(qrels or ())):
+                if p is not None and not p.expanduser().is_file():
+                    raise DataError(f"{p}: no such file")
+            pairs, with_lang = _text_fields(text_field or [])
+            for option, value in (("--id-field", id_field), ("--title-field", title_field),
+                                  ("--work-field", work_field), ("--language", language),
+                                  *(("--metadata-field", m) for m in metadata_field or ())):
+                if value is not None and not value.strip():
+                    raise ConfigError(f"{option} is empty; name a field" if option != "--language" else
+                                      "--language is empty; give an ISO 639-1 code (en, ru)")
 
-        entries = [("source", _toml_str("files")), ("documents", _toml_str(_stored_path(docs, base)))]
-        # written when the name does not say it: a folder with a dot in its name does not read as BEIR
-        if fmt != named or (fmt == "beir" and "." in docs.name):
-            entries.append(("format", _toml_str(fmt)))
-        if queries is not None:
-            entries.append(("queries", _toml_str(_stored_path(queries, base))))
-        if qrels:
-            entries.append(("qrels", "[" + ", ".join(_toml_str(_stored_path(q, base)) for q in qrels) + "]"))
-        if id_field is not None:
-            entries.append(("id_field", _toml_str(id_field.strip())))
-        if pairs and with_lang:
-            table = ", ".join(f"{_toml_key(f)} = {_toml_str(lang or language or 'und')}" for f, lang in pairs)
-            entries.append(("text_fields", "{ " + table + " }"))
-        elif pairs:
-            entries.append(("text_fields", "[" + ", ".join(_toml_str(f) for f, _ in pairs) + "]"))
-        if title_field is not None:
-            entries.append(("title_field", _toml_str(title_field.strip())))
-        if metadata_field:
-            entries.append(("metadata_fields", "[" + ", ".join(_toml_str(m.strip()) for m in metadata_field) + "]"))
-        if work_field is not None:
-            entries.append(("work_field", _toml_str(work_field.strip())))
-        if language is not None:
-            entries.append(("language", _toml_str(language.strip())))
-        section = _section(name, entries)
+            entries = [("source", _toml_str("files")), ("documents", _toml_str(_stored_path(docs, base)))]
+            # written when the name does not say it: a folder with a dot in its name does not read as BEIR
+            if fmt != named or (fmt == "beir" and "." in docs.name):
+                entries.append(("format", _toml_str(fmt)))
+            if queries is not None:
+                entries.append(("queries", _toml_str(_stored_path(queries, base))))
+            if qrels:
+                entries.append(("qrels", "[" + ", ".join(_toml_str(_stored_path(q, base)) for q in qrels) + "]"))
+            if id_field is not None:
+                entries.append(("id_field", _toml_str(id_field.strip())))
+            if pairs and with_lang:
+                table = ", ".join(f"{_toml_key(f)} = {_toml_str(lang or language or 'und')}" for f, lang in pairs)
+                entries.append(("text_fields", "{ " + table + " }"))
+            elif pairs:
+                entries.append(("text_fields", "[" + ", ".join(_toml_str(f) for f, _ in pairs) + "]"))
+            if title_field is not None:
+                entries.append(("title_field", _toml_str(title_field.strip())))
+            if metadata_field:
+                entries.append(("metadata_fields", "[" + ", ".join(_toml_str(m.strip()) for m in metadata_field) + "]"))
+            if work_field is not None:
+                entries.append(("work_field", _toml_str(work_field.strip())))
+            if language is not None:
+                entries.append(("language", _toml_str(language.strip())))
+            section = _section(name, entries)
 
-        # the fields, against the documents file's first record, before the file is touched
-        defn = tomllib.loads(section)["dataset"][name]
-        spec = FilesSpec.of(defn, base or path.parent)
-        given = {"title": [title_field.strip()] if title_field else [],
-                 "metadata": [m.strip() for m in metadata_field or ()]}
-        notes = _check_fields(spec, given)
+            # the fields, against the documents file's first record, before the file is touched
+            defn = tomllib.loads(section)["dataset"][name]
+            spec = FilesSpec.of(defn, base or path.parent)
+            given = {"title": [title_field.strip()] if title_field else [],
+                     "metadata": [m.strip() for m in metadata_field or ()]}
+            notes = _check_fields(spec, given)
 
-        before = path.read_bytes() if exists else None
-        mode = path.stat().st_mode & 0o7777 if exists else None
-        text = before.decode("utf-8") if before is not None else ""
-        sep = "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"
-        atomic_write_text(path, text + sep + section)
-        if mode is not None:
-            os.chmod(path, mode)
-        try:
-            defs = catalog.load_definitions(path, option="--definitions")
-        except WorkbenchError:
-            _restore(path, before, mode)
-            raise
-    except WorkbenchError as exc:
-        _fail(exc)
-    for note in notes:
-        _log(note)
-    result = {"name": name, "definitions": str(path), "section": section, "built": False, "counts": None}
-    if build:
-        try:
-            home = home_dir()
-            steps = _Steps(1)
-            steps.name = name
-            t0 = time.perf_counter()
+            before = path.read_bytes() if exists else None
+            mode = path.stat().st_mode & 0o7777 if exists else None
+            text = before.decode("utf-8") if before is not None else ""
+            sep = "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"
+            atomic_write_text(path, text + sep + section)
+            if mode is not None:
+                os.chmod(path, mode)
             try:
-                manifest, built = catalog.build_or_reuse(name, defs, catalog.data_for([name], defs), home,
-                                                         step=steps.step, log=_log)
-            finally:
-                steps.close()
+                defs = catalog.load_definitions(path, option="--definitions")
+            except WorkbenchError:
+                _restore(path, before, mode)
+                raise
         except WorkbenchError as exc:
-            _restore(path, before, mode)
-            _fail(WorkbenchError(f"{exc} ({path.name} is left as it was; --no-build adds the section without "
-                                 "building it)"))
-        except BaseException:  # Ctrl-C, or a bug: the section goes too (the build keeps nothing half-written)
-            _restore(path, before, mode)
-            raise
-        result.update(built=True, counts=manifest["counts"], path=str(catalog.dataset_dir(name, home)))
-        secs = time.perf_counter() - t0
-    if as_json:
-        echo_json(result)
-        return
-    typer.echo(f"added to {path}:\n\n{section}")
-    if build:
-        typer.echo(_counts_line(name, "built" if built else "current", manifest["counts"], secs))
-        typer.echo(f"built into {home / 'datasets'}")
-    else:
-        typer.echo(f"build it with `workbench data build --only {name}`")
+            _fail(exc)
+        for note in notes:
+            _log(note)
+        result = {"name": name, "definitions": str(path), "section": section, "built": False, "counts": None}
+        if build:
+            try:
+                home = home_dir()
+                steps = _Steps(1)
+                steps.name = name
+                t0 = time.perf_counter()
+                try:
+                    manifest, built = catalog.build_or_reuse(name, defs, catalog.data_for([name], defs), home,
+                                                             step=steps.step, log=_log)
+                finally:
+                    steps.close()
+            except WorkbenchError as exc:
+                _restore(path, before, mode)
+                _fail(WorkbenchError(f"{exc} ({path.name} is left as it was; --no-build adds the section without "
+                                     "building it)"))
+            except BaseException:  # Ctrl-C, or a bug: the section goes too (the build keeps nothing half-written)
+                _restore(path, before, mode)
+                raise
+            result.update(built=True, counts=manifest["counts"], path=str(catalog.dataset_dir(name, home)))
+            secs = time.perf_counter() - t0
+        if as_json:
+            echo_json(result)
+            return
+        typer.echo(f"added to {path}:\n\n{section}")
+        if build:
+            typer.echo(_counts_line(name, "built" if built else "current", manifest["counts"], secs))
+            typer.echo(f"built into {home / 'datasets'}")
+        else:
+            typer.echo(f"build it with `workbench data build --only {name}`")

@@ -163,6 +163,7 @@ class HitReader:
         self.hits_expr = hits
         self.score_expr = score
         self._hits = compile_path(hits, f"{where}.hits")
+        self.id_expr = id
         self._id = compile_path(id, f"{where}.id")
         self._score = compile_path(score, f"{where}.score") if score else None
         self.mapper = mapper
@@ -171,8 +172,8 @@ class HitReader:
         """The first ``k`` mapped hits of ``answer``.
 
         Raises:
-            ValueError: ``hits`` selects nothing or not a list, or no hit of a non-empty answer has a finite
-                score (the message says which and is safe to show).
+            ValueError: ``hits`` selects nothing or not a list, ``id`` selects nothing in any hit, or no hit of a
+                non-empty answer has a finite score (the message says which and is safe to show).
         """
         found = self._hits.search(answer)
         if found is None:
@@ -181,8 +182,12 @@ class HitReader:
             raise ValueError(f"hits = {self.hits_expr!r} selects a {type(found).__name__}, not a list")
         out = Extracted(returned=len(found))
         seen: set[str] = set()
-        for pos, item in enumerate(found):
-            raw_id = self._id.search(item) if isinstance(item, (dict, list)) else item
+        ids = [self._id.search(item) if isinstance(item, (dict, list)) else item for item in found]
+        if ids and all(i is None for i in ids):  # a wrong path, not ids the dataset lacks
+            first = found[0]
+            keys = sorted(first)[:12] if isinstance(first, dict) else type(first).__name__
+            raise ValueError(f"id = {self.id_expr!r} selects nothing in any hit (hit 1 has {keys})")
+        for pos, (item, raw_id) in enumerate(zip(found, ids)):
             doc = self.mapper(raw_id)
             if doc is None:
                 out.unmapped.append(str(raw_id)[:80])

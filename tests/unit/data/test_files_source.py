@@ -398,6 +398,15 @@ Q_JSONL = SECTION.replace("queries.tsv", "queries.jsonl")
                  ["query q2 has an empty text", "write the query or leave the line out"], id="whitespace-query-text"),
     pytest.param({"queries.jsonl": '{"_id": "q1", "text": "cats"}\n{"_id": "q2", "text": null}\n'}, Q_JSONL,
                  "queries.jsonl:2", ["query q2 has an empty text"], id="null-query-text"),
+    pytest.param({"qrels.txt": "q1 0 d1 2\nq2 0 d2 99999999999999999999\n"}, SECTION, "qrels.txt:2",
+                 ["relevance '99999999999999999999' is beyond 1,000,000", "is a column shifted?"], id="huge-grade"),
+    pytest.param({"docs.jsonl": DOCS.replace("Dogs bark", "Dogs\\ud800 bark")}, SECTION, "docs.jsonl:2",
+                 ["field 'text' of document d2 holds a lone UTF-16 surrogate (\\ud800)"], id="lone-surrogate"),
+    pytest.param({"docs.jsonl": DOCS.replace("Dogs bark", "Dogs\\u0000 bark")}, SECTION, "docs.jsonl:2",
+                 ["holds a NUL character (\\u0000), which PostgreSQL cannot store"], id="escaped-nul"),
+    pytest.param({"queries.tsv": "query_id\ttext\tfilter\nq1\tcats\t\nq2\tdogs\t{\"chapter\": 7}\n"}, SECTION,
+                 "queries.tsv:3", ["query q2: filter {\"chapter\":7}: facet 'chapter' is not a facet of kb's documents"],
+                 id="filter-on-a-facet-the-documents-lack"),
     pytest.param({"docs.jsonl": DOCS.splitlines(keepends=True)[0].encode() + CP1251_LINE}, SECTION, "docs.jsonl:2",
                  ["not UTF-8 (byte 0xd1 at column 23)", "convert the whole file to UTF-8 (e.g. iconv -f cp1251"],
                  id="cp1251-line"),
@@ -537,3 +546,20 @@ def test_editing_a_team_file_outside_the_data_folder_makes_the_build_stale(tmp_p
     catalog.build("kb", defs, data, home)
     assert [d.doc_id for d in catalog.load("kb", defs, data, home).documents] == ["d1", "d2", "d3", "d4"]
     assert json.loads((home / "datasets" / "kb" / "manifest.json").read_text())["counts"]["documents"] == 4
+
+
+def test_whole_numbers_of_a_csv_are_numbers_so_a_chapter_range_filters(tmp_path):
+    """CSV has no types: a metadata ``chapter`` of ``"3"`` is read as 3, as JSON and Parquet give it, so a range
+    filter on it builds and admits the right documents; ``007`` (a leading zero: an id) stays text."""
+    docs = "id,text,chapter,code\nd1,Cats purr,3,007\nd2,Dogs bark,12,12\nd3,Birds sing,7,x\n"
+    queries = 'query_id\ttext\tfilter\nq1\tpurr\t{"chapter": {"$gte": 2, "$lte": 7}}\n'
+    section = ('documents = "docs.csv"\nqueries = "queries.tsv"\nqrels = "qrels.txt"\n'
+               'metadata_fields = ["chapter", "code"]\n')
+    _m, ds = _built(tmp_path, {"docs.csv": docs, "queries.tsv": queries, "qrels.txt": "q1 0 d1 1\n"}, section)
+    assert [(d.metadata["chapter"], d.metadata["code"]) for d in ds.documents] == [(3, "007"), (12, 12), (7, "x")]
+    assert ds.facet_index.admitted(ds.queries[0].filter) == {"d1", "d3"}
+
+
+def test_a_folder_named_as_the_queries_file_is_said_to_be_a_folder(tmp_path):
+    (tmp_path / "qdir").mkdir()
+    _refused(tmp_path, {}, SECTION.replace('"queries.tsv"', '"qdir"'), "qdir", "is a folder; name the file in it")

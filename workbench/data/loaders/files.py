@@ -19,7 +19,8 @@ The formats, as their owners define them:
 * TREC topics: the classic SGML (``<top> <num> Number: 301 <title> …``) or the XML of the later tracks
   (``<topic number="1"> <query>…</query>``).
 
-Any of these files may be gzip-compressed (found by its first two bytes, whatever its name). A UTF-8 byte-order
+Any of these files but Parquet (which compresses its own columns) may be gzip-compressed (found by its first two
+bytes, whatever its name). A UTF-8 byte-order
 mark is dropped. What cannot be read raises :class:`~workbench.errors.DataError` with ``file:line`` and the fix: a
 line that is not UTF-8 (a file of mixed encodings), a UTF-16 file, a gzip stream cut short, a JSON line that does
 not parse, a CSV quote that never closes, a row with more or fewer columns than the header.
@@ -50,6 +51,8 @@ RECORD_FORMATS = ("jsonl", "csv", "tsv", "parquet")
 #: The split a BEIR qrels file's name gives its queries.
 QRELS_SPLITS = {"train": "train", "dev": "dev", "validation": "dev", "valid": "dev", "val": "dev", "test": "test"}
 
+#: The largest grade (in absolute value) a judgment may carry.
+MAX_GRADE = 1_000_000
 _GZIP = b"\x1f\x8b"
 _UTF16 = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
@@ -161,14 +164,19 @@ def parquet_records(path: Path, columns: list[str] | None = None) -> Iterator[tu
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    if path.name.lower().endswith(".gz"):
+        raise DataError(f"{path}: a gzipped Parquet file; Parquet compresses its own columns: gunzip it (or write it "
+                        "with compression='zstd')")
     try:
         pf = pq.ParquetFile(path)
     except OSError as exc:
         if not path.exists() or path.is_dir():
             raise _unreadable(path, exc) from exc
-        raise DataError(f"{path}: not a readable Parquet file ({exc}); write it again (pandas: df.to_parquet)") from None
+        raise DataError(f"{path}: not a readable Parquet file ({exc}); write it again (pandas: df.to_parquet), or "
+                        "give its real format (format = \"csv\", …)") from None
     except pa.ArrowException as exc:
-        raise DataError(f"{path}: not a readable Parquet file ({exc}); write it again (pandas: df.to_parquet)") from None
+        raise DataError(f"{path}: not a readable Parquet file ({exc}); write it again (pandas: df.to_parquet), or "
+                        "give its real format (format = \"csv\", …)") from None
     names = pf.schema_arrow.names
     if columns is not None:
         missing = [c for c in columns if c not in names]
@@ -336,6 +344,9 @@ def qrels_records(path: Path) -> Iterator[tuple[int, str, str, int]]:
             value = float("nan")
         if not value.is_integer():
             raise DataError(f"{path}:{n}: relevance {rel!r} is not a whole number; grades are 0, 1, 2, …")
+        if abs(value) > MAX_GRADE:  # trec_eval reads a grade into a C long, and grades this large are a mistake
+            raise DataError(f"{path}:{n}: relevance {rel[:30]!r} is beyond {MAX_GRADE:,}; grades are small whole "
+                            "numbers (0, 1, 2, …): is a column shifted?")
         yield n, qid, did, int(value)
 
 

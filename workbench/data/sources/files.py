@@ -10,7 +10,7 @@ holds the section)::
 
     [dataset.kb]                        # any files
     source = "files"
-    documents = "kb/docs.parquet"       # JSON lines, CSV, TSV or Parquet (gzip allowed)
+    documents = "kb/docs.parquet"       # JSON lines, CSV, TSV (.gz allowed) or Parquet
     queries = "kb/queries.tsv"          # TSV/CSV with a header, JSON lines, TREC topics
     qrels = ["kb/qrels.txt"]            # TREC qrels or BEIR qrels TSVs (graded)
     id_field = "id"
@@ -30,6 +30,7 @@ the BEIR qrels file that judges it, else the split its ``group`` (default: its i
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -44,7 +45,7 @@ from workbench.types import GRANULARITIES, QUERY_TYPES, SPLITS, UNANSWERABLE_QUE
 
 #: The keys of a files section, and what they mean.
 KEYS = {
-    "documents": "the documents file (JSON lines, CSV, TSV or Parquet; .gz allowed) or a BEIR folder",
+    "documents": "the documents file (JSON lines, CSV or TSV, gzipped or not, or Parquet) or a BEIR folder",
     "queries": "the queries file (TSV/CSV with a header, JSON lines, TREC topics); a BEIR folder has its own",
     "qrels": "the judgments: a TREC qrels file or BEIR qrels TSV, or a list of them; a BEIR folder has its own",
     "format": "the documents' format when the name does not say it: beir, jsonl, csv, tsv or parquet",
@@ -52,7 +53,8 @@ KEYS = {
     "text_fields": "the text fields, each with its language: { body = \"en\", body_ru = \"ru\" } "
                    "(or a list of fields in `language`; default: text)",
     "title_field": "the title field (optional; a BEIR folder's title)",
-    "metadata_fields": "fields kept as metadata (collection, book, chapter are filter facets)",
+    "metadata_fields": "fields kept as metadata (collection, book, chapter are filter facets; from CSV or TSV a "
+                       "whole number without leading zeros is read as a number)",
     "work_field": "the field naming the work or parent a document belongs to (the work facet; default: its id)",
     "address_field": "the field a reader cites a document by (default: its id)",
     "language": "the language of the texts and queries that do not say theirs (ISO 639-1; default und)",
@@ -62,6 +64,8 @@ KEYS = {
 }
 DEFAULT_MAX_UNKNOWN = 0.01
 FORMATS = ("beir", "jsonl", "csv", "tsv", "parquet")
+#: A whole number as CSV writes it (no leading zeros: ``007`` stays text, an id).
+_WHOLE = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
 #: Documents read between two progress lines.
 PROGRESS_EVERY = 100_000
 
@@ -129,6 +133,8 @@ class FilesSpec:
             queries, qrels = _path(base, defn["queries"]), [_path(base, q) for q in _as_list(defn["qrels"])]
             beir = False
         for p in (docs, queries, *qrels):
+            if p.is_dir():
+                raise DataError(f"{p} is a folder; name the file in it (queries, qrels: one file each, or a list)")
             if not p.is_file():
                 raise DataError(f"{p}: no such file; fix the path in the section (relative paths start at {base})")
         texts = defn.get("text_fields", ["text"])
@@ -247,6 +253,18 @@ def _json_safe(v: Any) -> Any:
     return str(v)
 
 
+def _text_problem(text: str) -> str:
+    """What makes ``text`` unstorable (a NUL, which PostgreSQL's text cannot hold; a lone UTF-16 surrogate, which is
+    no character: JSON's ``\\ud800`` escape), or ``""``."""
+    if "\x00" in text:
+        return "a NUL character (\\u0000), which PostgreSQL cannot store: remove it"
+    bad = next((c for c in text if "\ud800" <= c <= "\udfff"), None)
+    if bad is not None:
+        return (f"a lone UTF-16 surrogate (\\u{ord(bad):04x}), which is no character: write the character itself or "
+                "its surrogate pair")
+    return ""
+
+
 def _an_id(value: Any, what: str, where: str) -> str:
     """An id as text, refusing an empty one and whitespace (TREC runs and qrels split on it)."""
     if isinstance(value, float) and value.is_integer():
@@ -254,6 +272,9 @@ def _an_id(value: Any, what: str, where: str) -> str:
     text = "" if value is None else str(value).strip()
     if not text:
         raise DataError(f"{where}: an empty {what}; give every record an id")
+    problem = _text_problem(text)
+    if problem:
+        raise DataError(f"{where}: the {what} holds {problem}")
     if any(c.isspace() for c in text):
         raise DataError(f"{where}: {what} {text[:60]!r} holds whitespace, which TREC run and qrels files cannot carry; "
                         "replace it (with _ for instance) in the file and in the judgments")
@@ -298,6 +319,9 @@ def to_document(rec: dict[str, Any], where: str, spec: FilesSpec) -> Document:
                 raise DataError(f"{where}: field {field!r} of document {doc_id} is a {type(v).__name__}, not text; "
                                 "name a text field in text_fields")
             v = str(v)
+        problem = _text_problem(v)
+        if problem:
+            raise DataError(f"{where}: field {field!r} of document {doc_id} holds {problem}")
         if v.strip():
             v = nfc(v)
             texts.append(Text("title" if key == "title_field" else field, lang, iso15924(v), v))
@@ -312,6 +336,8 @@ def to_document(rec: dict[str, Any], where: str, spec: FilesSpec) -> Document:
         except KeyError:
             continue
         if v not in (None, ""):
+            if spec.fmt in ("csv", "tsv") and isinstance(v, str) and _WHOLE.fullmatch(v.strip()):
+                v = int(v)  # CSV has no types: a whole number reads as one, as JSON and Parquet give it (chapter 3)
             metadata[field] = _json_safe(v)
     work = _an_id(need(spec.work_field, "work_field"), "work", where) if spec.work_field else doc_id
     address = str(need(spec.address_field, "address_field")).strip() if spec.address_field else ""
@@ -334,15 +360,18 @@ def documents(spec: FilesSpec, step: Step | None = None) -> Iterator[Document]:
             step(f"documents: {i:,} read ({rate:,.0f}/s)")
 
 
-def document_ids(spec: FilesSpec, step: Step) -> set[str]:
-    """Every document id (the first pass: each record checked, only the ids kept).
+def document_ids(spec: FilesSpec, step: Step, facets: frozenset[str] = frozenset()) -> tuple[set[str], dict[str, set]]:
+    """Every document id, and every value the documents take for each facet in ``facets`` (those the queries'
+    filters name: :mod:`workbench.io.facets`): the first pass, each record checked, only these kept.
 
     Raises:
         DataError: a bad record (:func:`to_document`), or an id given twice (names both lines).
     """
     from workbench.data.loaders.files import place, records
+    from workbench.io.facets import facets as facets_of
 
     ids: set[str] = set()
+    values: dict[str, set] = {f: set() for f in facets}
     t0 = time.perf_counter()
     for i, (n, rec) in enumerate(records(spec.documents, spec.fmt, spec.columns), start=1):
         where = place(spec.documents, n, spec.fmt)
@@ -353,11 +382,15 @@ def document_ids(spec: FilesSpec, step: Step) -> set[str]:
             raise DataError(f"{where}: document id {doc.doc_id!r} again (first at "
                             f"{place(spec.documents, first, spec.fmt)}); give each document its own id")
         ids.add(doc.doc_id)
+        if facets:
+            for facet, v in facets_of(doc).items():
+                if facet in values:
+                    values[facet].update(v if isinstance(v, list) else [v])
         if i % PROGRESS_EVERY == 0:
             step(f"checking documents: {i:,} ({i / max(time.perf_counter() - t0, 1e-9):,.0f}/s)")
     if not ids:
         raise DataError(f"{spec.documents}: no documents; the file holds no record")
-    return ids
+    return ids, {f: v for f, v in values.items() if v}
 
 
 def read_queries(spec: FilesSpec) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -383,6 +416,9 @@ def read_queries(spec: FilesSpec) -> tuple[list[dict[str, Any]], dict[str, str]]
         text = " ".join(nfc("" if rec["text"] is None else str(rec["text"])).split())  # JSON null: no text
         if not text:
             raise DataError(f"{where}: query {qid} has an empty text; write the query or leave the line out")
+        problem = _text_problem(text)
+        if problem:
+            raise DataError(f"{where}: query {qid} holds {problem}")
         qtype = str(rec.get("query_type", "")).strip() or "other"
         if qtype not in QUERY_TYPES:
             raise DataError(f"{where}: query {qid}: query_type {qtype!r} is not one of {', '.join(QUERY_TYPES)}; "
@@ -476,12 +512,18 @@ def read_judgments(spec: FilesSpec, queries: set[str], docs: set[str]) -> tuple[
 
 def _build(defn: dict[str, Any], defs: Definitions, data: Path, step: Step) -> Built:
     from workbench.data.querysets.split import assign_splits
+    from workbench.io.facets import check_filter, parse_filter
 
     spec = FilesSpec.of(defn, defs.path.parent)
-    step(f"checking documents ({spec.documents.name})")
-    ids = document_ids(spec, step)
     step(f"reading queries ({spec.queries.name})")
     rows, _where = read_queries(spec)
+    filters = {r["query_id"]: parse_filter(r["filter"]) for r in rows if r["filter"]}
+    step(f"checking documents ({spec.documents.name})")
+    ids, values = document_ids(spec, step, frozenset(c.facet for f in filters.values() if f for c in f.clauses))
+    for qid, flt in filters.items():  # named at the team's own line, not in the build's queries.tsv at load
+        problem = check_filter(flt, values, defn["name"]) if flt else ""
+        if problem:
+            raise DataError(f"{_where[qid]}: query {qid}: filter {flt}: {problem}")
     step("reading judgments")  # against every query of the file: a type left out by query_types is not unknown
     qrels, split_of, notes = read_judgments(spec, {r["query_id"] for r in rows}, ids)
     if spec.query_types is not None:
