@@ -57,9 +57,13 @@ class LaneResult:
     #: query_id → the live system's raw answer (JSON text, clipped), when a live lane ran (not from the cache).
     raw: dict[str, str] = field(default_factory=dict)
 
+    def ids_read(self) -> int:
+        """The ids a live lane read (mapped hits kept plus unmapped ones), over every query."""
+        return sum(n for _u, n in self.unmapped_by_query.values())
+
     def unmapped_share(self) -> float:
         """The share of the ids a live lane read that named no document (0.0 when it read none)."""
-        read = sum(n for _u, n in self.unmapped_by_query.values())
+        read = self.ids_read()
         return self.unmapped / read if read else 0.0
 
     def failure_classes(self) -> dict[str, int]:
@@ -389,13 +393,13 @@ def lane_result(spec: LaneSpec, ds: catalog.Dataset, engine: Engine, cache: Cand
     for note in result.notes:
         log(f"{ds.name}/{spec.name}: {note}")
     if result.unmapped:
-        share, most = result.unmapped_share(), getattr(spec.parsed(), "max_unmapped", 1.0)
+        share, most = result.unmapped_share(), getattr(getattr(lane, "params", None), "max_unmapped", 1.0)
         first = ", ".join(repr(i) for i in result.unmapped_ids)
         if share > most:  # a wrong crosswalk is not a bad system: nothing scored, nothing cached
             from workbench.errors import ConfigError
 
             raise ConfigError(f"lanes.{spec.name}: {share:.1%} of the ids it returned on {ds.name} "
-                              f"({result.unmapped:,} of {sum(n for _u, n in result.unmapped_by_query.values()):,}) "
+                              f"({result.unmapped:,} of {result.ids_read():,}) "
                               f"name no document (first: {first}), above max_unmapped = {most:g}; fix the lane's id, "
                               "id_rewrite or id_map (a crosswalk: id_map = \"table:FILE\"); nothing was cached")
         log(f"{ds.name}/{spec.name}: {result.unmapped} returned id(s) ({share:.1%}) named no document of {ds.name} "

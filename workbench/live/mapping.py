@@ -182,12 +182,16 @@ class HitReader:
             raise ValueError(f"hits = {self.hits_expr!r} selects a {type(found).__name__}, not a list")
         out = Extracted(returned=len(found))
         seen: set[str] = set()
-        ids = [self._id.search(item) if isinstance(item, (dict, list)) else item for item in found]
-        if ids and all(i is None for i in ids):  # a wrong path, not ids the dataset lacks
+        def ident(item: Any) -> Any:
+            return self._id.search(item) if isinstance(item, (dict, list)) else item
+
+        # a wrong path, not ids the dataset lacks (all() stops at the first hit with an id: no pass over 10,000)
+        if found and all(ident(item) is None for item in found):
             first = found[0]
             keys = sorted(first)[:12] if isinstance(first, dict) else type(first).__name__
             raise ValueError(f"id = {self.id_expr!r} selects nothing in any hit (hit 1 has {keys})")
-        for pos, (item, raw_id) in enumerate(zip(found, ids)):
+        for pos, item in enumerate(found):
+            raw_id = ident(item)
             doc = self.mapper(raw_id)
             if doc is None:
                 out.unmapped.append(str(raw_id)[:80])
