@@ -7,16 +7,192 @@ what a lane does with them.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from pydantic import Field, field_validator
 
 from workbench.engines import pg_client as pg
 from workbench.engines import pg_index as indexer
 from workbench.engines.pg_client import Session, first_line
-from workbench.errors import PgError
-from workbench.registry import RetrieverKind
+from workbench.errors import ConfigError, PgError
+from workbench.registry import Params, RetrieverKind
 from workbench.text import doctext
+
+#: The keys of :class:`ProductionTable` that name a schema, table or column.
+_NAMES = ("name", "schema_name", "id", "vector", "tsvector", "text")
+
+
+class ProductionTable(Params):
+    """A team's own table, read where it is (``[lanes.NAME.table]``): the lane searches it instead of the
+    workbench's index, read-only, and never creates, indexes or writes anything there.
+
+    The rows' ids (``id`` as text: a uuid in its canonical lower-case form) are the dataset's ``doc_id`` s: bring the
+    corpus as a ``files`` dataset exported from the same table (docs/how-to/your-data.md).
+    """
+
+    name: str = Field(description="the table (or view) holding the documents")
+    schema_name: Optional[str] = Field(None, alias="schema",
+                                       description="its schema (default: the connection's search_path)")
+    dsn_env: Optional[str] = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                   description="environment variable holding the server's DSN (never written "
+                                               "anywhere); default: the workbench's own server, as its reader role")
+    id: str = Field("id", description="the id column (any type; read as text)")
+    vector: Optional[str] = Field(None, description="pgvector lanes: the vector or halfvec column")
+    tsvector: Optional[str] = Field(None, description="fulltext lanes: the tsvector column")
+    ts_config: Optional[str] = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$",
+                                     description="fulltext lanes: the text search configuration the tsvector column "
+                                                 "was built with (russian, simple, public.pali …)")
+    text: Optional[str] = Field(None, description="trigram lanes: the text column")
+
+    model_config = Params.model_config | {"populate_by_name": True}
+
+    @field_validator(*_NAMES)
+    @classmethod
+    def _sql_name(cls, v: Any) -> Any:
+        """Any identifier PostgreSQL allows (the workbench quotes it, so case and spaces are kept), except ``%`` and
+        NUL, which cannot travel in a driver's statement."""
+        if isinstance(v, str) and not (0 < len(v.encode()) <= 63 and "%" not in v and "\x00" not in v):
+            raise ValueError(f"must be a PostgreSQL name of 1 to 63 bytes without % or NUL, as the table has it "
+                             f"(got {v!r})")
+        return v
+
+    def qualified(self) -> str:
+        """``schema.name`` as written (for messages and the cache key)."""
+        return f"{self.schema_name}.{self.name}" if self.schema_name else self.name
+
+    def dsn(self, reader: Any = None) -> str:
+        """The DSN the lane connects with: ``$dsn_env``, else ``reader()`` (the workbench's reader role).
+
+        Raises:
+            ConfigError: ``dsn_env`` names an unset or empty variable.
+        """
+        if self.dsn_env is None:
+            return reader()
+        value = os.environ.get(self.dsn_env, "")
+        if not value.strip():
+            raise ConfigError(f"table {self.qualified()}: environment variable {self.dsn_env} (dsn_env) is not set; "
+                              f"export {self.dsn_env}='postgresql://USER@HOST/DB' before running")
+        return value
+
+
+def production_problem(table: ProductionTable | None, column: str, kind: str) -> str:
+    """What a ``kind`` lane's ``table`` lacks (``column``: the key it needs, ``vector`` …), or ``""``."""
+    if table is None:
+        return ""
+    if getattr(table, column) is None:
+        return f"table.{column} is required: the {kind} lane reads that column of {table.qualified()}"
+    if kind == "fulltext" and table.ts_config is None:
+        return (f"table.ts_config is required: the text search configuration {table.tsvector} was built with "
+                "(the query is parsed with the same one)")
+    return ""
+
+
+@dataclass(frozen=True)
+class Production:
+    """A lane's view of a :class:`ProductionTable`: the SQL relation its statements read (a subquery renaming the
+    team's columns to the workbench's: ``doc_id``, ``embedding``, ``tsv``, ``body``; PostgreSQL pulls it up into
+    the outer query, so the table's own HNSW, GIN and trigram indexes serve it) and the DSN."""
+
+    table: ProductionTable
+    dsn: str
+    columns: tuple[tuple[str, str], ...]  # (workbench name, team's column)
+
+    @property
+    def relation(self) -> str:
+        """``(SELECT "id"::text AS doc_id, "embedding" AS embedding FROM "public"."chunks")``."""
+        from psycopg import sql
+
+        t = self.table
+        rel = (sql.Identifier(t.schema_name, t.name) if t.schema_name else sql.Identifier(t.name)).as_string(None)
+        cols = "".join(f", {sql.Identifier(col).as_string(None)} AS {wb}" for wb, col in self.columns)
+        return f"(SELECT {sql.Identifier(t.id).as_string(None)}::text AS doc_id{cols} FROM {rel})"
+
+    def describe(self) -> str:
+        """One line: what is read, where, and that nothing is written."""
+        return (f"reads the team's table {self.table.qualified()} at {pg.redact_dsn(self.dsn)} read-only "
+                "(nothing created, indexed or written there)")
+
+
+def check_production(conn, prod: Production, lane: str) -> dict[str, Any]:
+    """Check the team's table before the first search and describe it: the session is read-only, the table
+    and each named column exist (the vector column's type and dimension are read), and count the rows.
+
+    Returns:
+        ``{"rows": int, "vector_type": "vector" | "halfvec" | None, "dim": int | None}``.
+
+    Raises:
+        PgError: the session is not read-only, the table or a column is missing (one line naming it and the fix).
+    """
+    t = prod.table
+    if conn.execute("SHOW transaction_read_only").fetchone()[0] != "on":
+        raise PgError(f"lane {lane}: the session on {pg.redact_dsn(prod.dsn)} is not read-only; refusing to read "
+                      f"{t.qualified()} through it")
+    oid = conn.execute("SELECT to_regclass(%s)::oid", (_regclass(t),)).fetchone()[0]
+    if oid is None:
+        raise PgError(f"lane {lane}: table {t.qualified()} does not exist at {pg.redact_dsn(prod.dsn)} (or is not "
+                      "visible to that role); check [lanes.NAME.table] name, schema and dsn_env")
+    cols = dict(conn.execute("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = %s "
+                             "AND attnum > 0 AND NOT attisdropped", (oid,)).fetchall())
+    for key, col in [("id", t.id)] + [(wb, c) for wb, c in prod.columns]:
+        if col not in cols:
+            raise PgError(f"lane {lane}: table {t.qualified()} has no column {col!r} (table.{_key(key)}); its columns: "
+                          f"{', '.join(sorted(cols))}")
+    vtype = dim = None
+    vec = dict(prod.columns).get("embedding")
+    if vec is not None:
+        typ = cols[vec]
+        base, _, rest = typ.partition("(")
+        if base not in ("vector", "halfvec") or not rest.rstrip(")").isdigit():
+            raise PgError(f"lane {lane}: column {vec} of {t.qualified()} is {typ}, not a pgvector vector(N) or "
+                          "halfvec(N) column")
+        vtype, dim = base, int(rest.rstrip(")"))
+    rows = int(conn.execute(f"SELECT count(*) FROM {prod.relation} t").fetchone()[0])
+    return {"rows": rows, "vector_type": vtype, "dim": dim}
+
+
+def _key(wb: str) -> str:
+    return {"embedding": "vector", "tsv": "tsvector", "body": "text"}.get(wb, wb)
+
+
+def _regclass(t: ProductionTable) -> str:
+    from psycopg import sql
+
+    return (sql.Identifier(t.schema_name, t.name) if t.schema_name else sql.Identifier(t.name)).as_string(None)
+
+
+def production_fingerprint(prod: Production) -> dict[str, Any]:
+    """What keys the candidate cache of a lane on a team's table: its name, the server and database, its row
+    count, and the server's cumulative insert/update/delete counters for it (``pg_stat_all_tables``; flushed by
+    PostgreSQL within about a second of a commit), so a table that changed is searched again, never read
+    from a stale cache.
+
+    Raises:
+        PgError: the server cannot be reached or the table is missing.
+    """
+    from psycopg.conninfo import conninfo_to_dict
+
+    info = conninfo_to_dict(prod.dsn)
+    server = f"{info.get('host', '')}:{info.get('port', '')}/{info.get('dbname', '')}"
+    try:
+        with pg.connect(prod.dsn) as conn:
+            conn.execute("SET default_transaction_read_only = on")
+            oid = conn.execute("SELECT to_regclass(%s)::oid", (_regclass(prod.table),)).fetchone()[0]
+            if oid is None:
+                raise PgError(f"table {prod.table.qualified()} does not exist at {pg.redact_dsn(prod.dsn)}; check "
+                              "[lanes.NAME.table] name, schema and dsn_env")
+            rows = int(conn.execute(f"SELECT count(*) FROM {prod.relation} t").fetchone()[0])
+            stat = conn.execute("SELECT coalesce(n_tup_ins, 0), coalesce(n_tup_upd, 0), coalesce(n_tup_del, 0) "
+                                "FROM pg_stat_all_tables WHERE relid = %s", (oid,)).fetchone()
+    except PgError:
+        raise
+    except Exception as exc:  # psycopg.Error: unreachable, no privilege
+        raise PgError(f"table {prod.table.qualified()} at {pg.redact_dsn(prod.dsn)}: {first_line(exc)}") from None
+    return {"production": {"table": prod.table.qualified(), "server": server, "rows": rows,
+                           "changes": list(stat) if stat else None, "columns": [list(c) for c in prod.columns]}}
 
 
 class SqlLane:
@@ -42,18 +218,38 @@ class SqlLane:
     name: str
     score_kind: str
 
-    def __init__(self, name: str, dsn, table):
+    def __init__(self, name: str, dsn, table, production: Production | None = None):
         if not isinstance(name, str) or not name:
             raise ValueError(f"a lane needs a non-empty name, got {name!r}")
         self.name = name
-        self._session = Session(dsn)
-        if isinstance(table, str):
+        self.production = production
+        self._session = Session(production.dsn if production is not None else dsn)
+        if production is not None:
+            self.table, self._info = production.table.qualified(), None
+        elif isinstance(table, str):
             if not table:
                 raise ValueError("table must be a non-empty table name or an IndexInfo")
             self.table, self._info = table, None
         else:
             self.table, self._info = table.table, table
         self.last_latencies_ms: dict[str, float] = {}
+
+    @property
+    def relation(self) -> str:
+        """The SQL relation the lane's statements read: the index table's quoted name, or for a team's table
+        the subquery of :attr:`Production.relation`; the statements alias it ``t``."""
+        if self.production is not None:
+            return self.production.relation
+        from psycopg import sql
+
+        return sql.Identifier(self.table).as_string(None)
+
+    def checked_production(self) -> dict[str, Any]:
+        """:func:`check_production` on the lane's session, once (its answer is kept)."""
+        if getattr(self, "_prod_facts", None) is None:
+            conn = self._session.get()
+            self._prod_facts = self._guard(lambda: check_production(conn, self.production, self.name))
+        return self._prod_facts
 
     def index_info(self):
         """The table's :class:`~workbench.engines.pg_index.IndexInfo` (from the registry when a name was given).
@@ -90,9 +286,16 @@ class SqlLane:
         try:
             return fn()
         except psycopg.errors.UndefinedTable:
+            if self.production is not None:
+                raise PgError(f"lane {self.name}: table {self.table!r} does not exist at {self._session.dsn}; check "
+                              "[lanes.NAME.table]") from None
             raise PgError(f"lane {self.name}: table {self.table!r} does not exist at {self._session.dsn}; "
                           "index the dataset first") from None
         except psycopg.errors.InsufficientPrivilege as exc:
+            if self.production is not None:
+                raise PgError(f"lane {self.name}: no read access to {self.table!r} at {self._session.dsn} "
+                              f"({first_line(exc)}); GRANT SELECT on it to that role, or name a DSN whose role may "
+                              "read it with table.dsn_env") from None
             raise PgError(f"lane {self.name}: no read access to {self.table!r} ({first_line(exc)}); "
                           "re-run ensure_reader (indexing does) as the indexing user") from None
         except psycopg.OperationalError as exc:
@@ -105,9 +308,12 @@ class SqlLane:
             raise PgError(f"lane {self.name}: query on {self.table!r} failed: {first_line(exc)}") from None
 
     def _where(self, q) -> tuple[str, dict]:
-        """Query ``q``'s filter as ``(SQL condition, parameters)`` (``("", {})`` without one)."""
+        """Query ``q``'s filter as ``(SQL condition, parameters)`` (``("", {})`` without one, and on a team's
+        table, which has no ``facets`` column: the runner filters that lane's hits after the fact)."""
         from workbench.io.facets import parse_filter
 
+        if self.production is not None:
+            return "", {}
         flt = getattr(q, "filter", "")
         return indexer.facets_sql(parse_filter(flt)) if flt else ("", {})
 
@@ -171,15 +377,54 @@ class SqlLane:
         return Run(rows, self.name)
 
 
-class TextIndexKind(RetrieverKind):
-    """What the full-text and trigram kinds share: they open :attr:`lane_class` on the dataset's PostgreSQL
-    text index (that of the experiment's first embedder), passing their parameters as keywords."""
+class SqlKind(RetrieverKind):
+    """What the PostgreSQL kinds share: a lane reads the workbench's index, or with ``table`` a team's own table
+    (:class:`ProductionTable`), read-only; :attr:`columns` maps the workbench's column names to the table's keys."""
 
-    lane_class: type
     code = (sys.modules[__name__], pg, indexer, doctext)
     native_filters = True
+    #: (workbench column, ProductionTable key) the kind reads from a team's table.
+    columns: tuple[tuple[str, str], ...] = ()
+
+    def filters_natively(self, params: Any) -> bool:
+        """A team's table has no ``facets`` column: the runner filters such a lane's hits after the fact."""
+        return getattr(params, "table", None) is None
+
+    def check(self, params: Any, experiment: Mapping[str, Any]) -> str:
+        """``table`` names every column this kind reads."""
+        return production_problem(getattr(params, "table", None), self.columns[0][1], self.kind)
+
+    def production(self, params: Any, res) -> Production | None:
+        """The lane's view of its ``table`` (None: the workbench's index)."""
+        table = getattr(params, "table", None)
+        if table is None:
+            return None
+        return Production(table, table.dsn(res.reader), tuple((wb, getattr(table, key)) for wb, key in self.columns))
+
+    def cache_extra(self, params: Any, ds, res) -> dict[str, Any]:
+        """Besides the default (the embedder's model id): a team's table's name, server, rows and change counters
+        (:func:`production_fingerprint`)."""
+        extra = super().cache_extra(params, ds, res)
+        prod = self.production(params, res)
+        if prod is not None:
+            extra.pop("index", None)
+            extra.update(production_fingerprint(prod))
+        return extra
+
+
+class TextIndexKind(SqlKind):
+    """What the full-text and trigram kinds share: they open :attr:`lane_class` on the dataset's PostgreSQL
+    text index (that of the experiment's first embedder), or on a team's table, passing their parameters as
+    keywords."""
+
+    lane_class: type
 
     def open(self, name: str, params: Any, ds, res):
-        """The lane on ``ds``'s text index."""
+        """The lane on ``ds``'s text index, or on the team's ``table`` (nothing built)."""
+        prod = self.production(params, res)
+        kw = params.model_dump(exclude={"table"})
+        if prod is not None:
+            res.log(f"lane {name}: {prod.describe()}")
+            return self.lane_class(name, None, None, production=prod, **kw)
         info = res.pg_index(ds, None)
-        return self.lane_class(name, res.reader(), info.table, **params.model_dump())
+        return self.lane_class(name, res.reader(), info.table, **kw)

@@ -36,11 +36,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 from pydantic import Field
 
-from retrievers._sql import SqlLane, TextIndexKind
+from retrievers._sql import ProductionTable, SqlLane, TextIndexKind
 from workbench.engines.pg_index import TSV_COLUMNS
 from workbench.errors import ConfigError
 from workbench.registry import Params
@@ -75,6 +75,8 @@ class FullTextLane(SqlLane):
         max_query_chars: longer queries are cut to this many characters.
         transliterate: also search the query's IAST form and Pali variants
             (:func:`workbench.text.query.query_forms`; each document keeps its best score).
+        production: a team's table (:class:`retrievers._sql.Production`) instead of ``table``: its tsvector column
+            with its own configuration (``table.ts_config``; ``config`` is then unused).
 
     Attributes:
         last_latencies_ms: per query_id, the SQL round trip in ms.
@@ -84,9 +86,12 @@ class FullTextLane(SqlLane):
     """
 
     def __init__(self, name: str, dsn, table, *, config: str = "simple", form: str = "or",
-                 normalization: int = 32, max_query_chars: int = 2000, transliterate: bool = False):
-        super().__init__(name, dsn, table)
-        if config not in TSV_COLUMNS:
+                 normalization: int = 32, max_query_chars: int = 2000, transliterate: bool = False,
+                 production=None):
+        super().__init__(name, dsn, table, production)
+        if production is not None:
+            config = production.table.ts_config
+        elif config not in TSV_COLUMNS:
             raise ConfigError(f"lane {name}: config must be one of {', '.join(TSV_COLUMNS)}, got {config!r}")
         if form not in FORMS:
             raise ConfigError(f"lane {name}: form must be one of {', '.join(FORMS)}, got {form!r}")
@@ -97,13 +102,14 @@ class FullTextLane(SqlLane):
         self.ts_config, self.form, self.normalization = config, form, normalization
         self.max_query_chars = max_query_chars
         self.transliterate = bool(transliterate)
-        self.column = TSV_COLUMNS[config]
+        self.column = "tsv" if production is not None else TSV_COLUMNS[config]
         self.score_kind = (f"ts_rank_cd({self.column}, {form} tsquery, normalization {normalization}), "
                            ">= 0, higher is better")
 
     def config(self) -> dict[str, Any]:
         """Every engine parameter that shapes the ranking (keys the candidate cache)."""
-        return {"kind": "fulltext", "table": self.table, "config": self.ts_config, "column": self.column,
+        return {"kind": "fulltext", "table": self.table, "production": self.production is not None,
+                "config": self.ts_config, "column": self.column,
                 "form": self.form, "normalization": self.normalization, "rank": "ts_rank_cd",
                 "max_query_chars": self.max_query_chars, "transliterate": self.transliterate}
 
@@ -116,12 +122,14 @@ class FullTextLane(SqlLane):
         """
         from psycopg import sql
 
+        if self.production is not None:
+            self.checked_production()
         stmt = sql.SQL(
             "SELECT t.doc_id, ts_rank_cd(t.{col}, q.tsq, %(norm)s::int) AS score "
             "FROM (SELECT {tsq} AS tsq) q, {table} t WHERE t.{col} @@ q.tsq AND querytree(q.tsq) <> 'T' "
             "{{filter}}ORDER BY score DESC, t.doc_id COLLATE \"C\" LIMIT %(k)s"
         ).format(col=sql.Identifier(self.column), tsq=sql.SQL(_TSQUERY[self.form]),
-                 table=sql.Identifier(self.table)).as_string(None)
+                 table=sql.SQL(self.relation)).as_string(None)
 
         def one(conn, text: str, k: int, where) -> list[tuple[str, float]]:
             text = cut(text, self.max_query_chars)
@@ -144,6 +152,8 @@ class FullTextParams(Params):
     max_query_chars: int = Field(2000, ge=1, description="longer queries are cut at a word boundary")
     transliterate: bool = Field(False, description="also search the query in IAST (Cyrillic, Devanagari, HK, "
                                 "Velthuis) and its Pali spelling variants; best score per document")
+    table: Optional[ProductionTable] = Field(None, description="a team's own table, read-only (name, id, tsvector, "
+                                             "ts_config, dsn_env) instead of the workbench's index")
 
 
 class FullTextKind(TextIndexKind):
@@ -153,3 +163,4 @@ class FullTextKind(TextIndexKind):
     summary = "PostgreSQL full text (simple / russian / folded), ts_rank_cd; higher is better"
     Params = FullTextParams
     lane_class = FullTextLane
+    columns = (("tsv", "tsvector"),)

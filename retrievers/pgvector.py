@@ -24,17 +24,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 import numpy as np
 from pydantic import Field
 
 from retrievers import _sql
-from retrievers._sql import SqlLane
+from retrievers._sql import ProductionTable, SqlKind, SqlLane
 from workbench.engines import pg_client as pg
 from workbench.engines import pg_index as indexer
 from workbench.errors import ConfigError
-from workbench.registry import Params, RetrieverKind
+from workbench.registry import Params
 from workbench.run import Run
 from workbench.text import doctext
 from workbench.types import Query
@@ -56,6 +56,8 @@ class VectorLane(SqlLane):
         iterative_scan: ``relaxed_order``, ``strict_order`` or ``off``.
         max_scan_tuples: ``hnsw.max_scan_tuples``, the bound on an iterative scan.
         exact: exact scan instead of the index.
+        production: a team's table (:class:`retrievers._sql.Production`) instead of ``table``: its vector column,
+            whose dimension must be the embedder's (its HNSW index, if any, is the team's own).
 
     Attributes:
         last_latencies_ms: per query_id, ms: the query's SQL round trip plus an equal
@@ -74,8 +76,9 @@ class VectorLane(SqlLane):
     score_kind = "cosine similarity = 1 - pgvector cosine distance, in [-1, 1], higher is better"
 
     def __init__(self, name: str, dsn, table, embedder, *, ef_search: int = 100,
-                 iterative_scan: str = "relaxed_order", max_scan_tuples: int = 20000, exact: bool = False):
-        super().__init__(name, dsn, table)
+                 iterative_scan: str = "relaxed_order", max_scan_tuples: int = 20000, exact: bool = False,
+                 production=None):
+        super().__init__(name, dsn, table, production)
         if not isinstance(ef_search, int) or isinstance(ef_search, bool) or not 1 <= ef_search <= EF_SEARCH_MAX:
             raise ConfigError(f"lane {name}: ef_search must be an integer in 1..{EF_SEARCH_MAX}, got {ef_search!r}")
         if iterative_scan not in ITERATIVE_SCANS:
@@ -95,7 +98,8 @@ class VectorLane(SqlLane):
 
     def config(self) -> dict[str, Any]:
         """Every engine parameter that shapes the ranking (keys the candidate cache)."""
-        return {"kind": "pgvector", "table": self.table, "model_id": self.embedder.model_id, "dim": self.embedder.dim,
+        return {"kind": "pgvector", "table": self.table, "production": self.production is not None,
+                "model_id": self.embedder.model_id, "dim": self.embedder.dim,
                 "distance": "cosine", "exact": self.exact, "ef_search": self.ef_search,
                 "ef_search_rule": f"min(max(ef_search, k), {EF_SEARCH_MAX})", "iterative_scan": self.iterative_scan,
                 "max_scan_tuples": self.max_scan_tuples}
@@ -109,11 +113,26 @@ class VectorLane(SqlLane):
         return {"hnsw.ef_search": str(ef), "hnsw.iterative_scan": it, "hnsw.max_scan_tuples": str(self.max_scan_tuples),
                 "enable_indexscan": "off" if self.exact else "on", "enable_seqscan": "on" if self.exact else "off"}
 
+    def index_info(self) -> Any:
+        """The index's :class:`~workbench.engines.pg_index.IndexInfo`; on a team's table, what the check read:
+        ``table``, ``vector_type``, ``dim``, ``doc_count`` and ``model_id`` (the lane's embedder: the team's
+        vectors carry no model id, so only the dimension is checked)."""
+        if self.production is None:
+            return super().index_info()
+        from types import SimpleNamespace
+
+        facts = self.checked_production()
+        return SimpleNamespace(table=self.table, vector_type=facts["vector_type"], dim=facts["dim"],
+                               doc_count=facts["rows"], model_id=self.embedder.model_id)
+
     def _check_index(self) -> Any:
         info = self.index_info()
         if not self._checked:
             if info.model_id != self.embedder.model_id or info.dim != self.embedder.dim:
                 raise ConfigError(f"lane {self.name}: table {self.table} holds {info.model_id} vectors (dim {info.dim}) "
+                                  if self.production is None else
+                                  f"lane {self.name}: column {self.production.table.vector} of {self.table} holds "
+                                  f"vectors of dim {info.dim} "
                                   f"but the lane's embedder is {self.embedder.model_id} (dim {self.embedder.dim}); "
                                   "use the embedder the index was built with")
             self._checked = True
@@ -145,10 +164,10 @@ class VectorLane(SqlLane):
                               f"for {len(texts)} queries; expected ({len(texts)}, {info.dim})")
         literal = {t: "[" + ",".join(repr(float(x)) for x in v) + "]" for t, v in zip(texts, vecs)}
         vt = info.vector_type
-        table = self._ident()
-        ann = (f"SELECT doc_id, embedding <=> %(v)s::{vt} AS d FROM {table} {{where}}"
+        table = self.relation
+        ann = (f"SELECT doc_id, embedding <=> %(v)s::{vt} AS d FROM {table} t {{where}}"
                f"ORDER BY embedding <=> %(v)s::{vt} LIMIT %(k)s")
-        exact = (f"SELECT doc_id, embedding <=> %(v)s::{vt} AS d FROM {table} {{where}}"
+        exact = (f"SELECT doc_id, embedding <=> %(v)s::{vt} AS d FROM {table} t {{where}}"
                  f"ORDER BY d, doc_id COLLATE \"C\" LIMIT %(k)s")
         fallbacks: list[str] = []
         under: list[str] = []
@@ -182,14 +201,9 @@ class VectorLane(SqlLane):
         """How many rows of the table the filter ``where`` admits (counted once per filter)."""
         key = (where[0], repr(sorted(where[1].items())))
         if key not in self._admitted_counts:
-            sql = f"SELECT count(*) FROM {self._ident()} WHERE {where[0]}"
+            sql = f"SELECT count(*) FROM {self.relation} t WHERE {where[0]}"
             self._admitted_counts[key] = int(conn.execute(sql, where[1]).fetchone()[0])
         return self._admitted_counts[key]
-
-    def _ident(self) -> str:
-        from psycopg import sql
-
-        return sql.Identifier(self.table).as_string(None)
 
 
 class PgVectorParams(Params):
@@ -201,16 +215,18 @@ class PgVectorParams(Params):
         "relaxed_order", description="pgvector iterative index scan mode")
     exact: bool = Field(False, description="exact scan instead of the HNSW index (the ANN ground truth)")
     max_scan_tuples: int = Field(20000, ge=1, description="hnsw.max_scan_tuples, the bound on an iterative scan")
+    table: Optional[ProductionTable] = Field(None, description="a team's own table, read-only (name, id, vector, "
+                                             "dsn_env) instead of the workbench's index")
 
 
-class PgVectorKind(RetrieverKind):
+class PgVectorKind(SqlKind):
     """``pgvector``: cosine nearest neighbours over the dataset's HNSW index in PostgreSQL."""
 
     kind = "pgvector"
     summary = "pgvector HNSW cosine search (PostgreSQL); score: cosine similarity, higher is better"
     Params = PgVectorParams
     code = (_sql, pg, indexer, doctext)
-    native_filters = True
+    columns = (("embedding", "vector"),)
 
     def exact_twin(self, params: PgVectorParams) -> dict | None:
         """``exact = true``: every row scanned (None for a lane that is exact already). The HNSW settings an exact
@@ -223,8 +239,13 @@ class PgVectorKind(RetrieverKind):
                                                                         "max_scan_tuples")}}
 
     def open(self, name: str, params: PgVectorParams, ds, res) -> VectorLane:
-        """The lane on ``ds``'s index built with ``params.embedder`` (built when missing)."""
+        """The lane on ``ds``'s index built with ``params.embedder`` (built when missing), or on the team's
+        ``table`` (nothing built)."""
+        kw = dict(ef_search=params.ef_search, iterative_scan=params.iterative_scan,
+                  max_scan_tuples=params.max_scan_tuples, exact=params.exact)
+        prod = self.production(params, res)
+        if prod is not None:
+            res.log(f"lane {name}: {prod.describe()}")
+            return VectorLane(name, None, None, res.embedder(params.embedder), production=prod, **kw)
         info = res.pg_index(ds, params.embedder)
-        return VectorLane(name, res.reader(), info.table, res.embedder(params.embedder), ef_search=params.ef_search,
-                          iterative_scan=params.iterative_scan, max_scan_tuples=params.max_scan_tuples,
-                          exact=params.exact)
+        return VectorLane(name, res.reader(), info.table, res.embedder(params.embedder), **kw)

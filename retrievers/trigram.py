@@ -30,7 +30,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field
 
-from retrievers._sql import SqlLane, TextIndexKind
+from retrievers._sql import ProductionTable, SqlLane, TextIndexKind
 from workbench.errors import ConfigError
 from workbench.registry import Params
 from workbench.run import Run
@@ -40,9 +40,9 @@ from workbench.types import Query
 FUNCTIONS = ("word_similarity", "similarity")
 
 _SQL = {
-    "word_similarity": ("SELECT doc_id, word_similarity(%(q)s::text, body) AS score FROM {table} "
+    "word_similarity": ("SELECT doc_id, word_similarity(%(q)s::text, body) AS score FROM {table} t "
                         "WHERE %(q)s::text <%% body {{filter}}ORDER BY score DESC, doc_id COLLATE \"C\" LIMIT %(k)s"),
-    "similarity": ("SELECT doc_id, similarity(body, %(q)s::text) AS score FROM {table} "
+    "similarity": ("SELECT doc_id, similarity(body, %(q)s::text) AS score FROM {table} t "
                    "WHERE body %% %(q)s::text {{filter}}ORDER BY score DESC, doc_id COLLATE \"C\" LIMIT %(k)s"),
 }
 _GUC = {"word_similarity": "pg_trgm.word_similarity_threshold", "similarity": "pg_trgm.similarity_threshold"}
@@ -78,8 +78,9 @@ class TrigramLane(SqlLane):
     """
 
     def __init__(self, name: str, dsn, table, *, function: str = "word_similarity", threshold: float = 0.3,
-                 max_query_chars: int = 512, max_query_words: int | None = None, transliterate: bool = False):
-        super().__init__(name, dsn, table)
+                 max_query_chars: int = 512, max_query_words: int | None = None, transliterate: bool = False,
+                 production=None):
+        super().__init__(name, dsn, table, production)
         if function not in FUNCTIONS:
             raise ConfigError(f"lane {name}: function must be one of {', '.join(FUNCTIONS)}, got {function!r}")
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
@@ -97,7 +98,8 @@ class TrigramLane(SqlLane):
 
     def config(self) -> dict[str, Any]:
         """Every engine parameter that shapes the ranking (keys the candidate cache)."""
-        return {"kind": "trigram", "table": self.table, "function": self.function, "threshold": self.threshold,
+        return {"kind": "trigram", "table": self.table, "production": self.production is not None,
+                "function": self.function, "threshold": self.threshold,
                 "max_query_chars": self.max_query_chars, "max_query_words": self.max_query_words,
                 "transliterate": self.transliterate}
 
@@ -110,7 +112,9 @@ class TrigramLane(SqlLane):
         """
         from psycopg import sql
 
-        stmt = sql.SQL(_SQL[self.function]).format(table=sql.Identifier(self.table)).as_string(None)
+        if self.production is not None:
+            self.checked_production()
+        stmt = sql.SQL(_SQL[self.function]).format(table=sql.SQL(self.relation)).as_string(None)
 
         from workbench.text.query import clean, query_forms
 
@@ -148,6 +152,8 @@ class TrigramParams(Params):
     max_query_chars: int = Field(512, ge=1, description="characters of the query kept")
     transliterate: bool = Field(False, description="also search the query in IAST (Cyrillic, Devanagari, HK, "
                                 "Velthuis) and its Pali spelling variants; best score per document")
+    table: Optional[ProductionTable] = Field(None, description="a team's own table, read-only (name, id, text, "
+                                             "dsn_env) instead of the workbench's index")
 
 
 class TrigramKind(TextIndexKind):
@@ -157,3 +163,4 @@ class TrigramKind(TextIndexKind):
     summary = "pg_trgm trigram similarity (PostgreSQL), in [0, 1]; higher is better"
     Params = TrigramParams
     lane_class = TrigramLane
+    columns = (("body", "text"),)

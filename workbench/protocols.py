@@ -100,6 +100,8 @@ class Resources(Protocol):
     """
 
     home: Any
+    #: ``log(message)``: a line for the job's log (stderr or the progress stream).
+    log: Any
 
     def reader(self) -> str:
         """The read-only PostgreSQL DSN lanes connect with (starts the embedded server if needed)."""

@@ -412,6 +412,19 @@ def describe_error(kind: type[Declaration] | Declaration, exc: ValidationError, 
     at = f"{where}.{key}" if where and key else (where or key)
     typ = err["type"]
     union = None if isinstance(kind.Params, type) else _union_members(kind.Params)
+    inner = _nested_model(model, loc)
+    if inner is not model:  # a key of a nested table (a lane's ``table = { … }``)
+        parent = f"{where}.{'.'.join(loc[:-1])}" if where else ".".join(loc[:-1])
+        keys = [f.alias or n for n, f in inner.model_fields.items()]
+        if typ == "extra_forbidden":
+            import difflib
+
+            close = difflib.get_close_matches(loc[-1], keys, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            return f"{at} is not a key of {'.'.join(loc[:-1])}{hint}; allowed: {', '.join(keys)}"
+        if typ == "missing":
+            f = next((f for n, f in inner.model_fields.items() if (f.alias or n) == loc[-1]), None)
+            return f"{parent} needs {loc[-1]}" + (f" ({f.description})" if f and f.description else "")
     if typ == "extra_forbidden":
         variant = _variant(kind, model)
         tag = union[1] if union else None
@@ -461,6 +474,22 @@ def describe_error(kind: type[Declaration] | Declaration, exc: ValidationError, 
     elif msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
     return f"{at} {msg}" if typ == "value_error" else f"{at} {msg} (got {value!r})"
+
+
+def _nested_model(model: type[BaseModel], loc: list[str]) -> type[BaseModel]:
+    """The model that holds ``loc[-1]`` when ``loc`` goes through nested models (``table.name``), else ``model``."""
+    import typing
+
+    for part in loc[:-1]:
+        f = model.model_fields.get(part) or next((f for f in model.model_fields.values() if f.alias == part), None)
+        if f is None:
+            return model
+        sub = next((a for a in (f.annotation, *typing.get_args(f.annotation))
+                    if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if sub is None:
+            return model
+        model = sub
+    return model
 
 
 def _variant(kind: Any, model: type[BaseModel]) -> str:

@@ -41,6 +41,12 @@ run has no hits for it (missing or empty) it scores 0 on every measure and stays
 every mean. A query with no judgment at all is left out of every mean and reported in
 :attr:`EvalResult.unjudged_queries` and :attr:`EvalResult.warnings`. Run and qrels
 rows for queries outside ``queries`` are ignored.
+
+**Time-span documents.** With ``spans`` (:class:`workbench.eval.spans.SpanMatching`: a config's ``window_ms``,
+the experiment's ``time_tolerance_ms``), the run is first rewritten by :func:`workbench.eval.spans.rewrite_run`: a
+hit whose widened span meets a judged span of the same parent is credited with that judged document, each judged
+document once; the measures above then run on the rewritten run with the ordinary qrels. Without it, or with
+both widths 0, ids match exactly.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.errors import ConfigError
+from workbench.eval.spans import SpanMatching, rewrite_run
 from workbench.io.formats import BINARY_THRESHOLD
 from workbench.run import Run
 from workbench.text.scripts import script_of
@@ -327,6 +334,8 @@ def evaluate(
     qrels: Sequence[Qrel],
     queries: Sequence[Query],
     measures: Sequence[Any] = DEFAULT_MEASURES,
+    *,
+    spans: SpanMatching | None = None,
 ) -> EvalResult:
     """Evaluate a run: per-query values and means, with ir_measures (trec_eval values).
 
@@ -340,6 +349,8 @@ def evaluate(
         qrels: graded judgments; those of queries outside ``queries`` are ignored.
         queries: the evaluation set; its query_type / split / language label the rows.
         measures: ir_measures names or measures (:func:`parse_measures`).
+        spans: time-tolerant matching of span documents (module docstring,
+            :mod:`workbench.eval.spans`); None or inactive: exact ids.
 
     Returns:
         An :class:`EvalResult`: one row per judged query (a query the run has no hits
@@ -374,6 +385,8 @@ def evaluate(
             "pass the qrels of the same query set"
         )
     qids = [q.query_id for q in judged]
+    if spans is not None and spans.active:
+        run = rewrite_run(Run({q: run.get_hits(q) for q in qids}, run.name), judgments, spans)
     ranked = _rank_scores(run, qids)
     empty = tuple(qid for qid in qids if qid not in ranked)
 

@@ -29,6 +29,12 @@ trec_eval semantics) gives, to 1e-9 (a test proves it on real runs):
   candidate column put into the fused order by :func:`workbench.reranking.stage.rerank_ranked`, the rule of
   :func:`workbench.reranking.stage.apply_rerank` that :func:`workbench.experiment.runner.config_run` applies.
 
+* time-span documents (:mod:`workbench.eval.spans`, built with ``spans``): each query's top k is walked top down
+  and each position gets the grade of the judged document it is credited with (:func:`workbench.eval.spans.credit`,
+  the rule :func:`workbench.eval.spans.rewrite_run` applies before :func:`workbench.eval.evaluate.evaluate`), so a
+  position's gain depends on the positions above it; this walk runs per query in Python, and only when the
+  matching is active (without it the gains are the plain array lookups).
+
 Shapes: Q queries × C candidate columns (the union of every lane's hits for a query,
 padded); per lane a (Q, D) array of column indices in rank order (−1 = no hit).
 """
@@ -38,10 +44,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from itertools import takewhile
 
 import numpy as np
 
 from workbench.eval.fusion import CONSTANT_RTOL, FAST_METHODS, RANX_METHODS, FusionSpec
+from workbench.eval.spans import SpanMatching, credit
 from workbench.run import Hit, Run
 
 #: Measures the in-memory evaluator computes (name → kind); others need ir_measures.
@@ -73,6 +81,8 @@ class CandidateMatrix:
             judgment are dropped, as :func:`workbench.eval.evaluate.evaluate` drops them.
         keep_unjudged: keep them instead (unanswerable queries, whose answer is judged by being empty:
             :meth:`empty`); their measures are 0.
+        spans: time-tolerant matching of span documents (:mod:`workbench.eval.spans`; the config's ``window_ms``
+            and the experiment's ``time_tolerance_ms``); None or inactive: exact ids.
 
     Attributes:
         query_ids: the evaluated queries, in the given order.
@@ -80,7 +90,7 @@ class CandidateMatrix:
     """
 
     def __init__(self, runs: Mapping[str, Run], qrels: Sequence, query_ids: Sequence[str], *,
-                 keep_unjudged: bool = False):
+                 keep_unjudged: bool = False, spans: SpanMatching | None = None):
         judged: dict[str, dict[str, int]] = {}
         for r in qrels:
             qid, doc, rel = (r.query_id, r.doc_id, r.relevance) if hasattr(r, "query_id") else r
@@ -133,6 +143,16 @@ class CandidateMatrix:
             self._ideal.append(np.array(sorted((max(g, 0) for g in js.values()), reverse=True), dtype=float))
         self._rows = np.arange(Q)[:, None]
         self._idcg: dict[int, np.ndarray] = {}
+        # span matching: per query, each candidate column's judged documents in credit order, and their grades
+        self._span_options: list[list[tuple[str, ...]]] | None = None
+        self._span_grades: list[dict[str, int]] = []
+        if spans is not None and spans.active:
+            self._span_options = []
+            for i, q in enumerate(self.query_ids):
+                grades = judged.get(q, {})
+                matches = spans.matcher(grades)
+                self._span_options.append([matches(d) for d in columns[i]])
+                self._span_grades.append(grades)
 
     def empty(self, s: FusionSpec) -> np.ndarray:
         """(Q,) bool: whether setting ``s`` answers each query with no document (every hit below its
@@ -299,9 +319,12 @@ class CandidateMatrix:
         else:
             ranked = self.reranked(s, depth, *rerank)
         valid = ranked >= 0
-        # -1 (past the end) indexes the last column, the spare one: no gain, not judged
-        gains = np.take_along_axis(self.gain, ranked, axis=1)
-        judged = np.take_along_axis(self.judged, ranked, axis=1)
+        if self._span_options is None:
+            # -1 (past the end) indexes the last column, the spare one: no gain, not judged
+            gains = np.take_along_axis(self.gain, ranked, axis=1)
+            judged = np.take_along_axis(self.judged, ranked, axis=1)
+        else:
+            gains, judged = self._credited(ranked)
         rel = gains >= self.threshold
         out: dict[str, np.ndarray] = {}
         for m, (kind, k) in parsed.items():
@@ -322,6 +345,20 @@ class CandidateMatrix:
                 n = valid[:, :k].sum(axis=1)
                 out[m] = np.where(n > 0, judged[:, :k].sum(axis=1) / np.maximum(n, 1), 0.0)
         return out
+
+    def _credited(self, ranked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(Q, depth) gains and judged flags of ``ranked`` (column indices, −1 past the end) under span matching:
+        each position credited by :func:`workbench.eval.spans.credit` with one judged document at most."""
+        assert self._span_options is not None
+        gains = np.zeros(ranked.shape)
+        judged = np.zeros(ranked.shape, dtype=bool)
+        for i, row in enumerate(ranked):
+            options, grades = self._span_options[i], self._span_grades[i]
+            for pos, j in enumerate(credit(options[c] for c in takewhile(lambda c: c >= 0, row))):
+                if j is not None:
+                    gains[i, pos] = max(grades[j], 0)
+                    judged[i, pos] = True
+        return gains, judged
 
     def mean(self, s: FusionSpec, measures: Sequence[str], rerank: tuple | None = None) -> dict[str, float]:
         """Mean over the queries of each measure (what ir_measures' aggregate gives); ``rerank`` as in

@@ -17,6 +17,8 @@ Layout::
     qrels = "built"                       # optional; built | human | merged (workbench.judging.layers)
     ann_check = true                      # optional; HNSW lanes against an exact scan (workbench.eval.ann);
                                           # default: on datasets whose queries carry filters
+    time_tolerance_ms = 2000              # optional; time-span documents: a judged span counts within ±2 s of
+                                          # itself (workbench.eval.spans); default 0
 
     [index]                               # optional HNSW build parameters
     m = 16
@@ -39,6 +41,7 @@ Layout::
     top_k = 100
     # pin_lane = "ref"                    # optional: a reference lane whose exact answers come first (fusion.pin)
     # lane_min_score = { vector = 0.3 }   # optional: a lane's hits below its own score are not fused
+    # window_ms = 15000                   # optional: time-span documents: a hit stands for its span ± 15 s
 
     [rerankers.by_fts]                    # optional: a stage after fusion (workbench.reranking.stage)
     kind = "lane"
@@ -188,6 +191,9 @@ class FusedConfig(FusionSpec):
     name: str = ""
     #: The rerank stage after fusion, or None (:mod:`workbench.reranking.stage`).
     rerank: RerankStage | None = None
+    #: Time-span documents: each hit stands for ``[start - window_ms, end + window_ms]`` of its parent when it is
+    #: matched against the judged spans (:mod:`workbench.eval.spans`); 0: its own span. The run is not changed.
+    window_ms: int = 0
 
     def flat(self) -> dict[str, Any]:
         """Flattened parameters for tracking (``weights.vector`` = 0.3, …)."""
@@ -213,6 +219,8 @@ class FusedConfig(FusionSpec):
             out["rerank.reranker"], out["rerank.depth"] = self.rerank.reranker, self.rerank.depth
             if self.rerank.weight != 1.0:
                 out["rerank.weight"] = self.rerank.weight
+        if self.window_ms:
+            out["window_ms"] = self.window_ms
         return out
 
 
@@ -239,6 +247,9 @@ class Experiment:
     #: ``ann_check``: measure each approximate lane (HNSW) against its exact twin on a dataset
     #: (:mod:`workbench.eval.ann`): True on every dataset, False never, None only where queries carry filters.
     ann_check: bool | None = None
+    #: ``time_tolerance_ms``: on time-span documents a judged span counts within ``[start - Δ, end + Δ]``
+    #: (:mod:`workbench.eval.spans`); 0: exactly.
+    time_tolerance_ms: int = 0
 
     def reranker_lanes(self, config: FusedConfig) -> tuple[str, ...]:
         """The lanes the rerank stage of ``config`` reads (empty without a rerank stage)."""
@@ -272,7 +283,7 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
     path = Path(path)
     raw = read_toml(path, "experiment", "see experiments/ for examples")
     allowed_top = {"name", "description", "datasets", "measures", "depth", "splits", "index", "embedders", "lanes",
-                   "configs", "qrels", "rerankers", "ann_check"}
+                   "configs", "qrels", "rerankers", "ann_check", "time_tolerance_ms"}
     extra = set(raw) - allowed_top
     if extra:
         raise _err(path, "top level", f"has unknown key(s) {sorted(extra)}; allowed: {sorted(allowed_top)}"
@@ -353,8 +364,12 @@ def load_experiment(path: Path, *, known_datasets: set[str] | None = None) -> Ex
         raise _err(path, "ann_check", f"must be true (measure every approximate lane against its exact twin), false "
                                       f"(never), or left out (only on datasets whose queries carry filters); got "
                                       f"{ann_check!r}")
+    tolerance = raw.get("time_tolerance_ms", 0)
+    if _int_at_least(0)(tolerance):
+        raise _err(path, "time_tolerance_ms", f"must be an integer >= 0 (milliseconds a judged span is widened by on "
+                                              f"each side; 0: exact), got {tolerance!r}")
     return Experiment(path, name, tuple(datasets), tuple(measures), depth, tuple(splits), index, embedders, lanes,
-                      configs, raw, qrels, rerankers, ann_check)
+                      configs, raw, qrels, rerankers, ann_check, tolerance)
 
 
 def _check_name(path: Path, where: str, name: Any) -> None:
@@ -429,14 +444,14 @@ def reranker_spec(path: Path, name: str, spec: Any, lanes: dict[str, LaneSpec],
 def fused_config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, LaneSpec],
                  rerankers: dict[str, RerankerSpec] | None = None) -> FusedConfig:
     """The config ``[configs.<cname>]`` of experiment ``path`` parsed and checked (lanes, fusion, weights,
-    depth, ``min_score``, per-lane floors, tie-break and pinned lanes, rerank stage).
+    depth, ``min_score``, per-lane floors, tie-break and pinned lanes, rerank stage, ``window_ms``).
 
     Raises:
         ConfigError: an unknown key or lane, or a value out of range, naming the file and the key.
     """
     where = f"configs.{cname}"
     allowed = {"lanes", "fusion", "k", "weights", "depth", "min_score", "top_k", "tiebreak_lane", "norm", "rerank",
-               "pin_lane", "lane_min_score"}
+               "pin_lane", "lane_min_score", "window_ms"}
     extra = set(spec) - allowed
     if extra:
         raise _err(path, where, f"has unknown key(s) {sorted(extra)}; allowed: {sorted(allowed)}")
@@ -502,6 +517,10 @@ def fused_config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, 
     if norm not in NORMALISATIONS:
         raise _err(path, f"{where}.norm", f"must be one of {', '.join(NORMALISATIONS)}")
     rerank = _rerank_stage(path, f"{where}.rerank", spec["rerank"], rerankers or {}) if "rerank" in spec else None
+    window = spec.get("window_ms", 0)
+    if _int_at_least(0)(window):
+        raise _err(path, f"{where}.window_ms", f"must be an integer >= 0 (milliseconds of transcript shown on each "
+                                               f"side of a hit; 0: the hit's own span), got {window!r}")
     floors = spec.get("lane_min_score")
     if floors is not None:
         if not isinstance(floors, dict) or not floors or set(floors) - set(use):
@@ -513,7 +532,7 @@ def fused_config(path: Path, cname: str, spec: dict[str, Any], lanes: dict[str, 
                        depth=dict(depth) if isinstance(depth, dict) else depth,
                        min_score=float(min_score) if min_score is not None else None, top_k=top_k, tiebreak_lane=tb,
                        pin_lane=pin_lane, lane_min_score={ln: float(v) for ln, v in floors.items()} if floors else None,
-                       norm=norm, name=cname, rerank=rerank)
+                       norm=norm, name=cname, rerank=rerank, window_ms=window)
 
 
 def _rerank_stage(path: Path, where: str, spec: Any, rerankers: dict[str, RerankerSpec]) -> RerankStage:

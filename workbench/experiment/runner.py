@@ -510,6 +510,7 @@ def evaluate_config(exp: Experiment, ds: catalog.Dataset, cfg: FusedConfig, lane
         engine: the job's engine (a reranker opens through it); None: a new one on the default home.
     """
     from workbench.eval.evaluate import evaluate
+    from workbench.eval.spans import span_matching
 
     if cfg.rerank is not None and engine is None:
         engine = Engine(exp, home_dir())
@@ -525,7 +526,8 @@ def evaluate_config(exp: Experiment, ds: catalog.Dataset, cfg: FusedConfig, lane
         judged_by = layer.qrels
     wanted = {q.query_id for q in queries}
     qrels = [r for r in judged_by if r.query_id in wanted]
-    evaluation = evaluate(run, qrels, queries, list(exp.measures))
+    evaluation = evaluate(run, qrels, queries, list(exp.measures),
+                          spans=span_matching(ds.documents, cfg.window_ms, exp.time_tolerance_ms))
     per_q = fusion_ms / max(len(queries) if cfg.rerank is not None else len(ds.queries), 1)
     used = {*cfg.lanes, *exp.reranker_lanes(cfg)}
     latency = {q.query_id: sum(lanes[n].latencies_ms.get(q.query_id, 0.0) for n in used) + per_q for q in queries}

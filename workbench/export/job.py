@@ -270,6 +270,9 @@ def write(source: ExportSource, fmt: str, out: Path, *, home: Path, verify: bool
                                                      depth=source.exp.depth)
         if stage_note:
             artifact.differences.append(stage_note)
+        if artifact.production:
+            log(f"production index {artifact.index} at {first.url}, read only: nothing is installed or written there"
+                + ("; --verify sends the pipeline in each request's body" if verify and artifact.pipeline else ""))
         if verify:
             log(f"verifying {'pipeline ' + artifact.pipeline_id if artifact.pipeline_id else 'the request'} on "
                 f"{ds.name} ({', '.join(splits)} queries) against the workbench's fusion")
@@ -277,7 +280,7 @@ def write(source: ExportSource, fmt: str, out: Path, *, home: Path, verify: bool
                                        splits=splits, hints=os_export.parity_hints(cfg), log=log)
         engine_info = {"index": artifact.index, "pipeline_id": artifact.pipeline_id, "pipeline": artifact.pipeline,
                        "request": artifact.request, "min_score": artifact.min_score,
-                       "differences": artifact.differences}
+                       "differences": artifact.differences, "read_only": artifact.production}
     doc = {**masked(source.config_json), fmt: engine_info,
            "parity": report.to_json() if report is not None else None}
     files = artifact.files({"source": source.label, "dataset": source.dataset,

@@ -49,6 +49,14 @@ one whose raw BM25 was 0.50 but fused score 0.15).
 
 What differs from the workbench's own fusion is listed in ``<name>.opensearch.md``
 (:meth:`OpenSearchExport.files`) and :attr:`OpenSearchExport.differences`.
+
+**A production index** (lanes with ``index = { name = … }``, :mod:`retrievers.opensearch`): the request is written against
+that index and its fields (the lanes' own templates), ties are cut by the lanes' ``id_field`` and hits read by it
+(``docvalue_fields``), and the workbench writes nothing to that cluster, ``--verify`` included: the pipeline is
+not installed there but sent inside each request's body (``"search_pipeline": {...}``, a temporary search
+pipeline, OpenSearch 2.9+), so the parity is measured on the production index as it is. Installing the named
+pipeline is the team's step (the README says how). Hits whose id is not a document of the dataset are dropped
+and counted (:attr:`OpenSearchExport.last_unmapped`), as the lanes drop them.
 """
 
 from __future__ import annotations
@@ -138,6 +146,13 @@ class OpenSearchExport:
     weight_sum: float
     differences: list[str]
     last_shortened: set[str] = field(default_factory=set)
+    #: The lanes read a production index (read only: the pipeline goes in each request's body, nothing is installed).
+    production: bool = False
+    #: Where a hit's doc_id is (``_id`` or a keyword field of the production index).
+    id_field: str = "_id"
+    #: The dataset's doc ids (a production index): hits outside them are dropped and counted in ``last_unmapped``.
+    known_ids: Any = None
+    last_unmapped: int = 0
     _installed: bool = False
 
     # ------------------------------------------------------------ files
@@ -163,6 +178,16 @@ class OpenSearchExport:
 
         stem = file_stem(self.name)
         lines = [f"# {comment_text(self.name)}: engine-native export for {TARGET}", ""]
+        if self.production:
+            lines += ["## Production index, read only", "",
+                      f"Written against your index `{self.index}` and its fields, as the lanes read it. The workbench "
+                      "writes nothing to that cluster: no index, no document, no pipeline. "
+                      + ("`--verify` sends the pipeline inside each request's body (`\"search_pipeline\": {...}`, a "
+                         "temporary search pipeline), so the parity is measured on your index as it stands. Installing "
+                         "the named pipeline below is your step (or keep sending it in the body as `search_pipeline`)."
+                         if self.pipeline is not None else "`--verify` runs the request on your index as it stands.")
+                      + (f" Hits are read by `{self.id_field}` (`docvalue_fields`) and ties cut by it."
+                         if self.id_field != "_id" else ""), ""]
         if self.pipeline is not None:
             lines += ["## Install", "",
                       "The cluster needs the k-NN and neural-search plugins (not ml-commons). Create the pipeline once:",
@@ -220,7 +245,8 @@ class OpenSearchExport:
                       f"{self.request.get('min_score'):g} (OpenSearch's `_score`)."]
         if s.method == "none":
             lines += ["", "## Depth", "", f"`size` = {self.request['size']} (top_k, at most the lane's depth "
-                      f"{next(iter(self.depths.values()))}), sorted by `_score` then `doc_id`, as the lane.", "",
+                      f"{next(iter(self.depths.values()))}), sorted by `_score` then "
+                      f"`{next(iter(self.request['sort'][1]))}`, as the lane.", "",
                       "## Differences from the workbench's fusion", ""]
             lines += [f"* {d}" for d in self.differences]
             return "\n".join(lines) + "\n"
@@ -251,7 +277,7 @@ class OpenSearchExport:
         Raises:
             OpenSearchError: the node refused it (names the pipeline and the node's reason).
         """
-        if self.pipeline is None:
+        if self.pipeline is None or self.production:  # a production cluster is never written to
             self._installed = True
             return
         try:
@@ -316,7 +342,8 @@ class OpenSearchExport:
             share = (time.perf_counter() - t0) * 1000 / len(queries)
         rows: dict[str, list[Hit]] = {}
         latency: dict[str, float] = {}
-        params = {"search_pipeline": self.pipeline_id} if self.pipeline_id else {}
+        params = {"search_pipeline": self.pipeline_id} if self.pipeline_id and not self.production else {}
+        self.last_unmapped = 0
         for q, vec in zip(queries, vectors):
             t0 = time.perf_counter()
             resp = self._one(q, vec, params)
@@ -325,11 +352,22 @@ class OpenSearchExport:
                 score = float(h["_score"])
                 if self.spec.method == "none" and lane.mode == "semantic":
                     score = 2.0 * score - 1.0  # the lane's own scale: cosine
+                hid = self._hit_id(h)
+                if self.known_ids is not None and hid not in self.known_ids:
+                    self.last_unmapped += 1
+                    continue
                 if self.min_score is None or score >= self.min_score:
-                    hits.append(Hit(str(h["_id"]), score))
+                    hits.append(Hit(hid, score))
             rows[q.query_id] = hits[: self.spec.top_k]
             latency[q.query_id] = (time.perf_counter() - t0) * 1000 + share
         return Run(rows, self.name), latency
+
+    def _hit_id(self, h: Mapping[str, Any]) -> str:
+        """A hit's doc_id: its ``_id``, or the value of ``id_field`` (``docvalue_fields``)."""
+        if self.id_field == "_id":
+            return str(h["_id"])
+        got = (h.get("fields") or {}).get(self.id_field) or [None]
+        return str(got[0]) if got[0] is not None else f"<no {self.id_field}: _id {h['_id']}>"
 
     def _one(self, q: Query, vec, params: dict) -> dict | None:
         words = MAX_WORDS
@@ -337,8 +375,11 @@ class OpenSearchExport:
             vals = self.values(q.text, vec, max_words=words)
             if vals is None:
                 return None
+            body = self.fill(vals)
+            if self.production and self.pipeline is not None:  # a temporary pipeline: nothing installed there
+                body["search_pipeline"] = self.pipeline
             try:
-                return self.es.search(index=self.index, body=self.fill(vals), params=params)
+                return self.es.search(index=self.index, body=body, params=params)
             except Exception as exc:
                 what = describe(exc)
                 if ("too_many_clauses" in what or "maxClauseCount" in str(exc)) and words > 1:
@@ -427,6 +468,12 @@ def build_opensearch_export(name: str, lanes: Mapping[str, Any], spec: FusionSpe
                           f"computed in Python per query; drop transliterate for the export, or {INSTEAD}")
         if str(getattr(lane.index, "name", lane.index)) != str(getattr(index, "name", index)):
             raise _refuse(name, f"lane {ln} searches index {lane.index}, not {index}: a hybrid query reads one index")
+    production = {ln: bool(getattr(lane, "production", False)) for ln, lane in lanes.items()}
+    id_fields = {ln: getattr(lane, "sort_field", "doc_id") for ln, lane in lanes.items()}
+    if any(production.values()) and (not all(production.values()) or len(set(id_fields.values())) > 1
+                                     or len({lane.url for lane in lanes.values()}) > 1):
+        raise _refuse(name, f"the lanes read production index {index} in different ways (id_field {id_fields}, "
+                      "clusters or production flags differ); give them one url_env and one id_field")
     if spec.pin_lane is not None:
         raise _refuse(name, f"pin_lane = {spec.pin_lane!r} puts a reference lane's answers first, which no "
                       f"search-pipeline processor does; drop pin_lane, or {INSTEAD}")
@@ -488,8 +535,8 @@ def build_opensearch_export(name: str, lanes: Mapping[str, Any], spec: FusionSpe
         subs = [{"bool": {"must": [_template(lane, depths[ln])], "boost": w}}
                 for (ln, lane), w in zip(lanes.items(), weights) if w > 0]
         request = {"size": spec.top_k, "query": {"bool": {"should": subs, "minimum_should_match": 1}},
-                   "sort": [{"_score": "desc"}, {"doc_id": "asc"}], "track_scores": True, "track_total_hits": False,
-                   "_source": False}
+                   "sort": [{"_score": "desc"}, {next(iter(id_fields.values())): "asc"}], "track_scores": True,
+                   "track_total_hits": False, "_source": False}
         diffs += ["weighted raw: a bool.should of the lanes' queries, each boosted by its weight (the sum of boosted "
                   "clauses the workbench's norm = 'raw' computes); no search pipeline.",
                   "OpenSearch sums every clause over every document it matches; the workbench sums each lane's top "
@@ -560,6 +607,16 @@ def build_opensearch_export(name: str, lanes: Mapping[str, Any], spec: FusionSpe
     diffs.append("query preprocessing (cleaning, the 256-word cut, max_expansions, the page key, the embedding) is "
                  "the client's, as the placeholders say; a query over Lucene's 1,024-clause limit is resent with "
                  "half the words, as the lane does.")
+    prod = all(production.values())
+    id_field = next(iter(id_fields.values())) if prod else "_id"
+    if prod:
+        if id_field != "_id":
+            request["docvalue_fields"] = [id_field]
+        diffs.append(f"production index {index}, read only: nothing was installed or written there; the pipeline is "
+                     "sent in each request's body (a temporary search pipeline) when verified. Hits whose id is not "
+                     "a document of the dataset are dropped in both, counted as unmapped.")
+    first = next(iter(lanes.values()))
     return OpenSearchExport(name=name, spec=spec, lanes=dict(lanes), es=es, index=str(getattr(index, "name", index)),
                             embedder=embedder, depths=depths, request=request, pipeline=pipeline, pipeline_id=pid,
-                            min_score=min_score, weight_sum=weight_sum, differences=diffs)
+                            min_score=min_score, weight_sum=weight_sum, differences=diffs, production=prod,
+                            id_field=id_field, known_ids=getattr(first, "known_ids", None) if prod else None)

@@ -120,16 +120,16 @@ def verify_postgres(export, exp, cfg, ds, engine, cache, *, splits: Sequence[str
     """Run ``export`` (a :class:`~workbench.export.postgres.PostgresExport`) on the workbench's Postgres for every
     query of ``ds`` in ``splits`` and compare with the workbench's fused run of ``cfg`` (see the module docstring).
 
-    The function is installed in a scratch schema ``wb_export_<pid>`` (dropped at the end); the first
-    ``statement_sample`` queries also run as the plain statement with ``SET LOCAL`` (what a driver sends), whose
-    answer must equal the function's.
+    It runs where the export's lanes read: the team's server when they name a team's table
+    (``export.dsn``), else the workbench's Postgres. The function is created in the session's ``pg_temp`` inside one
+    transaction that turns read-only before the first call and is rolled back at the end, so nothing is left on
+    the server and no call can write; the first ``statement_sample`` queries also run as the plain statement with
+    ``SET LOCAL`` (what a driver sends), whose answer must equal the function's.
 
     Raises:
         PgError: the server refuses the function (its message names the line), or is unreachable.
         ConfigError: no query of ``ds`` is in ``splits``.
     """
-    import os
-
     import numpy as np
     import psycopg
 
@@ -171,70 +171,71 @@ def verify_postgres(export, exp, cfg, ds, engine, cache, *, splits: Sequence[str
                 out[p.name] = vectors[p.name][q.query_id]
         return out
 
-    schema = f"wb_export_{os.getpid()}"
     got: dict[str, list[str]] = {}
     lat: list[float] = []
     diffs: list[Difference] = []
     identical = identical10 = 0
     checked = mismatched = 0
     k = cfg.top_k
-    with pg.connect(engine.dsn()) as conn:
-        try:
-            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-            conn.execute(f'SET search_path = "{schema}", public')
-            conn.execute(export.function_sql())
-        except psycopg.Error as exc:
-            raise PgError(f"PostgreSQL refused the exported function of {cfg.name}: {pg.first_line(exc)}") from None
-        try:
-            for n, q in enumerate(queries):
-                args = inputs(q)
-                t0 = time.perf_counter()
-                rows = conn.execute(export.call_sql(), args).fetchall()
-                lat.append((time.perf_counter() - t0) * 1000.0)
-                got[q.query_id] = [d for d, _s in rows]
-                if n < statement_sample:
-                    checked += 1
-                    with conn.transaction():
-                        for key, value in export.settings.items():
-                            conn.execute("SELECT set_config(%s, %s, true)", (key, value))
-                        plain = [d for d, _s in conn.execute(export.body, args).fetchall()]
-                    mismatched += plain != got[q.query_id]
-                want = [h.doc_id for h in expected.get_hits(q.query_id)]
-                same_k = want[:k] == got[q.query_id][:k]
-                identical += same_k
-                identical10 += want[:10] == got[q.query_id][:10]
-                if not same_k:
-                    j = first_difference(want[:k], got[q.query_id][:k])
-                    lane_rows: dict[int, list[str]] = {}
-                    for i, d, _s, _r in conn.execute(export.lanes_sql(), args).fetchall():
-                        lane_rows.setdefault(i, []).append(d)
-                    cause = _explain_lanes(export, lane_rows, {ln: [h.doc_id for h in runs[ln].get_hits(q.query_id)]
-                                                               for ln in cfg.lanes}, q.query_id)
-                    if cause is None:
-                        scores: dict[str | None, float] = {h.doc_id: h.score for h in expected.get_hits(q.query_id)}
-                        a = want[j] if j < len(want) else None
-                        b = got[q.query_id][j] if j < len(got[q.query_id]) else None
-                        if a is not None and b is not None and scores.get(a) == scores.get(b):
-                            cause = f"tie: fused score {scores[a]!r} shared by {a} and {b}, broken another way"
-                        else:
-                            cause = (f"fused scores: workbench {a} {scores.get(a)!r}, engine {b} "
-                                     f"{scores.get(b) if b in scores else 'not in the workbench top'}")
-                    diffs.append(Difference(q.query_id, q.text, j + 1, want[j] if j < len(want) else None,
-                                            got[q.query_id][j] if j < len(got[q.query_id]) else None, cause))
-        except psycopg.Error as exc:  # installed, but a call fails (a limit out of range, a type the driver sent)
-            raise PgError(f"the exported function of {cfg.name} failed when called for query {q.query_id}: "
-                          f"{pg.first_line(exc)}; the export is not usable as it stands") from None
-        finally:
+    where = "the team's server" if export.dsn is not None else "the workbench's Postgres"
+    with pg.connect(export.dsn or engine.dsn()) as conn:
+        # one transaction, rolled back: the function lives in the session's pg_temp, then the transaction turns
+        # read-only before the first call, so nothing is left anywhere and the calls can write nothing
+        with conn.transaction(force_rollback=True):
             try:
-                if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-                    conn.rollback()
-                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-            except psycopg.Error:
-                pass  # the scratch schema goes with the session's end at worst
+                conn.execute(export.function_sql(schema="pg_temp"))
+                conn.execute("SET TRANSACTION READ ONLY")
+            except psycopg.Error as exc:
+                raise PgError(f"PostgreSQL ({where}) refused the exported function of {cfg.name}: "
+                              f"{pg.first_line(exc)}") from None
+            try:
+                for n, q in enumerate(queries):
+                    args = inputs(q)
+                    t0 = time.perf_counter()
+                    rows = conn.execute(export.call_sql(schema="pg_temp"), args).fetchall()
+                    lat.append((time.perf_counter() - t0) * 1000.0)
+                    got[q.query_id] = [d for d, _s in rows]
+                    if n < statement_sample:
+                        checked += 1
+                        with conn.transaction(force_rollback=True):  # the SET LOCALs end with the savepoint
+                            for key, value in export.settings.items():
+                                conn.execute("SELECT set_config(%s, %s, true)", (key, value))
+                            plain = [d for d, _s in conn.execute(export.body, args).fetchall()]
+                        mismatched += plain != got[q.query_id]
+                    want = [h.doc_id for h in expected.get_hits(q.query_id)]
+                    same_k = want[:k] == got[q.query_id][:k]
+                    identical += same_k
+                    identical10 += want[:10] == got[q.query_id][:10]
+                    if not same_k:
+                        diffs.append(_difference(conn, export, cfg, runs, expected, q, want, got[q.query_id], args, k))
+            except psycopg.Error as exc:  # installed, but a call fails (a limit out of range, a type the driver sent)
+                raise PgError(f"the exported function of {cfg.name} failed when called for query {q.query_id}: "
+                              f"{pg.first_line(exc)}; the export is not usable as it stands") from None
     return ParityReport("postgres", cfg.name, ds.name, tuple(splits), k, len(queries), identical, identical10,
                         {"p50": percentile(lat, 50), "p95": percentile(lat, 95),
                          "mean": statistics.fmean(lat) if lat else 0.0},
                         diffs, checked, mismatched)
+
+
+def _difference(conn, export, cfg, runs, expected, q, want: list[str], got: list[str], args, k: int) -> Difference:
+    """Where the exported ranking of query ``q`` first leaves the workbench's, and why (a lane, a tie, a score)."""
+    j = first_difference(want[:k], got[:k])
+    lane_rows: dict[int, list[str]] = {}
+    for i, d, _s, _r in conn.execute(export.lanes_sql(), args).fetchall():
+        lane_rows.setdefault(i, []).append(d)
+    cause = _explain_lanes(export, lane_rows, {ln: [h.doc_id for h in runs[ln].get_hits(q.query_id)]
+                                               for ln in cfg.lanes}, q.query_id)
+    if cause is None:
+        scores: dict[str | None, float] = {h.doc_id: h.score for h in expected.get_hits(q.query_id)}
+        a = want[j] if j < len(want) else None
+        b = got[j] if j < len(got) else None
+        if a is not None and b is not None and scores.get(a) == scores.get(b):
+            cause = f"tie: fused score {scores[a]!r} shared by {a} and {b}, broken another way"
+        else:
+            cause = (f"fused scores: workbench {a} {scores.get(a)!r}, engine {b} "
+                     f"{scores.get(b) if b in scores else 'not in the workbench top'}")
+    return Difference(q.query_id, q.text, j + 1, want[j] if j < len(want) else None, got[j] if j < len(got) else None,
+                      cause)
 
 
 def verify_run(search, engine_name: str, exp, cfg, ds, engine, cache, *, splits: Sequence[str] = ("dev", "test"),

@@ -157,7 +157,7 @@ def vector_part(name: str, lane, info, scan: int, depth: int, param: str) -> Lan
                           "lane; export the config with the HNSW lane (exact = false)")
     vt = info.vector_type
     vec = f"%({param})s::{vt}"
-    inner = (f"SELECT doc_id, 1 - d AS score FROM (SELECT doc_id, embedding <=> {vec} AS d FROM {_ident(info.table)} "
+    inner = (f"SELECT doc_id, 1 - d AS score FROM (SELECT doc_id, embedding <=> {vec} AS d FROM {lane.relation} t "
              f"ORDER BY embedding <=> {vec} LIMIT {int(scan)}) ann WHERE abs(d) < 'Infinity'::float8")
     return LanePart(name, "pgvector", _ranked(inner, scan), depth, dict(lane.effective_settings(scan)))
 
@@ -169,7 +169,7 @@ def fulltext_part(name: str, lane, scan: int, depth: int) -> LanePart:
     rank = f"ts_rank_cd(t.{col}, tq.tsq, {int(lane.normalization)})"
     inner = (f"SELECT x.doc_id, max(x.r)::text::float8 AS score FROM unnest({_forms(lane)}) AS f(form) "
              f"CROSS JOIN LATERAL (SELECT {cut_sql('f.form', lane.max_query_chars)} AS q) c "
-             f"CROSS JOIN LATERAL (SELECT t.doc_id, {rank} AS r FROM (SELECT {tsq} AS tsq) tq, {_ident(lane.table)} t "
+             f"CROSS JOIN LATERAL (SELECT t.doc_id, {rank} AS r FROM (SELECT {tsq} AS tsq) tq, {lane.relation} t "
              f"WHERE f.form ~ '\\S' AND t.{col} @@ tq.tsq AND querytree(tq.tsq) <> 'T' "
              f"ORDER BY r DESC, t.doc_id COLLATE \"C\" LIMIT {int(scan)}) x GROUP BY x.doc_id")
     return LanePart(name, "fulltext", _ranked(inner, scan), depth)
@@ -192,7 +192,7 @@ def trigram_part(name: str, lane, scan: int, depth: int) -> LanePart:
     short = (f" AND length(regexp_replace(f.form, '{ASCII_NON_ALNUM_SQL}', '', 'g')) >= {int(MIN_TRIGRAM_CHARS)}")
     inner = (f"SELECT x.doc_id, max(x.r)::text::float8 AS score FROM unnest({_forms(lane)}) AS f(form) "
              f"CROSS JOIN LATERAL (SELECT {cut_sql('f.form', lane.max_query_chars)}::text AS q) c "
-             f"CROSS JOIN LATERAL (SELECT t.doc_id, {fn} AS r FROM {_ident(lane.table)} t "
+             f"CROSS JOIN LATERAL (SELECT t.doc_id, {fn} AS r FROM {lane.relation} t "
              f"WHERE f.form ~ '\\S'{words}{short} AND {op} ORDER BY r DESC, t.doc_id COLLATE \"C\" "
              f"LIMIT {int(scan)}) x GROUP BY x.doc_id")
     return LanePart(name, "trigram", _ranked(inner, scan), depth, {guc: repr(lane.threshold)})
@@ -231,6 +231,8 @@ class PostgresExport:
         lanes: the lanes' parts, in the config's order.
         limit: rows returned (``top_k``, or the rerank depth when larger).
         notes: lines for the file's header (the rerank stage, the inputs the application computes).
+        dsn: the team's server every lane reads (their tables' ``dsn_env``, resolved; never written to a file), or
+            None: the workbench's own.
     """
 
     name: str
@@ -241,14 +243,19 @@ class PostgresExport:
     lanes: list[LanePart]
     limit: int
     notes: list[str] = field(default_factory=list)
+    dsn: str | None = None
 
     def _render(self, ref) -> str:
         return _PARAM.sub(lambda m: "%" if m.group(0) == "%%" else ref(m.group(1)), self.body)
 
-    def function_sql(self) -> str:
+    def _qualified(self, schema: str | None) -> str:
+        return (f"{schema}." if schema else "") + _ident(self.function)
+
+    def function_sql(self, schema: str | None = None) -> str:
         """``CREATE OR REPLACE FUNCTION`` wrapping the statement, its settings as ``SET`` clauses, marked with a
         ``COMMENT`` naming its config; a guard before it refuses to replace a function of the same name in the
-        current schema that another config's export made (two config names that meet in one identifier)."""
+        current schema that another config's export made (two config names that meet in one identifier).
+        ``schema = "pg_temp"``: the session's own copy, without the guard (what ``--verify`` runs)."""
         args = ", ".join(f"{p.name} {p.sql_type}" for p in self.params)
         sets = "".join(f"\n  SET {k} = {_lit(v)}" for k, v in self.settings.items())
         mark = f"workbench export of config {self.name}"
@@ -258,11 +265,12 @@ class PostgresExport:
                  f"AND obj_description(p.oid, 'pg_proc') <> {_lit(mark)} LIMIT 1; "
                  f"IF FOUND THEN RAISE EXCEPTION '% already holds the %; rename one of the two configs', "
                  f"{_lit(self.function)}, other; END IF; END")
-        return (f"DO {_lit(guard)};\n"
-                f"CREATE OR REPLACE FUNCTION {_ident(self.function)}({args})\n"
+        fn = self._qualified(schema)
+        return ("" if schema == "pg_temp" else f"DO {_lit(guard)};\n") + (
+                f"CREATE OR REPLACE FUNCTION {fn}({args})\n"
                 f"  RETURNS TABLE (doc_id text, score double precision)\n  LANGUAGE sql STABLE{sets}\n"
                 f"AS $wb_export$\n{self._render(lambda n: n)}\n$wb_export$;\n"
-                f"COMMENT ON FUNCTION {_ident(self.function)}({', '.join(p.sql_type for p in self.params)}) "
+                f"COMMENT ON FUNCTION {fn}({', '.join(p.sql_type for p in self.params)}) "
                 f"IS {_lit(mark)};\n")
 
     def statement_sql(self) -> str:
@@ -292,10 +300,11 @@ class PostgresExport:
                 f"{stem}.statement.sql": head + "-- Run in one transaction: BEGIN; <this>; COMMIT;\n"
                 + self.statement_sql()}
 
-    def call_sql(self) -> str:
-        """``SELECT doc_id, score FROM function(%(p_…)s, …)``: the installed function called with psycopg."""
+    def call_sql(self, schema: str | None = None) -> str:
+        """``SELECT doc_id, score FROM function(%(p_…)s, …)``: the installed function called with psycopg
+        (``schema``: the one it was created in, e.g. ``pg_temp``)."""
         args = ", ".join(f"%({p.name})s::{p.sql_type}" for p in self.params)
-        return f"SELECT doc_id, score FROM {_ident(self.function)}({args})"
+        return f"SELECT doc_id, score FROM {self._qualified(schema)}({args})"
 
     def lanes_sql(self) -> str:
         """Every lane's CTE rows (``lane``, ``doc_id``, ``score``, ``rank``) with psycopg placeholders: what parity
@@ -330,6 +339,9 @@ def build(cfg, exp, ds, engine) -> PostgresExport:
     from workbench.export.names import distinct
 
     scan = exp.depth
+    opened: list[Any] = []
+    servers: set[str | None] = set()  # each lane's table.dsn_env (None: the workbench's own server)
+    team_dsn: str | None = None
     parts: list[LanePart] = []
     params: dict[str, Param] = {}
     vec_names = distinct("p_vec_", sorted({exp.lanes[ln].parsed().embedder for ln in cfg.lanes
@@ -358,6 +370,15 @@ def build(cfg, exp, ds, engine) -> PostgresExport:
             parts.append(reference_part(ln, scan, depth))
             continue
         lane = engine.lane(ds, spec)
+        opened.append(lane)
+        server = lane.production.table.dsn_env if lane.production is not None else None
+        if server is not None:
+            team_dsn = lane.production.dsn
+        if servers and server not in servers:
+            raise ConfigError(f"{where}: lane {ln} reads {'the team table ' + lane.table if server else 'the workbench index'}"
+                              f" on another server than lane {opened[0].name}; one SQL statement runs on one server: "
+                              "export a config whose lanes read one server")
+        servers.add(server)
         if getattr(lane, "transliterate", False):
             params["p_forms"] = Param("p_forms", "text[]", "the query's forms: workbench.text.query.query_forms("
                                       "query), empty ones left out")
@@ -399,9 +420,17 @@ def build(cfg, exp, ds, engine) -> PostgresExport:
                      f"{cfg.rerank.reranker} (kind {stage.kind}, {dict(stage.params)}) rescoring the top "
                      f"{cfg.rerank.depth}, weight {cfg.rerank.weight} (workbench.reranking.stage.apply_rerank), then the "
                      f"top {cfg.top_k}. The statement returns the fused top {limit}.")
-    notes.append("Tables are the workbench's index tables (columns doc_id, embedding, body, tsv_russian, tsv_simple, "
-                 "tsv_fold; text search configuration wb_fold = simple + unaccent): rename them to yours.")
-    return PostgresExport(cfg.name, function_name(cfg.name), plist, settings, body, parts, limit, notes)
+    teams = sorted({lane.production.table.qualified() for lane in opened if lane.production is not None})
+    if teams:
+        notes.append(f"Reads the team's own table{'s' if len(teams) > 1 else ''} {', '.join(teams)} as named in the "
+                     "experiment's [lanes.NAME.table] (each a subquery renaming its columns, which PostgreSQL pulls "
+                     "up, so the table's own indexes serve it); install it where those tables are.")
+    if any(lane.production is None for lane in opened):
+        notes.append("Tables are the workbench's index tables (columns doc_id, embedding, body, tsv_russian, "
+                     "tsv_simple, tsv_fold; text search configuration wb_fold = simple + unaccent): rename them to "
+                     "yours, or name your table in the experiment ([lanes.NAME.table]) and export again.")
+    return PostgresExport(cfg.name, function_name(cfg.name), plist, settings, body, parts, limit, notes,
+                          dsn=team_dsn)
 
 
 def _floored(cte: str, floor: float) -> str:

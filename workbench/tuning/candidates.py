@@ -74,6 +74,17 @@ class Candidates:
             self._view = evaluation_view(self.ds, self.layer)
         return self._view
 
+    @property
+    def spans(self):
+        """The time-span matching of the baseline config's ``window_ms`` and the experiment's ``time_tolerance_ms``
+        on the dataset (:func:`workbench.eval.spans.span_matching`; None: exact ids)."""
+        if not hasattr(self, "_spans"):
+            from workbench.eval.spans import span_matching
+
+            cfg = self.study.experiment.configs[self.study.baseline]
+            self._spans = span_matching(self.ds.documents, cfg.window_ms, self.study.experiment.time_tolerance_ms)
+        return self._spans
+
     def lane_run(self, lane: str, overrides: dict[str, Any]):
         """(run, latencies) of ``lane`` with engine parameter ``overrides`` (cache first)."""
         from workbench.experiment.config import LaneSpec
@@ -110,7 +121,7 @@ class Candidates:
         if split not in self._matrices[engine_key]:
             runs = {lane: self.lane_run(lane, dict(ov))[0] for lane, ov in engine_key}
             qids = [q.query_id for q in self.split_queries(split)]
-            self._matrices[engine_key][split] = CandidateMatrix(runs, self.view.qrels, qids)
+            self._matrices[engine_key][split] = CandidateMatrix(runs, self.view.qrels, qids, spans=self.spans)
         return self._matrices[engine_key][split]
 
     def negatives(self, engine_key: tuple, split: str) -> CandidateMatrix:

@@ -156,8 +156,8 @@ def honest_report(study: Study, cands: Candidates, params: dict[str, Any],
             continue
         run = staged_run(cands, key, split, setting, stage)
         base_run = staged_run(cands, base_lanes_key, split, baseline_setting(study), baseline_rerank(study))
-        ev = evaluate(run, cands.view.qrels, qs, measures).per_query.set_index("query_id")
-        evb = evaluate(base_run, cands.view.qrels, qs, measures).per_query.set_index("query_id")
+        ev = evaluate(run, cands.view.qrels, qs, measures, spans=cands.spans).per_query.set_index("query_id")
+        evb = evaluate(base_run, cands.view.qrels, qs, measures, spans=cands.spans).per_query.set_index("query_id")
         qids = [q for q in ev.index if q in evb.index]
         joined = ev.loc[qids, ["query_type", *measures]].join(evb.loc[qids, measures].add_suffix("__base"))
         table = paired_comparison(joined, {m: (m, f"{m}__base") for m in measures}, seed=study.seed,

@@ -80,7 +80,8 @@ def test_a_kind_is_described_by_its_declaration():
     rows = registry.describe_kind(registry.retriever_kind("pgvector"))
     assert [(r["param"], r["default"], r["constraint"]) for r in rows] == [
         ("embedder", "(required)", ""), ("ef_search", "100", ">= 1, <= 1000"),
-        ("iterative_scan", "'relaxed_order'", ""), ("exact", "False", ""), ("max_scan_tuples", "20000", ">= 1")]
+        ("iterative_scan", "'relaxed_order'", ""), ("exact", "False", ""), ("max_scan_tuples", "20000", ">= 1"),
+        ("table", "None", "")]
     modes = {r["variant"] for r in registry.describe_kind(registry.retriever_kind("opensearch"))}
     assert modes == {f"mode = {m!r}" for m in ("fuzzy", "exact", "lemma", "page_ref", "semantic", "template")}
 
@@ -91,11 +92,20 @@ def test_a_kind_is_described_by_its_declaration():
     ('[lanes.vector]\nkind = "pgvector"\nembedder = "h"\nef_search = 1e12\n', "lanes.vector.ef_search",
      "must be an integer in 1..1000 (got 1000000000000.0)"),
     ('[lanes.vector]\nkind = "pgvector"\nembedder = "h"\nfoo = 1\n', "lanes.vector.foo",
-     "is not a parameter of pgvector; allowed: embedder, ef_search, iterative_scan, exact, max_scan_tuples"),
+     "is not a parameter of pgvector; allowed: embedder, ef_search, iterative_scan, exact, max_scan_tuples, table"),
     # a misspelt key is named (with the key it is closest to) before the field it leaves missing
     ('[lanes.vector]\nkind = "pgvector"\nembeder = "h"\n', "lanes.vector.embeder",
      "is not a parameter of pgvector (did you mean embedder?); allowed: embedder, ef_search, iterative_scan, exact, "
-     "max_scan_tuples"),
+     "max_scan_tuples, table"),
+    # a team's table: its keys are named as the table's, not the lane's
+    ('[lanes.vector]\nkind = "pgvector"\nembedder = "h"\ntable = { nmae = "chunks", vector = "e" }\n',
+     "lanes.vector.table.nmae", "is not a key of table (did you mean name?); allowed: name, schema, "
+     "dsn_env, id, vector, tsvector, ts_config, text"),
+    ('[lanes.vector]\nkind = "pgvector"\nembedder = "h"\ntable = { vector = "e" }\n', "lanes.vector.table",
+     "needs name (the table (or view) holding the documents)"),
+    ('[lanes.vector]\nkind = "pgvector"\nembedder = "h"\ntable = { name = "a%b", vector = "e" }\n',
+     "lanes.vector.table.name", "must be a PostgreSQL name of 1 to 63 bytes without % or NUL, as the table has it "
+     "(got 'a%b')"),
     ('[lanes.fts]\nkind = "fulltext"\nnormalization = 64\n', "lanes.fts.normalization",
      "must be an integer in 0..63 (got 64)"),
     ('[index]\nm = 1e9\n[lanes.ref]\nkind = "reference"\n', "index.m", "must be an integer in 2..100 (got 1000000000.0)"),
@@ -264,7 +274,7 @@ def test_a_lane_written_with_or_without_its_defaults_is_the_same_lane(tmp_path):
              "b.toml")
     ca, cb = (load_experiment(p, known_datasets={"gita"}).lanes["f"].canonical() for p in (a, b))
     assert ca == cb == {"config": "simple", "form": "or", "normalization": 32, "max_query_chars": 2000,
-                        "transliterate": False}
+                        "transliterate": False, "table": None}
 
 
 @pytest.mark.parametrize("module, problem", [

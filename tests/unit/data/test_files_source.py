@@ -563,3 +563,51 @@ def test_whole_numbers_of_a_csv_are_numbers_so_a_chapter_range_filters(tmp_path)
 def test_a_folder_named_as_the_queries_file_is_said_to_be_a_folder(tmp_path):
     (tmp_path / "qdir").mkdir()
     _refused(tmp_path, {}, SECTION.replace('"queries.tsv"', '"qdir"'), "qdir", "is a folder; name the file in it")
+
+
+# ---------------------------------------------------------------- time-span documents
+
+SPAN_SECTION = SECTION + 'span = { parent = "track", start = "from", end = "to" }\n'
+SPAN_DOCS = ('{"id": "d1", "track": "t1", "from": 0, "to": 1500, "text": "Cats purr when content."}\n'
+             '{"id": "d2", "track": 7, "from": 1500, "to": 1500.0, "text": "Dogs bark at night."}\n'
+             '{"id": "d3", "track": "t1", "from": "1500", "to": 4200, "text": "Birds sing at dawn."}\n')
+
+
+def test_span_fields_are_kept_in_metadata_under_fixed_keys(tmp_path):
+    """``span`` reads each document's parent (as text), start and end (whole milliseconds, from a JSON number, a
+    whole float or a numeric string, as CSV gives them) into ``span_parent``, ``span_start_ms``, ``span_end_ms``."""
+    _m, ds = _built(tmp_path, {**BASE, "docs.jsonl": SPAN_DOCS}, SPAN_SECTION)
+    spans = {d.doc_id: (d.metadata["span_parent"], d.metadata["span_start_ms"], d.metadata["span_end_ms"])
+             for d in ds.documents}
+    assert spans == {"d1": ("t1", 0, 1500), "d2": ("7", 1500, 1500), "d3": ("t1", 1500, 4200)}
+    csv = "id,text,track,from,to\nd1,Cats purr,t1,0,900\nd2,Dogs bark,t1,900,2000\nd3,Birds sing,t2,0,10\n"
+    _m, ds = _built(tmp_path / "csv", {**BASE, "docs.csv": csv}, SPAN_SECTION.replace("docs.jsonl", "docs.csv"))
+    assert [d.metadata for d in ds.documents] == [
+        {"span_parent": "t1", "span_start_ms": 0, "span_end_ms": 900},
+        {"span_parent": "t1", "span_start_ms": 900, "span_end_ms": 2000},
+        {"span_parent": "t2", "span_start_ms": 0, "span_end_ms": 10}]
+
+
+@pytest.mark.parametrize("old,new,needles", [
+    pytest.param('"from": 1500, "to": 1500.0', '"from": 1600, "to": 1500', ["document d2: from 1600 is after to 1500",
+                                                                         "fix the times"], id="start-after-end"),
+    pytest.param('"from": 1500, "to": 1500.0', '"from": -40, "to": 1500', ["document d2: from = -40 is negative",
+                                                                        "(0 or more)"], id="negative"),
+    pytest.param('"from": 1500, "to": 1500.0', '"from": 1.5, "to": 1500', ["document d2: from = 1.5 is not a whole "
+                                                                        "number of milliseconds", "1.5 s is 1500"],
+                 id="not-an-integer"),
+    pytest.param('"from": 1500, "to": 1500.0', '"from": true, "to": 1500', ["from = True is not a whole number"],
+                 id="a-boolean"),
+    pytest.param('"track": 7, ', '', ["document d2 has no field 'track'", "span = { parent ="], id="missing-parent"),
+    pytest.param('"track": 7', '"track": " "', ["document d2 has an empty or unreadable parent 'track'",
+                                                "the id of the track it belongs to"], id="empty-parent"),
+])
+def test_a_bad_span_is_refused_naming_file_line_and_fix(tmp_path, old, new, needles):
+    assert old in SPAN_DOCS
+    _refused(tmp_path, {"docs.jsonl": SPAN_DOCS.replace(old, new)}, SPAN_SECTION, "docs.jsonl:2", *needles)
+
+
+def test_a_bad_span_section_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match=r"dataset\.kb\.span must name the three fields of a document's span, like "
+                                          r"\{ parent = \"track_id\""):
+        _team(tmp_path, BASE, SECTION + 'span = { parent = "track", start = "from" }\n')

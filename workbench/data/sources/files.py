@@ -18,6 +18,7 @@ holds the section)::
     title_field = "title"
     metadata_fields = ["author", "tags", "collection"]
     work_field = "track_id"             # the parent a document belongs to (the ``work`` facet)
+    span = { parent = "track_id", start = "start_ms", end = "end_ms" }   # time-span documents (optional)
 
 What each key means is in :data:`KEYS`; the section is parsed once into a :class:`FilesSpec`. The build reads the
 documents twice, as streams: the first pass checks every record and keeps only the ids (the judgments are checked
@@ -25,6 +26,12 @@ against them), the second is written to ``documents.jsonl`` record by record, so
 costs the memory of its ids (:mod:`workbench.data.loaders.files`). A query without a ``split`` takes the split of
 the BEIR qrels file that judges it, else the split its ``group`` (default: its id) hashes to
 (:func:`workbench.data.querysets.split.assign_splits`, as for the built-in sets).
+
+**Time-span documents** (a lecture transcript cut into passages): ``span`` names the fields of a document's parent
+(a track id, as text), start and end (whole milliseconds from the start of the parent, ``0 <= start <= end``). They
+are kept in the document's ``metadata`` under :data:`SPAN_PARENT`, :data:`SPAN_START` and :data:`SPAN_END`, so they
+survive the build and :func:`workbench.eval.spans.spans_of` reads them from the built dataset; a bad value refuses
+the build with one line naming the file, the line and the fix.
 """
 
 from __future__ import annotations
@@ -59,6 +66,8 @@ KEYS = {
     "address_field": "the field a reader cites a document by (default: its id)",
     "language": "the language of the texts and queries that do not say theirs (ISO 639-1; default und)",
     "granularity": f"what a document is: one of {', '.join(GRANULARITIES)} (default passage)",
+    "span": "a time-span document's fields: { parent = \"track_id\", start = \"start_ms\", end = \"end_ms\" } "
+            "(its parent's id, its start and end in whole milliseconds; optional)",
     "max_unknown_qrels": "the largest share of judgments that may name an unknown query or document: they are "
                          "dropped and counted; more refuses the build (default 0.01)",
 }
@@ -68,6 +77,10 @@ FORMATS = ("beir", "jsonl", "csv", "tsv", "parquet")
 _WHOLE = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
 #: Documents read between two progress lines.
 PROGRESS_EVERY = 100_000
+#: The ``metadata`` keys of a time-span document (``span`` in the section): its parent (text), its start and end
+#: (int, milliseconds, ``0 <= start <= end``).
+SPAN_PARENT, SPAN_START, SPAN_END = "span_parent", "span_start_ms", "span_end_ms"
+_SPAN_EXAMPLE = '{ parent = "track_id", start = "start_ms", end = "end_ms" }'
 
 
 @dataclass(frozen=True)
@@ -87,6 +100,7 @@ class FilesSpec:
         granularity: every document's granularity.
         max_unknown_qrels: the share of judgments naming unknown ids that is dropped with a note (above: refused).
         query_types: the query types kept (None: all).
+        span: the ``(parent, start, end)`` fields of a time-span document (None: documents have no span).
     """
 
     documents: Path
@@ -104,6 +118,7 @@ class FilesSpec:
     granularity: str
     max_unknown_qrels: float
     query_types: tuple[str, ...] | None
+    span: tuple[str, str, str] | None = None
 
     @classmethod
     def of(cls, defn: dict[str, Any], base: Path) -> FilesSpec:
@@ -141,19 +156,21 @@ class FilesSpec:
         pairs = tuple(texts.items()) if isinstance(texts, dict) else tuple((t, language) for t in texts)
         title = defn.get("title_field", "title" if beir else None)
         types = defn.get("query_types")
+        span = defn.get("span")
         return cls(documents=docs, fmt=fmt, queries=queries, qrels=tuple(qrels), beir=beir,
                    id_field=defn.get("id_field", "_id" if beir else "id"), text_fields=pairs, title_field=title,
                    metadata_fields=tuple(defn.get("metadata_fields", ())), work_field=defn.get("work_field"),
                    address_field=defn.get("address_field"), language=language,
                    granularity=defn.get("granularity", "passage"),
                    max_unknown_qrels=float(defn.get("max_unknown_qrels", DEFAULT_MAX_UNKNOWN)),
-                   query_types=tuple(types) if types else None)
+                   query_types=tuple(types) if types else None,
+                   span=(span["parent"], span["start"], span["end"]) if span else None)
 
     @property
     def columns(self) -> list[str]:
         """The document fields read (for Parquet's column selection), in order, once each."""
         names = [self.id_field, *(f for f, _ in self.text_fields), self.title_field, *self.metadata_fields,
-                 self.work_field, self.address_field]
+                 self.work_field, self.address_field, *(self.span or ())]
         return list(dict.fromkeys(n for n in names if n))
 
     def inputs(self) -> list[Path]:
@@ -217,6 +234,11 @@ def _check(path: Path, where: str, d: dict[str, Any], datasets: dict[str, Any]) 
     if m is not None and (isinstance(m, bool) or not isinstance(m, (int, float)) or not math.isfinite(m)
                           or not 0 <= m <= 1):
         raise ConfigError(f"{path}: {where}.max_unknown_qrels must be a share from 0 to 1 (0.01: 1 %), got {show(m)}")
+    span = d.get("span")
+    if span is not None and not (isinstance(span, dict) and set(span) == {"parent", "start", "end"}
+                                 and all(isinstance(v, str) and v.strip() for v in span.values())):
+        raise ConfigError(f"{path}: {where}.span must name the three fields of a document's span, like "
+                          f"{_SPAN_EXAMPLE}, got {show(span)}")
     if "query_types" in d and is_int(d["query_types"]):
         raise ConfigError(f"{path}: {where}.query_types must be a list of query types")
 
@@ -339,9 +361,53 @@ def to_document(rec: dict[str, Any], where: str, spec: FilesSpec) -> Document:
             if spec.fmt in ("csv", "tsv") and isinstance(v, str) and _WHOLE.fullmatch(v.strip()):
                 v = int(v)  # CSV has no types: a whole number reads as one, as JSON and Parquet give it (chapter 3)
             metadata[field] = _json_safe(v)
+    if spec.span:
+        metadata.update(_span(rec, where, doc_id, spec.span))
     work = _an_id(need(spec.work_field, "work_field"), "work", where) if spec.work_field else doc_id
     address = str(need(spec.address_field, "address_field")).strip() if spec.address_field else ""
     return Document(doc_id, address or doc_id, work, spec.granularity, tuple(texts), metadata=metadata)
+
+
+def _span(rec: dict[str, Any], where: str, doc_id: str, fields: tuple[str, str, str]) -> dict[str, Any]:
+    """A document's span as metadata (:data:`SPAN_PARENT`, :data:`SPAN_START`, :data:`SPAN_END`).
+
+    Raises:
+        DataError: a span field is missing, the parent is empty, a time is not a whole number of milliseconds or
+            is negative, or the start is after the end (names ``where``, the document and the fix).
+    """
+    values = []
+    for field in fields:
+        try:
+            values.append(_value(rec, field))
+        except KeyError:
+            raise DataError(f"{where}: document {doc_id} has no field {field!r} (the record has {sorted(rec)[:12]}); "
+                            f"every document of a span dataset needs its parent, start and end: add it, or name the "
+                            f"right field in span = {_SPAN_EXAMPLE}") from None
+    parent, start, end = values
+    if isinstance(parent, float) and parent.is_integer():
+        parent = int(parent)
+    parent = "" if parent is None else str(parent).strip()
+    if not parent or _text_problem(parent):
+        raise DataError(f"{where}: document {doc_id} has an empty or unreadable parent {fields[0]!r} "
+                        f"({show(values[0])}); give every document the id of the track it belongs to")
+    times = []
+    for field, v in zip(fields[1:], (start, end), strict=True):
+        ms = v
+        if isinstance(v, float) and v.is_integer():
+            ms = int(v)
+        elif isinstance(v, str) and _WHOLE.fullmatch(v.strip()):
+            ms = int(v)
+        if isinstance(ms, bool) or not isinstance(ms, int):
+            raise DataError(f"{where}: document {doc_id}: {field} = {show(v)} is not a whole number of milliseconds; "
+                            "write an integer (1.5 s is 1500)")
+        if ms < 0:
+            raise DataError(f"{where}: document {doc_id}: {field} = {ms} is negative; times are milliseconds from "
+                            "the start of the track (0 or more)")
+        times.append(ms)
+    if times[0] > times[1]:
+        raise DataError(f"{where}: document {doc_id}: {fields[1]} {times[0]} is after {fields[2]} {times[1]}; a span "
+                        "ends at or after its start: fix the times (or swap the two fields in span = {...})")
+    return {SPAN_PARENT: parent, SPAN_START: times[0], SPAN_END: times[1]}
 
 
 def documents(spec: FilesSpec, step: Step | None = None) -> Iterator[Document]:
