@@ -47,6 +47,8 @@ class ProductionTable(Params):
                                      description="fulltext lanes: the text search configuration the tsvector column "
                                                  "was built with (russian, simple, public.pali …)")
     text: Optional[str] = Field(None, description="trigram lanes: the text column")
+    max_unmapped: float = Field(0.5, ge=0.0, le=1.0, description="the largest share of returned ids that may name "
+                                "no document of the dataset (more fails the eval)")
 
     model_config = Params.model_config | {"populate_by_name": True}
 
@@ -68,7 +70,8 @@ class ProductionTable(Params):
         """The DSN the lane connects with: ``$dsn_env``, else ``reader()`` (the workbench's reader role).
 
         Raises:
-            ConfigError: ``dsn_env`` names an unset or empty variable.
+            ConfigError: ``dsn_env`` names an unset or empty variable, or one whose value is not a DSN (its value is
+                never shown: the driver's message quotes pieces of it, and a piece may be the password).
         """
         if self.dsn_env is None:
             return reader()
@@ -76,6 +79,17 @@ class ProductionTable(Params):
         if not value.strip():
             raise ConfigError(f"table {self.qualified()}: environment variable {self.dsn_env} (dsn_env) is not set; "
                               f"export {self.dsn_env}='postgresql://USER@HOST/DB' before running")
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            conninfo_to_dict(value)
+        except Exception as exc:  # psycopg.ProgrammingError: "missing "=" after "<a piece of the value>" …"
+            text = str(exc).strip()
+            why = text.splitlines()[0] if text.startswith("invalid connection option") else "it does not parse"
+            raise ConfigError(f"table {self.qualified()}: environment variable {self.dsn_env} (dsn_env) does not hold "
+                              f"a PostgreSQL DSN ({why}; the value is not shown: it may hold a password); write "
+                              "postgresql://USER:PASSWORD@HOST:PORT/DB with @ : / % in the password percent-encoded, "
+                              "or key=value pairs with a value holding spaces in single quotes") from None
         return value
 
 
@@ -103,13 +117,15 @@ class Production:
 
     @property
     def relation(self) -> str:
-        """``(SELECT "id"::text AS doc_id, "embedding" AS embedding FROM "public"."chunks")``."""
+        """``(SELECT "id"::text AS doc_id, "embedding" AS embedding FROM "public"."chunks" WHERE "id" IS NOT NULL)``."""
         from psycopg import sql
 
         t = self.table
         rel = (sql.Identifier(t.schema_name, t.name) if t.schema_name else sql.Identifier(t.name)).as_string(None)
         cols = "".join(f", {sql.Identifier(col).as_string(None)} AS {wb}" for wb, col in self.columns)
-        return f"(SELECT {sql.Identifier(t.id).as_string(None)}::text AS doc_id{cols} FROM {rel})"
+        ident = sql.Identifier(t.id).as_string(None)
+        # a row without an id maps to no document: it is skipped (and counted by check_production)
+        return f"(SELECT {ident}::text AS doc_id{cols} FROM {rel} WHERE {ident} IS NOT NULL)"
 
     def describe(self) -> str:
         """One line: what is read, where, and that nothing is written."""
@@ -119,13 +135,17 @@ class Production:
 
 def check_production(conn, prod: Production, lane: str) -> dict[str, Any]:
     """Check the team's table before the first search and describe it: the session is read-only, the table
-    and each named column exist (the vector column's type and dimension are read), and count the rows.
+    and each named column exist, with the right types (the vector column's type and dimension are read, from the
+    rows when the column declares none; the tsvector column is a tsvector, the trigram column text, ``ts_config``
+    exists), the ids are unique; the rows with an id are counted, and those without one (skipped) reported on stderr,
+    as is a table without rows.
 
     Returns:
-        ``{"rows": int, "vector_type": "vector" | "halfvec" | None, "dim": int | None}``.
+        ``{"rows": int, "vector_type": "vector" | "halfvec" | None, "dim": int | None, "null_ids": int}``.
 
     Raises:
-        PgError: the session is not read-only, the table or a column is missing (one line naming it and the fix).
+        PgError: the session is not read-only, the table or a column is missing or of the wrong type, the
+            configuration is unknown, or an id repeats (one line naming it and the fix).
     """
     t = prod.table
     if conn.execute("SHOW transaction_read_only").fetchone()[0] != "on":
@@ -142,16 +162,101 @@ def check_production(conn, prod: Production, lane: str) -> dict[str, Any]:
             raise PgError(f"lane {lane}: table {t.qualified()} has no column {col!r} (table.{_key(key)}); its columns: "
                           f"{', '.join(sorted(cols))}")
     vtype = dim = None
-    vec = dict(prod.columns).get("embedding")
+    named = dict(prod.columns)
+    vec = named.get("embedding")
     if vec is not None:
         typ = cols[vec]
         base, _, rest = typ.partition("(")
-        if base not in ("vector", "halfvec") or not rest.rstrip(")").isdigit():
+        schema, dot, bare = base.rpartition(".")
+        if dot and bare in ("vector", "halfvec"):  # format_type qualifies a type its search_path does not reach
+            raise PgError(f"lane {lane}: column {vec} of {t.qualified()} is {typ}: pgvector lives in schema {schema}, "
+                          "which is not on that role's search_path; add it (ALTER ROLE … SET search_path = "
+                          f"\"$user\", public, {schema}, or options=-csearch_path=public,{schema} in the DSN)")
+        if base not in ("vector", "halfvec") or not (rest == "" or rest.rstrip(")").isdigit()):
             raise PgError(f"lane {lane}: column {vec} of {t.qualified()} is {typ}, not a pgvector vector(N) or "
                           "halfvec(N) column")
-        vtype, dim = base, int(rest.rstrip(")"))
-    rows = int(conn.execute(f"SELECT count(*) FROM {prod.relation} t").fetchone()[0])
-    return {"rows": rows, "vector_type": vtype, "dim": dim}
+        vtype = base
+        if rest:
+            dim = int(rest.rstrip(")"))
+        else:  # a column declared without its dimension (``embedding vector``): read it from the rows
+            lo, hi = conn.execute(f"SELECT min(vector_dims(t.embedding)), max(vector_dims(t.embedding)) "
+                                  f"FROM {prod.relation} t").fetchone()
+            if lo != hi:
+                raise PgError(f"lane {lane}: column {vec} of {t.qualified()} holds vectors of dimensions {lo} to {hi}; "
+                              "a lane searches one dimension: declare it (vector(N)) or name a view of one")
+            dim = lo
+    tsv = named.get("tsv")
+    if tsv is not None and cols[tsv] != "tsvector":
+        raise PgError(f"lane {lane}: column {tsv} of {t.qualified()} (table.tsvector) is {cols[tsv]}, not tsvector; "
+                      "name the tsvector column, or search a text column with a trigram lane")
+    body = named.get("body")
+    if body is not None and cols[body].partition("(")[0] not in ("text", "character varying", "character", "citext"):
+        raise PgError(f"lane {lane}: column {body} of {t.qualified()} (table.text) is {cols[body]}, not text; "
+                      "name a text or varchar column")
+    if tsv is not None and t.ts_config is not None:
+        import psycopg
+
+        try:  # resolved as the lane's statements resolve it (search_path, case folded); the session is autocommit
+            conn.execute("SELECT %s::regconfig", (t.ts_config,))
+        except (psycopg.errors.UndefinedObject, psycopg.errors.InvalidSchemaName):
+            raise PgError(f"lane {lane}: text search configuration {t.ts_config!r} (table.ts_config) does not exist "
+                          f"at {pg.redact_dsn(prod.dsn)}; name the one {tsv} was built with (\\dF lists them)") from None
+    ident = _ident(t.id)
+    rows, null_ids = conn.execute(f"SELECT count(*) FILTER (WHERE {ident} IS NOT NULL), count(*) FILTER (WHERE "
+                                  f"{ident} IS NULL) FROM {_regclass(t)}").fetchone()
+    unique = conn.execute("SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+                          "AND a.attnum = i.indkey[0] WHERE i.indrelid = %s AND i.indisunique AND i.indnkeyatts = 1 "
+                          "AND i.indpred IS NULL AND a.attname = %s)", (oid, t.id)).fetchone()[0]
+    if not unique:  # a view, or a column without a unique index: look (one scan, once per lane)
+        dups, example = conn.execute(f"SELECT count(*), min(doc_id) FROM (SELECT doc_id FROM {prod.relation} t "
+                                     "GROUP BY doc_id HAVING count(*) > 1) d").fetchone()
+        if dups:
+            raise PgError(f"lane {lane}: {dups} ids of {t.qualified()} appear on more than one row (e.g. {example}; "
+                          f"table.id = {t.id!r}); a lane's hits must name each document once: name a unique column, "
+                          "or a view keeping one row per id")
+    if not rows:
+        print(f"lane {lane}: table {t.qualified()} at {pg.redact_dsn(prod.dsn)} has no row with an id: every query "
+              "gets an empty ranking; check table.dsn_env, schema and name", file=sys.stderr)
+    if null_ids:
+        print(f"lane {lane}: {null_ids} rows of {t.qualified()} have no {t.id} (table.id is NULL); they map to no "
+              "document and are skipped", file=sys.stderr)
+    return {"rows": int(rows), "vector_type": vtype, "dim": dim, "null_ids": int(null_ids)}
+
+
+def _ident(name: str) -> str:
+    from psycopg import sql
+
+    return sql.Identifier(name).as_string(None)
+
+
+def _base_relations(conn, oid: int) -> list[int]:
+    """``oid`` itself, or for a view the relations it reads, views followed down to their tables (read from
+    ``pg_rewrite`` and ``pg_depend``)."""
+    out: list[int] = []
+    todo, seen = [oid], set()
+    while todo and len(seen) < 1000:
+        rel = todo.pop()
+        if rel in seen:
+            continue
+        seen.add(rel)
+        kind = conn.execute("SELECT relkind FROM pg_class WHERE oid = %s", (rel,)).fetchone()
+        if kind is None or kind[0] != "v":
+            out.append(rel)
+            continue
+        todo.extend(r[0] for r in conn.execute(
+            "SELECT DISTINCT d.refobjid::oid FROM pg_rewrite r JOIN pg_depend d ON d.objid = r.oid "
+            "AND d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_class'::regclass "
+            "WHERE r.ev_class = %s AND d.refobjid <> %s", (rel, rel)).fetchall())
+    return sorted(out)
+
+
+def team_error(exc: PgError, table: ProductionTable) -> PgError:
+    """``exc`` with the fix it names pointed at the table's own DSN: the connection helpers name the workbench's
+    ``WORKBENCH_PG_DSN``, which is not the variable a lane on a team's table connects with."""
+    if table.dsn_env is None or pg.DSN_ENV not in str(exc):
+        return exc
+    msg = str(exc).replace(f"fix {pg.DSN_ENV} (unset it to use the embedded server)", f"fix {pg.DSN_ENV}")
+    return PgError(msg.replace(pg.DSN_ENV, f"{table.dsn_env} (table.dsn_env)"))
 
 
 def _key(wb: str) -> str:
@@ -175,9 +280,9 @@ def production_fingerprint(prod: Production) -> dict[str, Any]:
     """
     from psycopg.conninfo import conninfo_to_dict
 
-    info = conninfo_to_dict(prod.dsn)
-    server = f"{info.get('host', '')}:{info.get('port', '')}/{info.get('dbname', '')}"
     try:
+        info = conninfo_to_dict(prod.dsn)
+        server = f"{info.get('host', '')}:{info.get('port', '')}/{info.get('dbname', '')}"
         with pg.connect(prod.dsn) as conn:
             conn.execute("SET default_transaction_read_only = on")
             oid = conn.execute("SELECT to_regclass(%s)::oid", (_regclass(prod.table),)).fetchone()[0]
@@ -185,12 +290,26 @@ def production_fingerprint(prod: Production) -> dict[str, Any]:
                 raise PgError(f"table {prod.table.qualified()} does not exist at {pg.redact_dsn(prod.dsn)}; check "
                               "[lanes.NAME.table] name, schema and dsn_env")
             rows = int(conn.execute(f"SELECT count(*) FROM {prod.relation} t").fetchone()[0])
-            stat = conn.execute("SELECT coalesce(n_tup_ins, 0), coalesce(n_tup_upd, 0), coalesce(n_tup_del, 0) "
-                                "FROM pg_stat_all_tables WHERE relid = %s", (oid,)).fetchone()
-    except PgError:
-        raise
-    except Exception as exc:  # psycopg.Error: unreachable, no privilege
-        raise PgError(f"table {prod.table.qualified()} at {pg.redact_dsn(prod.dsn)}: {first_line(exc)}") from None
+            # a view has no counters of its own: those of the tables under it (views on views followed)
+            bases = _base_relations(conn, oid)
+            stat = conn.execute("SELECT sum(coalesce(n_tup_ins, 0))::bigint, sum(coalesce(n_tup_upd, 0))::bigint, "
+                                "sum(coalesce(n_tup_del, 0))::bigint FROM pg_stat_all_tables WHERE relid = ANY(%s)",
+                                (bases,)).fetchone()
+            if stat is not None and stat[0] is None:
+                stat = None
+    except PgError as exc:
+        raise team_error(exc, prod.table) from None
+    except Exception as exc:  # psycopg.Error: an invalid DSN, unreachable, no privilege
+        import psycopg
+
+        if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+            fix = "GRANT SELECT on it to that role, or name a DSN whose role may read it with table.dsn_env"
+        elif isinstance(exc, psycopg.errors.UndefinedColumn):
+            fix = "check the column names in [lanes.NAME.table]"
+        else:
+            fix = f"check {prod.table.dsn_env} (table.dsn_env)" if prod.table.dsn_env else "check the server"
+        raise PgError(f"table {prod.table.qualified()} at {pg.redact_dsn(prod.dsn)}: {first_line(exc)}; "
+                      f"{fix}") from None
     return {"production": {"table": prod.table.qualified(), "server": server, "rows": rows,
                            "changes": list(stat) if stat else None, "columns": [list(c) for c in prod.columns]}}
 
@@ -233,6 +352,12 @@ class SqlLane:
         else:
             self.table, self._info = table.table, table
         self.last_latencies_ms: dict[str, float] = {}
+        #: On a team's table: the dataset's doc ids (set by the kind's ``open``); a hit whose id is not among them is
+        #: dropped and counted, as the live and production OpenSearch lanes do (None: every id is kept).
+        self.known_ids = None
+        self.last_unmapped = 0
+        self.last_unmapped_by_query: dict[str, tuple[int, int]] = {}
+        self.last_unmapped_ids: list[str] = []
 
     @property
     def relation(self) -> str:
@@ -247,7 +372,10 @@ class SqlLane:
     def checked_production(self) -> dict[str, Any]:
         """:func:`check_production` on the lane's session, once (its answer is kept)."""
         if getattr(self, "_prod_facts", None) is None:
-            conn = self._session.get()
+            try:
+                conn = self._session.get()
+            except PgError as exc:
+                raise team_error(exc, self.production.table) from None
             self._prod_facts = self._guard(lambda: check_production(conn, self.production, self.name))
         return self._prod_facts
 
@@ -347,6 +475,7 @@ class SqlLane:
         rows: dict[str, list[tuple[str, float]]] = {}
         lat: dict[str, float] = {}
         conn = None
+        self.last_unmapped, self.last_unmapped_by_query, self.last_unmapped_ids = 0, {}, []
         for q in queries:
             forms = query_forms(q.text or "") if transliterate else [clean(q.text or "")]
             forms = [f for f in forms if f.strip()]
@@ -370,11 +499,27 @@ class SqlLane:
                 for d, s in found:
                     if s > best.get(d, float("-inf")):
                         best[d] = s
-            ranked = sorted(best.items(), key=lambda ds: (-ds[1], ds[0]))
-            rows[q.query_id] = ranked[:k]
+            ranked = sorted(best.items(), key=lambda ds: (-ds[1], ds[0]))[:k]
+            if self.known_ids is not None:
+                missing = [d for d, _s in ranked if d not in self.known_ids]
+                if missing:
+                    ranked = [(d, s) for d, s in ranked if d in self.known_ids]
+                    self.last_unmapped += len(missing)
+                    self.last_unmapped_ids.extend(d for d in missing[:5] if d not in self.last_unmapped_ids)
+                    del self.last_unmapped_ids[5:]
+                self.last_unmapped_by_query[q.query_id] = (len(missing), len(ranked) + len(missing))
+            rows[q.query_id] = ranked
             lat[q.query_id] = (time.perf_counter() - t0) * 1000.0
         self.last_latencies_ms = lat
         return Run(rows, self.name)
+
+
+def production_lane(lane: SqlLane, table: ProductionTable, ds) -> SqlLane:
+    """``lane`` on a team's table, told the dataset's doc ids (a hit naming none is dropped and counted) and the
+    table's ``max_unmapped`` (read by the runner, as for a live lane: above it the eval fails naming the lane)."""
+    lane.known_ids = {d.doc_id for d in ds.documents}
+    lane.params = table  # type: ignore[attr-defined]
+    return lane
 
 
 class SqlKind(RetrieverKind):
@@ -425,6 +570,6 @@ class TextIndexKind(SqlKind):
         kw = params.model_dump(exclude={"table"})
         if prod is not None:
             res.log(f"lane {name}: {prod.describe()}")
-            return self.lane_class(name, None, None, production=prod, **kw)
+            return production_lane(self.lane_class(name, None, None, production=prod, **kw), params.table, ds)
         info = res.pg_index(ds, None)
         return self.lane_class(name, res.reader(), info.table, **kw)

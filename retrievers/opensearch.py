@@ -680,6 +680,11 @@ def index_state(es, url: str, index: str) -> dict[str, Any]:
         if "index_not_found" in what:
             raise OpenSearchError(f"production index {index} does not exist at {url}; the workbench reads it and "
                                   "never creates it: check the lane's index (and url_env)") from None
+        if "index_closed" in what:
+            raise OpenSearchError(f"production index {index} at {url} is closed ({what}); the workbench reads it and "
+                                  f"never opens it: open it (POST {index}/_open) or name an open index") from None
+        if not any(s in what for s in ("security_exception", "authoriz", "403", "401")):
+            raise OpenSearchError(f"OpenSearch at {url} refused the state of index {index} ({what})") from None
         raise OpenSearchError(f"OpenSearch at {url} refused the state of index {index} ({what}); the lane needs to "
                               "read its _stats, _settings and _mapping (the monitor and view_index_metadata "
                               "privileges) to key its cache") from None

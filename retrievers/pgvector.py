@@ -30,7 +30,7 @@ import numpy as np
 from pydantic import Field
 
 from retrievers import _sql
-from retrievers._sql import ProductionTable, SqlKind, SqlLane
+from retrievers._sql import ProductionTable, SqlKind, SqlLane, production_lane
 from workbench.engines import pg_client as pg
 from workbench.engines import pg_index as indexer
 from workbench.errors import ConfigError
@@ -246,6 +246,7 @@ class PgVectorKind(SqlKind):
         prod = self.production(params, res)
         if prod is not None:
             res.log(f"lane {name}: {prod.describe()}")
-            return VectorLane(name, None, None, res.embedder(params.embedder), production=prod, **kw)
+            return production_lane(VectorLane(name, None, None, res.embedder(params.embedder), production=prod, **kw),
+                                   params.table, ds)
         info = res.pg_index(ds, params.embedder)
         return VectorLane(name, res.reader(), info.table, res.embedder(params.embedder), **kw)

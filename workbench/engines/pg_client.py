@@ -64,17 +64,39 @@ _INSTALL_HINT = {
 # ---------------------------------------------------------------- DSNs
 
 def redact_dsn(dsn: str) -> str:
-    """The DSN without its password (for messages). Never raises, whatever the input."""
+    """The DSN without its password (for messages). Never raises, whatever the input.
+
+    A DSN that does not parse shows only what cannot be a secret: a URI's scheme and what follows its last ``@``
+    (a password holding an unencoded ``@`` stays hidden), or a key=value string's ``host``, ``port``, ``dbname``
+    and ``user`` when they are plain words; anything else is left out.
+    """
     try:
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+        authority = re.match(r"^\s*postgres(?:ql)?://([^/?]*)", str(dsn), flags=re.I)
+        if authority and authority.group(1).count("@") > 1:  # an unencoded @ in the password: libpq splits it wrong
+            raise ValueError("ambiguous")
         parts = conninfo_to_dict(dsn)
         if "password" in parts:
             parts["password"] = "***"
         return make_conninfo("", **{k: v for k, v in parts.items() if v is not None})
     except Exception:
-        s = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn, flags=re.I)
-        return re.sub(r"(://[^:/@?]*:)[^@/?]*@", r"\1***@", s)
+        text = str(dsn)
+        uri = re.match(r"^\s*(postgres(?:ql)?://)(.*)$", text, flags=re.I | re.S)
+        if uri:
+            rest = uri.group(2)
+            return uri.group(1) + ("***@" + rest.rsplit("@", 1)[1] if "@" in rest else rest)
+        safe = [f"{k}={v}" for k, v in re.findall(r"(?<![\w'])(host|port|dbname|user)\s*=\s*([\w.\-]+)(?=\s|$)", text)]
+        return " ".join(safe + ["(the rest hidden: it does not parse)"])
+
+
+def dsn_problem(exc: BaseException) -> str:
+    """What the driver says of a DSN that does not parse, without the pieces of it that it quotes (one may be the
+    password): an unknown option's name is kept, anything else is "it does not parse"."""
+    text = first_line(exc)
+    if text.startswith("invalid connection option"):
+        return text
+    return "it does not parse (the driver's message is not shown: it quotes the DSN); percent-encode @ : / % in a URI's password"
 
 
 def reader_dsn(dsn: str, role: str = READER_ROLE, password: str | None = None) -> str:
@@ -95,7 +117,7 @@ def reader_dsn(dsn: str, role: str = READER_ROLE, password: str | None = None) -
     try:
         parts = conninfo_to_dict(dsn)
     except psycopg.Error as exc:
-        raise PgError(f"invalid PostgreSQL DSN {redact_dsn(dsn)!r}: {first_line(exc)}; "
+        raise PgError(f"invalid PostgreSQL DSN {redact_dsn(dsn)!r}: {dsn_problem(exc)}; "
                       f"fix {DSN_ENV} (e.g. postgresql://user@host:5432/db)") from None
     if not parts.get("dbname"):
         import getpass
@@ -196,7 +218,7 @@ def connect(dsn: str, *, role: str | None = None, autocommit: bool = True):
     try:
         has_timeout = "connect_timeout" in conninfo_to_dict(dsn)
     except psycopg.Error as exc:
-        raise PgError(f"invalid PostgreSQL DSN {redact_dsn(dsn)!r}: {first_line(exc)}; "
+        raise PgError(f"invalid PostgreSQL DSN {redact_dsn(dsn)!r}: {dsn_problem(exc)}; "
                       f"fix {DSN_ENV} (e.g. postgresql://user@host:5432/db)") from None
     kwargs: dict[str, Any] = {} if has_timeout else {"connect_timeout": 10}
     if "application_name" not in dsn:  # names this process in pg_stat_activity (see ddl_lock)

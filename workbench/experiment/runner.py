@@ -295,6 +295,19 @@ class Engine:
         return kind.open(name, parsed, ds, self, {ln: runs[ln] for ln in kind.lanes(parsed)})
 
 
+def _unmapped_fix(spec: LaneSpec) -> str:
+    """What to fix when a lane returns ids that name no document: a live lane's id rule or crosswalk, a team
+    table's id column, a team index's id field."""
+    params = spec.params
+    if "table" in params:
+        return ("the team table's id column (table.id) must hold the dataset's doc ids as text: bring the corpus as a "
+                "files dataset exported from that table")
+    if "index" in params and spec.kind == "opensearch":
+        return ("the team index's id field (index.id_field) must hold the dataset's doc ids: bring the corpus as a "
+                "files dataset exported from that index")
+    return "fix the lane's id, id_rewrite or id_map (a crosswalk: id_map = \"table:FILE\")"
+
+
 def _run_lane(lane, queries, depth: int, progress: bool, label: str) -> LaneResult:
     """Run ``lane`` over ``queries`` in batches of :data:`BATCH`: its run and per-query latency, and for a live
     lane what it reports per batch (``last_failures``, ``last_unmapped``, ``last_unscored``, ``last_raw``)."""
@@ -400,10 +413,10 @@ def lane_result(spec: LaneSpec, ds: catalog.Dataset, engine: Engine, cache: Cand
 
             raise ConfigError(f"lanes.{spec.name}: {share:.1%} of the ids it returned on {ds.name} "
                               f"({result.unmapped:,} of {result.ids_read():,}) "
-                              f"name no document (first: {first}), above max_unmapped = {most:g}; fix the lane's id, "
-                              "id_rewrite or id_map (a crosswalk: id_map = \"table:FILE\"); nothing was cached")
+                              f"name no document (first: {first}), above max_unmapped = {most:g}; {_unmapped_fix(spec)}; "
+                              "nothing was cached")
         log(f"{ds.name}/{spec.name}: {result.unmapped} returned id(s) ({share:.1%}) named no document of {ds.name} "
-            f"and were dropped (first: {first}); check the lane's id and id_map")
+            f"and were dropped (first: {first}); {_unmapped_fix(spec)}")
     if result.unscored:
         log(f"{ds.name}/{spec.name}: {result.unscored} returned hit(s) had no finite score and were dropped (the "
             "other hits of their queries kept); check the lane's score expression and the raw answers")
@@ -582,6 +595,13 @@ def run_experiment(exp: Experiment, *, home: Path | None = None, progress: bool 
                 result.lane_latency[(name, lane_name)] = latency_or_nan(list(lr.latencies_ms.values()))
             for lane_name, lr in exact_twins(exp, ds, engine, cache, log).items():
                 result.exact[(name, lane_name)] = lr
+            from workbench.data.sources.files import SPAN_PARENT
+
+            widths = sorted(({"time_tolerance_ms"} if exp.time_tolerance_ms else set())
+                            | {f"configs.{c.name}.window_ms" for c in exp.configs.values() if c.window_ms})
+            if widths and not any(d.metadata and SPAN_PARENT in d.metadata for d in ds.documents):
+                log(f"{name}: {', '.join(widths)} asks for time-span matching, but no document of {name} has a span "
+                    "(declare span = { parent, start, end } in its files section); ids match exactly")
             for cfg in exp.configs.values():
                 result.configs.append(evaluate_config(exp, ds, cfg, lanes, lq, engine))
     finally:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -115,6 +115,27 @@ def _explain_lanes(export, lane_rows: dict[int, list[str]], cached: dict[str, li
     return None
 
 
+#: A planner setting's prefix → a statement that loads the extension's library (through the search_path, as the
+#: exported function names its types and functions), so its parameters are known to the session.
+_LIBRARY_PROBES = {"hnsw.": "SELECT '[1]'::vector", "pg_trgm.": "SELECT similarity('a', 'a')"}
+
+
+def load_extension_libraries(conn, settings: Mapping[str, Any]) -> None:
+    """Load the libraries of the extensions whose parameters ``settings`` names (``hnsw.*``: pgvector,
+    ``pg_trgm.*``): until its library is loaded, a parameter is a placeholder, and PostgreSQL refuses a role that
+    is not a superuser (a team's reader) a function whose ``SET`` names one ("permission denied to set parameter
+    hnsw.ef_search"). A probe that fails is left to the function's own creation to report."""
+    import psycopg
+
+    for prefix, probe in _LIBRARY_PROBES.items():
+        if any(key.startswith(prefix) for key in settings):
+            try:
+                with conn.transaction():  # a savepoint: a failed probe leaves the outer transaction usable
+                    conn.execute(probe)
+            except psycopg.Error:
+                pass
+
+
 def verify_postgres(export, exp, cfg, ds, engine, cache, *, splits: Sequence[str] = ("dev", "test"),
                     statement_sample: int = 20, log: Callable[[str], None] = lambda _m: None) -> ParityReport:
     """Run ``export`` (a :class:`~workbench.export.postgres.PostgresExport`) on the workbench's Postgres for every
@@ -179,11 +200,27 @@ def verify_postgres(export, exp, cfg, ds, engine, cache, *, splits: Sequence[str
     k = cfg.top_k
     where = "the team's server" if export.dsn is not None else "the workbench's Postgres"
     with pg.connect(export.dsn or engine.dsn()) as conn:
+        standby = bool(conn.execute("SELECT pg_is_in_recovery()").fetchone()[0])
+        if standby:
+            log(f"{where} is a read-only standby, where no function can be created, not even in pg_temp: verifying "
+                f"the plain statement ({cfg.name}.statement.sql, what a driver sends) on every query instead")
+
+        def statement(args) -> list[str]:
+            with conn.transaction(force_rollback=True):  # the SET LOCALs end with the savepoint
+                for key, value in export.settings.items():
+                    conn.execute("SELECT set_config(%s, %s, true)", (key, value))
+                return [d for d, _s in conn.execute(export.body, args).fetchall()]
+
         # one transaction, rolled back: the function lives in the session's pg_temp, then the transaction turns
         # read-only before the first call, so nothing is left anywhere and the calls can write nothing
         with conn.transaction(force_rollback=True):
             try:
-                conn.execute(export.function_sql(schema="pg_temp"))
+                if not standby:
+                    # a reader role's default_transaction_read_only is lifted for this rolled-back transaction only:
+                    # PostgreSQL refuses CREATE FUNCTION, even in pg_temp, in a read-only one
+                    conn.execute("SET TRANSACTION READ WRITE")
+                    load_extension_libraries(conn, export.settings)
+                    conn.execute(export.function_sql(schema="pg_temp"))
                 conn.execute("SET TRANSACTION READ ONLY")
             except psycopg.Error as exc:
                 raise PgError(f"PostgreSQL ({where}) refused the exported function of {cfg.name}: "
@@ -192,16 +229,15 @@ def verify_postgres(export, exp, cfg, ds, engine, cache, *, splits: Sequence[str
                 for n, q in enumerate(queries):
                     args = inputs(q)
                     t0 = time.perf_counter()
-                    rows = conn.execute(export.call_sql(schema="pg_temp"), args).fetchall()
+                    if standby:
+                        got[q.query_id] = statement(args)
+                    else:
+                        got[q.query_id] = [d for d, _s in conn.execute(export.call_sql(schema="pg_temp"),
+                                                                       args).fetchall()]
                     lat.append((time.perf_counter() - t0) * 1000.0)
-                    got[q.query_id] = [d for d, _s in rows]
-                    if n < statement_sample:
+                    if n < statement_sample and not standby:
                         checked += 1
-                        with conn.transaction(force_rollback=True):  # the SET LOCALs end with the savepoint
-                            for key, value in export.settings.items():
-                                conn.execute("SELECT set_config(%s, %s, true)", (key, value))
-                            plain = [d for d, _s in conn.execute(export.body, args).fetchall()]
-                        mismatched += plain != got[q.query_id]
+                        mismatched += statement(args) != got[q.query_id]
                     want = [h.doc_id for h in expected.get_hits(q.query_id)]
                     same_k = want[:k] == got[q.query_id][:k]
                     identical += same_k

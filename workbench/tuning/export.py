@@ -16,7 +16,8 @@ def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
     ``fusion``, ``rrf_k``, ``weights``, ``depth``, ``min_score``, ``lane_min_score`` (when set), ``top_k``,
     ``tiebreak_lane``, ``pin_lane``, ``norm``, ``rerank`` (None, or the stage after fusion: ``reranker``, ``depth``,
     ``weight``, and the reranker's ``kind`` and ``params``: :func:`rerank_config`; ``top_k`` applies to
-    the reranked list). ``provenance``: study, trial, storage folder, objective,
+    the reranked list), ``window_ms`` (time-span documents, when the study's baseline config widens its hits).
+    ``provenance``: study, trial, storage folder, objective,
     dataset input and output hashes, the code commit, and the dev/test measures with
     95% CIs and the paired test against the baseline.
     """
@@ -44,6 +45,7 @@ def export_config(result: StudyResult, home: Path) -> dict[str, Any]:
         "tiebreak_lane": s.tiebreak_lane,
         "pin_lane": s.pin_lane,
         "rerank": rerank_config(st, result.chosen_rerank),
+        **_window(st.experiment.configs[st.baseline]),
         "provenance": {
             "study": st.name, "study_file": str(st.path), "trial": result.chosen.number,
             "objective": {"measure": st.measure, "split": st.split, "type_weights": st.type_weights,
@@ -96,10 +98,18 @@ def config_export(exp, cfg, dataset: str) -> dict[str, Any]:
         "norm": cfg.norm if cfg.method == "weighted" else None, "min_score": cfg.min_score, "top_k": cfg.top_k,
         **({"lane_min_score": dict(cfg.lane_min_score)} if cfg.lane_min_score else {}),
         "tiebreak_lane": cfg.tiebreak_lane, "pin_lane": cfg.pin_lane, "rerank": stage_config(exp, cfg.rerank, dataset),
+        **_window(cfg),
         "provenance": {"experiment": str(exp.path), "experiment_file": str(Path(exp.path).resolve()),
                        "config": cfg.name, "dataset": dataset,
                        "candidate_depth": exp.depth, "code_commit": code_commit()},
     }
+
+
+def _window(cfg) -> dict[str, int]:
+    """``{"window_ms": N}`` for a config of time-span documents that widens its hits (:mod:`workbench.eval.spans`:
+    what the reader is shown around a hit, and what the study measured), else nothing."""
+    window = getattr(cfg, "window_ms", 0)
+    return {"window_ms": window} if window else {}
 
 
 def code_commit() -> str | None:
@@ -148,7 +158,7 @@ def read_export(cfg: dict[str, Any], path: Path):
         table = {"lanes": list(cfg["lanes"]), "fusion": cfg["fusion"], "top_k": cfg["top_k"]}
         for key, src in (("k", "rrf_k"), ("weights", "weights"), ("depth", "depth"), ("min_score", "min_score"),
                          ("tiebreak_lane", "tiebreak_lane"), ("norm", "norm"), ("pin_lane", "pin_lane"),
-                         ("lane_min_score", "lane_min_score")):
+                         ("lane_min_score", "lane_min_score"), ("window_ms", "window_ms")):
             if cfg.get(src) not in (None, {}):
                 table[key] = cfg[src]
         if table["fusion"] == "none" and len(table["lanes"]) == 1:

@@ -282,3 +282,24 @@ def test_export_and_verify_on_the_production_index_give_parity_one(mint):
     meta = json.loads((out / "mint-rrf.export.json").read_text())
     assert meta["opensearch"]["read_only"] is True and meta["parity"]["parity@10"] == 1.0
     assert _cluster(mint["es"], mint["index"]) == mint["cluster"]  # verify installed no pipeline there
+
+
+def test_a_closed_index_is_said_to_be_closed_not_unreadable():
+    """The cache key reads the index's _stats, which a closed index refuses: the line says it is closed (the
+    workbench never opens it), not that a privilege is missing. No node needed: the client is a stand-in."""
+
+    class Closed(Exception):
+        info = {"error": {"root_cause": [{"type": "index_closed_exception", "reason": "closed"}]}}
+
+    class Indices:
+        def stats(self, **_kw):
+            raise Closed()
+
+    class Client:
+        indices = Indices()
+
+    with pytest.raises(OpenSearchError) as err:
+        index_state(Client(), "https://search.example.org:9200", "mint_prod")
+    msg = str(err.value)
+    assert "production index mint_prod at https://search.example.org:9200 is closed" in msg
+    assert "POST mint_prod/_open" in msg and "privilege" not in msg and "\n" not in msg

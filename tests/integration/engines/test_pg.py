@@ -177,6 +177,13 @@ def test_redact_hides_passwords():
     assert "hunter2" not in redact_dsn("postgresql://u:hunter2@h:5432/db")
     assert "hunter2" not in redact_dsn("host=h user=u password=hunter2")
     assert "hunter2" not in redact_dsn("postgresql://u:hunter2@h:bad port/db")  # unparseable: regex fallback
+    # what an attack found: an unterminated quote, a misspelt key, an unencoded @ (libpq splits it at the first)
+    assert redact_dsn("host=x password='abc def") == "host=x (the rest hidden: it does not parse)"
+    assert redact_dsn("host=x passwd=secret") == "host=x (the rest hidden: it does not parse)"
+    assert redact_dsn("postgresql://u:p@ss@host/db") == "postgresql://***@host/db"
+    with pytest.raises(PgError) as err:  # the driver's message quotes the bad token: it is not shown
+        connect("postgresql://u:sec%zzret@h/db")
+    assert "zzret" not in str(err.value) and "it does not parse" in str(err.value)
 
 
 def test_reader_dsn_swaps_the_user():

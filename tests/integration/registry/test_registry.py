@@ -100,7 +100,7 @@ def test_a_kind_is_described_by_its_declaration():
     # a team's table: its keys are named as the table's, not the lane's
     ('[lanes.vector]\nkind = "pgvector"\nembedder = "h"\ntable = { nmae = "chunks", vector = "e" }\n',
      "lanes.vector.table.nmae", "is not a key of table (did you mean name?); allowed: name, schema, "
-     "dsn_env, id, vector, tsvector, ts_config, text"),
+     "dsn_env, id, vector, tsvector, ts_config, text, max_unmapped"),
     ('[lanes.vector]\nkind = "pgvector"\nembedder = "h"\ntable = { vector = "e" }\n', "lanes.vector.table",
      "needs name (the table (or view) holding the documents)"),
     ('[lanes.vector]\nkind = "pgvector"\nembedder = "h"\ntable = { name = "a%b", vector = "e" }\n',

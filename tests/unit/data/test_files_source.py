@@ -598,6 +598,13 @@ def test_span_fields_are_kept_in_metadata_under_fixed_keys(tmp_path):
                  id="not-an-integer"),
     pytest.param('"from": 1500, "to": 1500.0', '"from": true, "to": 1500', ["from = True is not a whole number"],
                  id="a-boolean"),
+    pytest.param('"from": 1500, "to": 1500.0', '"from": 1500, "to": 1e20', ["document d2: to = 1e+20 is past "
+                                                                         "9007199254740991 ms", "check the unit"],
+                 id="huge-float"),
+    pytest.param('"from": 1500, "to": 1500.0', '"from": 1500, "to": 10000000000000000000000',
+                 ["to = 10000000000000000000000 is past 9007199254740991 ms"], id="huge-integer"),
+    pytest.param('"from": 1500, "to": 1500.0', '"from": "1,500", "to": 2000', ["from = '1,500' is not a whole number"],
+                 id="thousands-separator"),
     pytest.param('"track": 7, ', '', ["document d2 has no field 'track'", "span = { parent ="], id="missing-parent"),
     pytest.param('"track": 7', '"track": " "', ["document d2 has an empty or unreadable parent 'track'",
                                                 "the id of the track it belongs to"], id="empty-parent"),

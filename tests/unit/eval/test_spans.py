@@ -129,6 +129,17 @@ def test_window_ms_and_time_tolerance_ms_in_an_experiment(tmp_path):
         load("", "window_ms = -5")
     with pytest.raises(ConfigError, match=r"time_tolerance_ms must be an integer >= 0"):
         load("time_tolerance_ms = 1.5", "")
+    # an exported config keeps its window (what the study measured), and reads back with it
+    from workbench.tuning.export import config_export, read_export
+
+    exported = config_export(exp, exp.configs["c"], "kb")
+    assert exported["window_ms"] == 15000 and "window_ms" not in config_export(load("", ""), load("", "").configs["c"],
+                                                                                 "kb")
+    exported["provenance"]["experiment"] = str(tmp_path / "e.toml")
+    (tmp_path / "e.toml").write_text('datasets = ["gita"]\ntime_tolerance_ms = 2000\n[lanes.ref]\nkind = "reference"\n'
+                                     '[configs.c]\nlanes = ["ref"]\n')
+    exp2, cfg2 = read_export(exported, tmp_path / "c.json")
+    assert cfg2.window_ms == 15000 and exp2.time_tolerance_ms == 2000
 
 
 # ---------------------------------------------------------------- a transcript made of bilara segments

@@ -80,6 +80,8 @@ PROGRESS_EVERY = 100_000
 #: The ``metadata`` keys of a time-span document (``span`` in the section): its parent (text), its start and end
 #: (int, milliseconds, ``0 <= start <= end``).
 SPAN_PARENT, SPAN_START, SPAN_END = "span_parent", "span_start_ms", "span_end_ms"
+#: The latest time a span may hold, in ms: 2**53 - 1, the largest integer a float (a JSON reader's number) keeps exactly.
+MAX_SPAN_MS = 2**53 - 1
 _SPAN_EXAMPLE = '{ parent = "track_id", start = "start_ms", end = "end_ms" }'
 
 
@@ -403,6 +405,9 @@ def _span(rec: dict[str, Any], where: str, doc_id: str, fields: tuple[str, str, 
         if ms < 0:
             raise DataError(f"{where}: document {doc_id}: {field} = {ms} is negative; times are milliseconds from "
                             "the start of the track (0 or more)")
+        if ms > MAX_SPAN_MS or isinstance(v, float) and v > MAX_SPAN_MS:
+            raise DataError(f"{where}: document {doc_id}: {field} = {show(v)} is past {MAX_SPAN_MS} ms (285,000 "
+                            "years); times are milliseconds from the start of the track: check the unit and the field")
         times.append(ms)
     if times[0] > times[1]:
         raise DataError(f"{where}: document {doc_id}: {fields[1]} {times[0]} is after {fields[2]} {times[1]}; a span "
