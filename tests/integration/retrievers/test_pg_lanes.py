@@ -321,11 +321,12 @@ def test_bad_k(reader, index, sample):
 
 def test_configs_name_every_engine_parameter(reader, index):
     assert VectorLane("v", reader, index, EMB).config() == {
-        "kind": "pgvector", "table": index.table, "model_id": EMB.model_id, "dim": 64, "distance": "cosine",
+        "kind": "pgvector", "table": index.table, "production": False, "model_id": EMB.model_id, "dim": 64,
+        "distance": "cosine",
         "exact": False, "ef_search": 100, "ef_search_rule": "min(max(ef_search, k), 1000)",
         "iterative_scan": "relaxed_order", "max_scan_tuples": 20000}
     assert FullTextLane("f", reader, index, config="wb_fold", form="and").config()["column"] == "tsv_fold"
-    assert TrigramLane("t", reader, index).config() == {"kind": "trigram", "table": index.table,
+    assert TrigramLane("t", reader, index).config() == {"kind": "trigram", "table": index.table, "production": False,
                                                         "function": "word_similarity", "threshold": 0.3,
                                                         "max_query_chars": 512, "max_query_words": None,
                                                         "transliterate": False}
