@@ -347,7 +347,12 @@ def index_dataset(es, url: str, dataset: Any, embedder: Any | None, *, lexicon: 
     except OpenSearchError:
         raise
     except Exception as exc:
-        raise OpenSearchError(f"cannot build index {name} at {url}: {describe(exc)}") from None
+        what = describe(exc)
+        if "circuit_breaking_exception" in what:  # measured: 1,000,000 documents with 32-dim vectors on a 512m heap
+            what = (what.split(", real usage")[0] + "; the node's heap is too small for this index: stop it "
+                    "(workbench services down opensearch) and start it with more, e.g. WORKBENCH_OS_HEAP=2g "
+                    "(at most half the machine's memory), then run again")
+        raise OpenSearchError(f"cannot build index {name} at {url}: {what}") from None
     return OsIndexInfo(name, key, dataset.name, model_id, dim, len(dataset.documents), len(rules), False,
                        time.perf_counter() - t0, embed_s)
 
