@@ -118,12 +118,9 @@ class Production:
     @property
     def relation(self) -> str:
         """``(SELECT "id"::text AS doc_id, "embedding" AS embedding FROM "public"."chunks" WHERE "id" IS NOT NULL)``."""
-        from psycopg import sql
-
         t = self.table
-        rel = (sql.Identifier(t.schema_name, t.name) if t.schema_name else sql.Identifier(t.name)).as_string(None)
-        cols = "".join(f", {sql.Identifier(col).as_string(None)} AS {wb}" for wb, col in self.columns)
-        ident = sql.Identifier(t.id).as_string(None)
+        cols = "".join(f", {_ident(col)} AS {wb}" for wb, col in self.columns)
+        ident, rel = _ident(t.id), _regclass(t)
         # a row without an id maps to no document: it is skipped (and counted by check_production)
         return f"(SELECT {ident}::text AS doc_id{cols} FROM {rel} WHERE {ident} IS NOT NULL)"
 
