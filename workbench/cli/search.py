@@ -126,7 +126,10 @@ def search_cmd(
         fused = config_run(cfg, lane_runs, ds, engine, qs)
     except WorkbenchError as exc:
         _fail(exc)
+    from workbench.eval.spans import transcript
+
     docs = {d.doc_id: d for d in ds.documents}
+    around = transcript(ds.documents, cfg.window_ms)  # the window stage: the passages shown around each hit
     records = []
     for q in qs:
         hits = []
@@ -142,7 +145,8 @@ def search_cmd(
                          "beside": beside(d) if d else "", "score": h.score,
                          "snippet": snippet(d) if d else "", "lanes": per_lane,
                          # a rerank stage's own score (the run's score is then a rank score: workbench.reranking.stage)
-                         **({"rerank_score": h.tiebreak} if cfg.rerank is not None else {})})
+                         **({"rerank_score": h.tiebreak} if cfg.rerank is not None else {}),
+                         **({"window": around.window_records(h.doc_id, cfg.window_ms)} if around is not None else {})})
         rec: dict[str, Any] = {"query": q.text, "dataset": name, "config": cfg.name, "hits": hits}
         if q.query_id in failures:
             rec["failures"] = failures[q.query_id]
@@ -185,6 +189,11 @@ def _print_search(records: list[dict]) -> None:
             where = f"{h['address']} ({h['beside']})" if h["beside"] else h["address"]
             typer.echo(f"{h['rank']:3d}. {where:<22s} {h['score']:.5f}{rr}  [{lanes}]")
             typer.echo(f"     {h['snippet']}")
+            if h.get("window"):
+                w = h["window"]
+                t0, t1 = w[0]["start_ms"] / 1000, max(p["end_ms"] for p in w) / 1000
+                ids = ", ".join(str(p["doc_id"]) for p in w[:8]) + (" …" if len(w) > 8 else "")
+                typer.echo(f"     window: {len(w)} passage(s), {t0:.1f}–{t1:.1f} s: {ids}")
 
 
 def _reference_note(q, ref_runs: list) -> str | None:

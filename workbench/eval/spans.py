@@ -169,3 +169,60 @@ def span_matching(documents: Iterable[Document], window_ms: int = 0, tolerance_m
         return None
     m = SpanMatching(spans_of(documents), window_ms, tolerance_ms)
     return m if m.active else None
+
+
+class Transcript:
+    """The spans of a dataset grouped by parent, in time order: what a reader is shown around a hit (the window
+    stage of ``search`` and ``serve``, AICharya's ``transcript_window``).
+
+    Args:
+        spans: doc_id → :class:`Span` (:func:`spans_of`).
+    """
+
+    def __init__(self, spans: Mapping[str, Span]) -> None:
+        from itertools import accumulate
+
+        by_parent: dict[str, list[tuple[int, int, str]]] = {}
+        for doc_id, sp in spans.items():
+            by_parent.setdefault(sp.parent, []).append((sp.start_ms, sp.end_ms, doc_id))
+        self._spans = dict(spans)
+        self._rows: dict[str, tuple[list[tuple[int, int, str]], list[int], list[int]]] = {}
+        for parent, rows in by_parent.items():
+            rows.sort()
+            # starts ascending; the running maximum of the ends is non-decreasing, so both can be bisected
+            self._rows[parent] = (rows, [r[0] for r in rows], list(accumulate((r[1] for r in rows), max)))
+
+    def window(self, doc_id: str, window_ms: int) -> list[tuple[str, int, int]]:
+        """The documents of ``doc_id``'s parent whose spans meet ``[start - window_ms, end + window_ms]``
+        (closed), the hit itself included, as ``(doc_id, start_ms, end_ms)`` in time order (start, end, id);
+        ``[]`` for a document without a span. O(log n + the window's size) for spans that do not nest deeply.
+
+        Raises:
+            ValueError: ``window_ms`` is not an integer >= 0.
+        """
+        from bisect import bisect_left, bisect_right
+
+        if isinstance(window_ms, bool) or not isinstance(window_ms, int) or window_ms < 0:
+            raise ValueError(f"window_ms must be an integer >= 0 (milliseconds), got {window_ms!r}")
+        sp = self._spans.get(doc_id)
+        if sp is None:
+            return []
+        rows, starts, max_ends = self._rows[sp.parent]
+        lo_ms, hi_ms = sp.start_ms - window_ms, sp.end_ms + window_ms
+        first = bisect_left(max_ends, lo_ms)  # before it every span ends before the window opens
+        last = bisect_right(starts, hi_ms)  # from it every span starts after the window closes
+        return [(d, s, e) for s, e, d in rows[first:last] if e >= lo_ms]
+
+    def window_records(self, doc_id: str, window_ms: int) -> list[dict[str, int | str]]:
+        """:meth:`window` as JSON objects ``{"doc_id", "start_ms", "end_ms"}`` (what ``search --json`` and
+        ``serve`` put in a hit's ``window``)."""
+        return [{"doc_id": d, "start_ms": s, "end_ms": e} for d, s, e in self.window(doc_id, window_ms)]
+
+
+def transcript(documents: Iterable[Document], window_ms: int) -> Transcript | None:
+    """The :class:`Transcript` a config's window stage reads, or None when it has none to read: ``window_ms`` is 0
+    or no document has a span (the documents are read only when ``window_ms`` is set)."""
+    if not window_ms:
+        return None
+    spans = spans_of(documents)
+    return Transcript(spans) if spans else None

@@ -192,7 +192,8 @@ class FusedConfig(FusionSpec):
     #: The rerank stage after fusion, or None (:mod:`workbench.reranking.stage`).
     rerank: RerankStage | None = None
     #: Time-span documents: each hit stands for ``[start - window_ms, end + window_ms]`` of its parent when it is
-    #: matched against the judged spans (:mod:`workbench.eval.spans`); 0: its own span. The run is not changed.
+    #: matched against the judged spans (:mod:`workbench.eval.spans`); 0: its own span. The run is not changed;
+    #: ``search`` and ``serve`` add each hit's ``window`` (:class:`workbench.eval.spans.Transcript`).
     window_ms: int = 0
 
     def flat(self) -> dict[str, Any]:

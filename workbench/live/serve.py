@@ -16,7 +16,10 @@ Every answer is AICharya's envelope (``../shared/seeds/000_*``)::
 
 Hits are the config's run for that query exactly as ``eval`` computes it (the same lanes, depth, fusion,
 rerank stage and ``top_k``), scores as JSON numbers that read back to the same floats, best first with ties in
-the run's order; ``k`` cuts the list (at most ``top_k``).
+the run's order; ``k`` cuts the list (at most ``top_k``). On a dataset of time-span documents a config with
+``window_ms = N`` adds to each hit its ``window``: the passages of the same parent within ± N ms, the hit
+included, in time order, ``[{"doc_id", "start_ms", "end_ms"}, ...]`` (the window stage,
+:class:`workbench.eval.spans.Transcript`; AICharya's ``transcript_window``).
 
 The served-port policy (:mod:`workbench.services.policy`) holds: loopback by default, Host and Origin checked,
 bodies bounded; beyond loopback only with the dashboard's access tokens (``workbench dashboard token add``),
@@ -86,6 +89,7 @@ class Searcher:
     def __init__(self, experiment: Path, config: str, dataset: str | None, home: Path,
                  log: Callable[[str], None] = lambda _m: None) -> None:
         from workbench.data import catalog
+        from workbench.eval.spans import transcript
         from workbench.experiment.config import load_experiment
         from workbench.experiment.runner import Engine
 
@@ -104,6 +108,7 @@ class Searcher:
         needed = list(dict.fromkeys((*self.cfg.lanes, *exp.reranker_lanes(self.cfg))))
         self.lanes = {n: self.engine.lane(self.ds, exp.lanes[n]) for n in needed}
         self.docs = {d.doc_id: d for d in self.ds.documents}
+        self.transcript = transcript(self.ds.documents, self.cfg.window_ms)
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
 
@@ -154,7 +159,9 @@ class Searcher:
             d = self.docs.get(h.doc_id)
             hits.append({"rank": rank, "doc_id": h.doc_id, "address": d.address if d else "", "score": h.score,
                          # a hit the tie-break lane lacks carries -inf there, which JSON cannot: null
-                         "tiebreak": h.tiebreak if math.isfinite(h.tiebreak) else None})
+                         "tiebreak": h.tiebreak if math.isfinite(h.tiebreak) else None,
+                         **({"window": self.transcript.window_records(h.doc_id, self.cfg.window_ms)}
+                            if self.transcript is not None else {})})
         return {"config": self.served.config, "dataset": self.served.dataset, "query": text, "hits": hits}
 
     def answer(self, text: Any, k: Any = 10, filters: Any = None) -> dict[str, Any]:

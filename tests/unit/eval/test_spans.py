@@ -18,7 +18,7 @@ from workbench.errors import ConfigError
 from workbench.eval.evaluate import evaluate
 from workbench.eval.fasteval import CandidateMatrix
 from workbench.eval.fusion import FusionSpec
-from workbench.eval.spans import SPENT, Span, SpanMatching, credit, rewrite_ranking, span_matching
+from workbench.eval.spans import SPENT, Span, SpanMatching, Transcript, credit, rewrite_ranking, span_matching, transcript
 from workbench.run import Hit, Run
 from workbench.types import Qrel, Query
 
@@ -107,6 +107,23 @@ def test_fast_path_equals_the_reference_path():
                 assert fast[name] == pytest.approx(ref[name].to_numpy(), abs=1e-12), (spans, s, name)
 
 
+def test_the_window_stage_brings_the_neighbours_of_the_same_parent_in_time_order():
+    t = Transcript(SPANS | {"a0": Span("A", 500, 5500)})  # a0 spans a1..a4 and the gap: it meets every window
+    ids = lambda doc, n: [d for d, _s, _e in t.window(doc, n)]  # noqa: E731
+    # a3 [2000, 3000], N = 0: a2 ends at 2000 and a4 starts at 3000 (closed intervals touch)
+    assert ids("a3", 0) == ["a0", "a2", "a3", "a4"]
+    assert ids("a5", 0) == ["a5"]  # a0 ends at 5500 < 6000
+    assert ids("a5", 500) == ["a0", "a5"]  # [5500, 7500] meets a0's end
+    assert ids("a2", 1001) == ["a1", "a0", "a2", "a3", "a4"]  # [-1, 3001]: a4 starts at 3000; a5 does not
+    assert ids("b1", 10_000) == ["b1", "b2"]  # never across parents
+    assert t.window("b2", 0) == [("b1", 0, 1000), ("b2", 1000, 2000)]
+    assert t.window("nospan", 100) == []
+    assert t.window_records("a5", 0) == [{"doc_id": "a5", "start_ms": 6000, "end_ms": 7000}]
+    with pytest.raises(ValueError, match="window_ms must be an integer >= 0"):
+        t.window("a1", -1)
+    assert transcript([], 0) is None and transcript([], 500) is None  # no width, no spans: no stage
+
+
 def test_bad_widths_and_when_matching_is_off():
     with pytest.raises(ValueError, match="window_ms must be an integer >= 0"):
         SpanMatching(SPANS, -1, 0)
@@ -147,7 +164,7 @@ def test_window_ms_and_time_tolerance_ms_in_an_experiment(tmp_path):
 MS_PER_CHAR = 60
 
 
-def test_transcript_dataset_from_bilara_segments(data_dir, tmp_path):
+def test_transcript_dataset_from_bilara_segments(data_dir, tmp_path, monkeypatch):
     """Two suttas (SN 56.11, SN 56.16, English) as two tracks: each non-empty segment a document, timed by the
     characters before it (start = 60 ms × characters so far, end = start + 60 ms × its own length, so each
     segment's end is the next one's start). Built by the ``files`` source with ``span``; measured by hand:
@@ -174,14 +191,15 @@ def test_transcript_dataset_from_bilara_segments(data_dir, tmp_path):
                     continue
                 start, t = t, t + MS_PER_CHAR * len(text)
                 rows.append((seg, start, t))
-                f.write(json.dumps({"id": seg, "track_id": track, "start_ms": start, "end_ms": t, "text": text}) + "\n")
+                f.write(json.dumps({"id": seg, "track_id": track, "start_ms": start, "end_ms": t, "text": text,
+                                    "address": f"{track} ¶{len(rows) - 1}"}) + "\n")
             tracks[track] = rows
     t1, t2 = tracks["sn56.11"], tracks["sn56.16"]
     (tmp_path / "queries.tsv").write_text("query_id\ttext\nq1\tthe middle way\nq2\tfour noble truths\n")
     (tmp_path / "qrels.txt").write_text(f"q1 0 {t1[10][0]} 2\nq2 0 {t2[3][0]} 1\nq2 0 {t2[20][0]} 1\n")
     (tmp_path / "datasets.toml").write_text(
         'seed = 7\n[dataset.talks]\nsource = "files"\ndocuments = "docs.jsonl"\nqueries = "queries.tsv"\n'
-        'qrels = "qrels.txt"\nwork_field = "track_id"\n'
+        'qrels = "qrels.txt"\nwork_field = "track_id"\naddress_field = "address"\n'
         'span = { parent = "track_id", start = "start_ms", end = "end_ms" }\n')
     defs = catalog.load_definitions(tmp_path / "datasets.toml")
     catalog.build("talks", defs, tmp_path, tmp_path / "home")
@@ -215,3 +233,20 @@ def test_transcript_dataset_from_bilara_segments(data_dir, tmp_path):
     assert (q1["RR@10"], q1["nDCG@5"]) == pytest.approx((1 / 2, 1 / L2(3)))
     q1, _ = measured(reach - 1, 0)  # one millisecond short: segment 9 touches 10 (N > 0), rank 3
     assert q1["RR@10"] == pytest.approx(1 / 3)
+
+    # the window stage as a reader gets it from serve: a config with window_ms = reach on a reference lane, asked
+    # T1's segment 11 by its address; its window [start - reach, end + reach] holds every T1 segment that meets it
+    # (closed intervals; 10 and 12 at least, since each is back to back with 11), in time order
+    from workbench.live.serve import Searcher
+
+    monkeypatch.setenv("WORKBENCH_DATASETS", str(tmp_path / "datasets.toml"))
+    (tmp_path / "e.toml").write_text(f'datasets = ["talks"]\n[lanes.ref]\nkind = "reference"\n'
+                                     f'[configs.win]\nlanes = ["ref"]\nwindow_ms = {reach}\n')
+    hits = Searcher(tmp_path / "e.toml", "win", None, tmp_path / "home").search("sn56.11 ¶11", 3)["hits"]
+    lo, hi = t1[11][1] - reach, t1[11][2] + reach
+    expected = [{"doc_id": d, "start_ms": s, "end_ms": e} for d, s, e in t1 if s <= hi and e >= lo]
+    assert [h["doc_id"] for h in hits][:1] == [t1[11][0]]
+    assert hits[0]["window"] == expected
+    ids = [w["doc_id"] for w in expected]  # a run of consecutive T1 segments around 11, 10 and 12 among them
+    first = [d for d, _s, _e in t1].index(ids[0])
+    assert ids == [d for d, _s, _e in t1[first:first + len(ids)]] and {t1[10][0], t1[12][0]} <= set(ids)
