@@ -15,7 +15,7 @@ from workbench.cli._shared import _fail, app, secho  # noqa: F401  (tests use _f
 # the command groups, in the order of `workbench --help`; each registers itself on `app`
 # isort: off
 from workbench.cli import (  # noqa: F401
-    data, ref, services, judge, notebooks, evaluate, tune, export, gate, dashboard, kinds, serve, search, reranker,
+    data, ref, services, judge, notebooks, evaluate, tune, export, gate, dashboard, kinds, serve, search, reranker, logs,
 )
 # isort: on
 

@@ -25,11 +25,21 @@ def serve_cmd(
     stdio: bool = typer.Option(False, "--stdio", help="Speak MCP over standard input and output instead of a port."),
     allow_host: Optional[list[str]] = typer.Option(None, "--allow-host", help="One more name clients may use in "
                                                    "Host (a reverse proxy's); repeatable."),
+    ubi_log: Optional[Path] = typer.Option(None, "--ubi-log", help="Record each search as a UBI query and each click "
+                                           "or follow-up fetch as a UBI event, as JSON lines in this folder (off by "
+                                           "default; clients hashed; nothing leaves this machine)."),
+    ubi_max_mb: int = typer.Option(64, "--ubi-max-mb", min=1, help="Rotate a UBI log file at this size (MB)."),
+    ubi_keep: int = typer.Option(4, "--ubi-keep", min=0, help="Rotated UBI log files kept per stream (the log "
+                                 "holds at most 2 x (keep + 1) x max-mb)."),
 ) -> None:
     """Serve one config as an HTTP search API (/search) and an MCP server (/mcp, tool `search`), to shadow it.
 
     Every answer is the {ok, result | error} envelope; the hits are the config's run exactly as `eval` computes
-    it. Read it back with an `http` or `mcp` lane (the line printed at start is one).
+    it. Read it back with an `http` or `mcp` lane (the line printed at start is one). A hit's document: /fetch
+    and the MCP tool `fetch`. With --ubi-log, searches, clicks (POST /click) and follow-up fetches are logged in
+    UBI's schema for `workbench logs import`.
+
+    Example: workbench serve -e experiments/seeds.toml -c aicharya-rrf60-ref --ubi-log ~/ubi
     """
     from workbench.live.serve import SERVE_BOUNDS, Searcher, guarded_app, mcp_server
     from workbench.services import policy
@@ -46,6 +56,17 @@ def serve_cmd(
             explicit = [*(policy.normal_name(n, what="--allow-host") for n in allow_host or []), *policy.env_names()]
             sock = _bind_or_fail(host, port)
         searcher = Searcher(experiment, config, dataset, home, log=_log)
+        if ubi_log is not None:
+            from workbench.traffic.log import TrafficLog
+
+            try:
+                searcher.traffic = TrafficLog(ubi_log, max_bytes=ubi_max_mb * 2**20, keep=ubi_keep, attributes={
+                    "config": config, "dataset": searcher.served.dataset, "experiment": experiment.name})
+            except OSError as exc:
+                raise WorkbenchError(f"--ubi-log {ubi_log}: cannot write there ({exc.strerror or exc}); name a folder "
+                                     "you can write") from None
+            _log(f"UBI log on: {ubi_log}/ubi_queries.jsonl and ubi_events.jsonl (clients hashed; rotated at "
+                 f"{ubi_max_mb} MB, {ubi_keep} kept; read them with workbench logs import)")
         server = mcp_server(searcher)
     except WorkbenchError as exc:
         _fail(exc)

@@ -6,7 +6,14 @@ A team shadows a tuned config before it ships by pointing its clients (or the wo
 * ``GET /search?q=TEXT&k=10`` or ``POST /search`` with ``{"query": TEXT, "k": 10}``;
 * ``POST /mcp``: the MCP streamable-HTTP endpoint (the official ``mcp`` SDK), one tool ``search(query, k,
   filters)``; ``workbench serve --stdio`` speaks MCP over standard input and output instead (no port);
-* ``GET /health``.
+* ``GET /health``;
+* ``GET /fetch?id=DOC_ID`` or ``POST /fetch`` with ``{"doc_id": ...}``, and the MCP tool ``fetch(doc_id)``: a hit's
+  document (its address and texts), what an assistant asks for after a search;
+* ``POST /click`` with ``{"query_id": ..., "doc_id": ...}``: a reader opened a hit (with ``--ubi-log`` only).
+
+With ``--ubi-log DIR`` (off by default) each answered search is written as a UBI query and each click or
+follow-up fetch as a UBI event (:mod:`workbench.traffic.log`: hashed clients, sessions, rotated files); a
+search's ``result`` then carries its ``query_id``, which ``/click`` names.
 
 Every answer is AICharya's envelope (``../shared/seeds/000_*``)::
 
@@ -111,6 +118,10 @@ class Searcher:
         self.transcript = transcript(self.ds.documents, self.cfg.window_ms)
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
+        #: The UBI log (``serve --ubi-log``), or None: nothing is recorded.
+        self.traffic: Any = None
+        self._log = log
+        self._log_failed = False
 
     def search(self, text: Any, k: Any = 10, filters: Any = None) -> dict[str, Any]:
         """The config's top ``k`` for ``text``: the ``result`` of the envelope (module docstring).
@@ -164,17 +175,92 @@ class Searcher:
                             if self.transcript is not None else {})})
         return {"config": self.served.config, "dataset": self.served.dataset, "query": text, "hits": hits}
 
-    def answer(self, text: Any, k: Any = 10, filters: Any = None) -> dict[str, Any]:
+    def answer(self, text: Any, k: Any = 10, filters: Any = None, client: str = "") -> dict[str, Any]:
         """:meth:`search` in the envelope: ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": ...}``;
-        never raises for a request."""
+        never raises for a request. With a UBI log the search is recorded for ``client`` (a raw client key:
+        :mod:`workbench.traffic.log`) and the result carries its ``query_id``."""
+        def run() -> dict[str, Any]:
+            result = self.search(text, k, filters)
+            if self.traffic is not None:
+                qid = self._record(lambda: self.traffic.searched(
+                    client, text, [h["doc_id"] for h in result["hits"]],
+                    {"k": k, **({"filters": json.dumps(filters, ensure_ascii=False)} if filters else {})}))
+                if qid is not None:
+                    result["query_id"] = qid
+            return result
+
+        return self._envelope(run)
+
+    def fetch(self, doc_id: Any, client: str = "") -> dict[str, Any]:
+        """A hit's document: ``{"doc_id", "address", "work_id", "texts": [{field, language, script, text,
+        source}]}``; with a UBI log, recorded as the follow-up of the client's latest search that showed it.
+
+        Raises:
+            BadRequest: ``invalid_argument`` for an id that is not a non-empty string; ``not_found`` for an id
+                the dataset lacks.
+        """
+        if not isinstance(doc_id, str) or not doc_id.strip():
+            raise BadRequest(INVALID, "doc_id must be a non-empty string (a hit's doc_id)")
+        d = self.docs.get(doc_id)
+        if d is None:
+            raise BadRequest(NOT_FOUND, f"no document {doc_id[:100]!r} in {self.served.dataset}")
+        if self.traffic is not None:
+            self._record(lambda: self.traffic.fetched(client, doc_id))
+        return {"doc_id": d.doc_id, "address": d.address, "work_id": d.work_id,
+                "texts": [t.to_json() for t in d.texts]}
+
+    def click(self, query_id: Any, doc_id: Any) -> dict[str, Any]:
+        """Record that a reader opened hit ``doc_id`` of search ``query_id``: ``{"query_id", "doc_id",
+        "position"}``.
+
+        Raises:
+            BadRequest: ``invalid_argument`` for ids that are not non-empty strings, or a ``doc_id`` that search did
+                not show; ``not_found`` when logging is off or the search is not known (too old, never served).
+        """
+        if self.traffic is None:
+            raise BadRequest(NOT_FOUND, "clicks are recorded only with a UBI log: start serve with --ubi-log DIR")
+        if not isinstance(query_id, str) or not query_id.strip() or not isinstance(doc_id, str) or not doc_id.strip():
+            raise BadRequest(INVALID, 'give {"query_id": ..., "doc_id": ...}: the query_id of a search\'s result and '
+                                      "one of its hits' doc_id")
         try:
-            env = {"ok": True, "result": self.search(text, k, filters)}
+            ev = self.traffic.clicked(query_id, doc_id)
+        except KeyError:
+            raise BadRequest(NOT_FOUND, f"no search {query_id[:100]!r} is known to this server (a query_id from a "
+                                        "search's result, since it started)") from None
+        except LookupError:
+            raise BadRequest(INVALID, f"search {query_id[:100]!r} did not show {doc_id[:100]!r}") from None
+        except OSError as exc:
+            raise BadRequest(DEPENDENCY, f"the UBI log cannot be written: {exc}") from None
+        return {"query_id": ev.query_id, "doc_id": ev.object_id, "position": ev.position}
+
+    def _record(self, write: Callable[[], Any]) -> Any:
+        """Run a log write; a failure (a full disk) costs no answer: it is said once and the answer goes out."""
+        try:
+            return write()
+        except OSError as exc:
+            if not self._log_failed:
+                self._log_failed = True
+                self._log(f"the UBI log cannot be written ({exc}); answers go on without it")
+            return None
+
+    def _envelope(self, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``run()``'s result in the envelope (module docstring); never raises."""
+        try:
+            env = {"ok": True, "result": run()}
         except BadRequest as exc:
             env = {"ok": False, "error": {"code": exc.code, "message": str(exc)}}
         except Exception as exc:  # noqa: BLE001 - a bug or a lane's own failure: one answer, not a dead server
             env = {"ok": False, "error": {"code": DEPENDENCY, "message": f"{type(exc).__name__}: "
                                                                          f"{' '.join(str(exc).split())[:300]}"}}
         return _encodable(env)
+
+    def answer_fetch(self, doc_id: Any, client: str = "") -> dict[str, Any]:
+        """:meth:`fetch` in the envelope; never raises."""
+        return self._envelope(lambda: self.fetch(doc_id, client))
+
+    def answer_click(self, query_id: Any, doc_id: Any) -> dict[str, Any]:
+        """:meth:`click` in the envelope; never raises."""
+        return self._envelope(lambda: self.click(query_id, doc_id))
 
 
 class _TwiceGiven(ValueError):
@@ -223,25 +309,62 @@ def mcp_server(searcher: Searcher):
     server = MCPServer(name="workbench", instructions=f"Search {searcher.served.dataset} with the workbench config "
                                                          f"{searcher.served.config}.")
 
-    @server.tool(name="search", description="Search the corpus; returns {ok, result: {hits: [{rank, doc_id, "
-                                            "address, score, tiebreak}]}} or {ok: false, error: {code, message}}.")
-    async def search(query: str, k: int = 10, filters: dict[str, Any] | None = None) -> dict[str, Any]:
+    from mcp.server.mcpserver import Context
+
+    async def search(query: str, k: int = 10, filters: dict[str, Any] | None = None, ctx: Any = None) -> dict[str, Any]:
         import anyio
 
-        return await anyio.to_thread.run_sync(searcher.answer, query, k, filters)  # lanes block: not on the loop
+        client = client_key(_headers(ctx))
+        return await anyio.to_thread.run_sync(searcher.answer, query, k, filters, client)  # lanes block: not on the loop
+
+    async def fetch(doc_id: str, ctx: Any = None) -> dict[str, Any]:
+        import anyio
+
+        client = client_key(_headers(ctx))
+        return await anyio.to_thread.run_sync(searcher.answer_fetch, doc_id, client)
+
+    for fn in (search, fetch):  # the SDK finds its context by the annotation, resolved in this module's globals
+        fn.__annotations__["ctx"] = Context
+    server.tool(name="search", description="Search the corpus; returns {ok, result: {hits: [{rank, doc_id, address, "
+                                           "score, tiebreak}]}} or {ok: false, error: {code, message}}.")(search)
+    server.tool(name="fetch", description="Fetch a hit's document by its doc_id (from search): {ok, result: {doc_id, "
+                                          "address, work_id, texts: [{field, language, script, text, source}]}}.")(fetch)
 
     # an argument the tool does not take ("filter" for "filters") is refused, not ignored: the answer would come
     # back unfiltered. The SDK builds the arguments model with pydantic's default (extra keys ignored) and has no
     # public hook for it; the tool's own model is tightened here (its input schema then says
     # additionalProperties: false), and a test holds the SDK to it.
-    tool = server._tool_manager.get_tool("search")
-    if tool is None:  # the decorator above registers it; an SDK that changed this is caught by the tests
-        raise RuntimeError("the MCP SDK did not register the search tool")
-    args = tool.fn_metadata.arg_model
-    args.model_config["extra"] = "forbid"
-    args.model_rebuild(force=True)
-    tool.parameters = args.model_json_schema(by_alias=True)  # what tools/list shows: additionalProperties false
+    for name in ("search", "fetch"):
+        tool = server._tool_manager.get_tool(name)
+        if tool is None:  # registered above; an SDK that changed this is caught by the tests
+            raise RuntimeError(f"the MCP SDK did not register the {name} tool")
+        args = tool.fn_metadata.arg_model
+        args.model_config["extra"] = "forbid"
+        args.model_rebuild(force=True)
+        tool.parameters = args.model_json_schema(by_alias=True)  # what tools/list shows: additionalProperties false
     return server
+
+
+def _headers(ctx: Any) -> Mapping[str, str] | None:
+    """An MCP call's HTTP headers, or None (stdio, or a call outside a request: the SDK raises there)."""
+    try:
+        return ctx.headers if ctx is not None else None
+    except (ValueError, AttributeError):
+        return None
+
+
+def client_key(headers: Mapping[str, str] | None, address: str = "") -> str:
+    """The raw key of a request's client (hashed before it is logged: :mod:`workbench.traffic.log`): its
+    ``X-Client-Id`` header (UBI's ``client_id``, what a front end sends), else its bearer token, else its
+    User-Agent and ``address``; ``"stdio"`` for MCP over standard input and output (one client)."""
+    if headers is None:
+        return "stdio" if not address else f"addr:{address}"
+    low = {k.lower(): v for k, v in headers.items()}
+    if low.get("x-client-id", "").strip():
+        return "id:" + low["x-client-id"].strip()[:200]
+    if low.get("authorization", "").strip():
+        return "token:" + low["authorization"].strip()
+    return f"ua:{low.get('user-agent', '')[:200]}|{address}"
 
 
 def http_app(searcher: Searcher, mcp: Any):
@@ -286,7 +409,48 @@ def http_app(searcher: Searcher, mcp: Any):
             if unknown:  # a typo ("filter") would otherwise be answered unfiltered
                 return refused(f"the body has unknown key(s) {unknown}; it takes query, k and filters")
             text, k, filters = body.get("query"), body.get("k", 10), body.get("filters")
-        env = await anyio.to_thread.run_sync(searcher.answer, text, k, filters)
+        env = await anyio.to_thread.run_sync(searcher.answer, text, k, filters, _client(request))
+        return JSONResponse(env, status_code=status_of(env))
+
+    def _client(request: Request) -> str:
+        return client_key(request.headers, request.client.host if request.client else "")
+
+    async def _body(request: Request, keys: set[str]) -> dict[str, Any] | JSONResponse:
+        try:
+            body = json.loads(await request.body(), object_pairs_hook=_once)
+        except _TwiceGiven as exc:
+            return refused(f"the body gives key {exc.key[:80]!r} more than once; give each key once")
+        except (ValueError, RecursionError):
+            body = None
+        if not isinstance(body, dict):
+            return refused(f"the body must be a JSON object with {', '.join(sorted(keys))}")
+        unknown = sorted(set(body) - keys)
+        if unknown:
+            return refused(f"the body has unknown key(s) {unknown}; it takes {', '.join(sorted(keys))}")
+        return body
+
+    @mcp.custom_route("/fetch", methods=["GET", "POST"])
+    async def fetch(request: Request) -> JSONResponse:
+        if request.method == "GET":
+            unknown = sorted(set(request.query_params) - {"id"})
+            twice = _twice([key for key, _ in request.query_params.multi_items()])
+            if unknown or twice:
+                return refused("/fetch takes one parameter, id (a hit's doc_id)")
+            doc_id: Any = request.query_params.get("id")
+        else:
+            body = await _body(request, {"doc_id"})
+            if isinstance(body, JSONResponse):
+                return body
+            doc_id = body.get("doc_id")
+        env = await anyio.to_thread.run_sync(searcher.answer_fetch, doc_id, _client(request))
+        return JSONResponse(env, status_code=status_of(env))
+
+    @mcp.custom_route("/click", methods=["POST"])
+    async def click(request: Request) -> JSONResponse:
+        body = await _body(request, {"query_id", "doc_id"})
+        if isinstance(body, JSONResponse):
+            return body
+        env = await anyio.to_thread.run_sync(searcher.answer_click, body.get("query_id"), body.get("doc_id"))
         return JSONResponse(env, status_code=status_of(env))
 
     @mcp.custom_route("/health", methods=["GET"])
