@@ -93,8 +93,14 @@ def os_index(self, ds, emb):
         self.opensearch(); self.embedder(emb) if emb else None
         if any(t.language == "pi" for d in ds.documents for t in d.texts): self.lexicon()
         t = time.perf_counter(); info = _os(self, ds, emb); s = time.perf_counter() - t
+        try:  # the node's heap after the index: its size and the old generation's high-water mark
+            mem = next(iter(self.opensearch()[0].nodes.stats(metric="jvm")["nodes"].values()))["jvm"]["mem"]
+            heap = {"heap_max_mb": round(mem["heap_max_in_bytes"] / 2**20),
+                    "old_peak_mb": round(mem["pools"]["old"]["peak_used_in_bytes"] / 2**20)}
+        except Exception as exc:
+            heap = {"heap_error": type(exc).__name__}
         print("[bench-scale] index " + json.dumps({"engine": "os", "s": s, "reused": info.reused,
-              "embed_s": getattr(info, "embed_s", None)}), file=sys.stderr, flush=True)
+              "embed_s": getattr(info, "embed_s", None), **heap}), file=sys.stderr, flush=True)
         return info
     return _os(self, ds, emb)
 E.pg_index, E.os_index = pg_index, os_index
