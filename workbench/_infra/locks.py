@@ -88,8 +88,11 @@ class FileLock:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            self.log(f"waiting for {_holder_text(fh)} to finish with {self.what} ({self.path}); Ctrl-C stops waiting")
+            self.log(f"waiting for {_holder_text(fh)} to finish with {self.what} ({self.path}); this job goes on "
+                     "by itself when it does (Ctrl-C gives up)")
+            t0 = time.monotonic()
             self._wait(fh)
+            self.log(f"{self.what} is free after {time.monotonic() - t0:.0f} s of waiting; going on")
         except BaseException:
             fh.close()
             raise

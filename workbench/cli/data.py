@@ -46,7 +46,8 @@ def data_build(
     only: Optional[list[str]] = typer.Option(None, "--only", help="Build only this dataset (repeatable)."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when the build is current."),
     definitions: Optional[Path] = typer.Option(None, "--definitions",
-                                               help="Dataset definitions TOML (default datasets/datasets.toml)."),
+                                               help="Dataset definitions TOML (default: WORKBENCH_DATASETS, else "
+                                               "datasets/datasets.toml)."),
 ) -> None:
     """Build the datasets and query sets from WORKBENCH_DATA into WORKBENCH_HOME (skips what is current).
 
@@ -81,7 +82,8 @@ def data_build(
 @data_app.command("list")
 def data_list(
     as_json: bool = json_option("the data folder, the home and each dataset's state"),
-    definitions: Optional[Path] = typer.Option(None, "--definitions", help="Dataset definitions TOML."),
+    definitions: Optional[Path] = typer.Option(None, "--definitions", help="Dataset definitions TOML (default: "
+                                               "WORKBENCH_DATASETS, else datasets/datasets.toml)."),
 ) -> None:
     """Show the defined datasets, whether each build is current, and counts per query type and split."""
     from workbench.data import catalog

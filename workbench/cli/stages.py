@@ -151,7 +151,7 @@ def report() -> str:
     total = sum(r[1] for r in rows)
     wall = wall_seconds(lines)
     overlap = wall is not None and wall < total - 1
-    label = "total (stages added)" if overlap else "total"
+    label = "total (stages added; they overlap)" if overlap else "total"
     width = max(len(label), *(len(r[0]) for r in rows))
     out = [f"{'stage'.ljust(width)}  {'time':>13}  share  load  exit"]
     for name, s, rc, load in rows:

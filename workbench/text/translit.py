@@ -114,7 +114,7 @@ def iast_to_cyrillic_many(words: list[str]) -> list[str]:
     Raises:
         ValueError: a word contains a line break.
     """
-    from aksharamukha import transliterate
+    transliterate = _aksharamukha()
 
     if any("\n" in w or "\r" in w for w in words):
         raise ValueError("iast_to_cyrillic_many takes single-line words")
@@ -125,6 +125,17 @@ def iast_to_cyrillic_many(words: list[str]) -> list[str]:
     if len(out) != len(words):
         raise RuntimeError("Aksharamukha changed the number of lines; transliterate words one by one")
     return [_reader_usage(c) for c in out]
+
+
+def _aksharamukha():
+    """Aksharamukha's ``transliterate`` module, imported with its own SyntaxWarnings silenced (its
+    ``SiddhamRanjana.py`` compares with ``is``: harmless, but the first "Warning" a newcomer's ``make main`` showed)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        from aksharamukha import transliterate
+    return transliterate
 
 
 #: The reader's letters back to Aksharamukha's ``RussianCyrillic`` (the inverse of :data:`CYRILLIC_USAGE`,
@@ -143,7 +154,7 @@ def cyrillic_to_iast(word: str) -> str:
     ``анусая`` → ``anusaya``, ``ятха`` → ``yatha``, ``сатипаттхана`` → ``satipatthana``,
     ``ачьюта`` → ``acyuta``. Letters outside Cyrillic are kept; case is lowered.
     """
-    from aksharamukha import transliterate
+    transliterate = _aksharamukha()
 
     w = unicodedata.normalize("NFC", word).lower()
     for pattern, repl in _TO_AKSHARAMUKHA:

@@ -151,7 +151,8 @@ def test_a_second_process_waits_for_the_lock_and_says_for_whom(tmp_path):
     finally:
         holder.wait(10)
     assert waited > 0.8
-    assert len(said) == 1 and said[0].startswith(f"waiting for pid {holder.pid} (") and "the test resource" in said[0]
+    assert len(said) == 2 and said[0].startswith(f"waiting for pid {holder.pid} (") and "the test resource" in said[0]
+    assert "goes on by itself" in said[0] and said[1].startswith("the test resource is free after ")  # when it ended
 
 
 def test_a_lock_of_a_killed_process_is_free_at_once(tmp_path):

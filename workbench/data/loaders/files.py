@@ -114,7 +114,8 @@ def jsonl_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{n}: not a JSON object ({exc.msg}, column {exc.colno}); write one JSON "
+            raise DataError(f"{path}:{n}: not a JSON object ({exc.msg.removesuffix(' at')} at column {exc.colno}); "
+                            "write one JSON "
                             "object per line (a cut-off last line means the file is incomplete)") from None
         if not isinstance(rec, dict):
             raise DataError(f"{path}:{n}: a {type(rec).__name__}, not a JSON object; write one object per line")
