@@ -4,5 +4,6 @@
 * :mod:`workbench.traffic.writer`: JSON lines appended whole, rotated at a size, bounded on disk;
 * :mod:`workbench.traffic.log`: what a served port records (hashed clients, sessions, follow-ups);
 * :mod:`workbench.traffic.importer`: UBI JSON lines (the workbench's own, or exported from OpenSearch's
-  ``ubi_queries`` / ``ubi_events`` indexes) read into a log set, with a counted list of what was skipped.
+  ``ubi_queries`` / ``ubi_events`` indexes) read into a log set, with a counted list of what was skipped;
+* :mod:`workbench.traffic.clicks`: implicit relevance from clicks (COEC, the position-based and cascade models).
 """
