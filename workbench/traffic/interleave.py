@@ -1,0 +1,187 @@
+"""Interleaving two rankings for one reader, crediting the clicks, and saying who won: pure functions.
+
+* **Team-draft** (:func:`team_draft`; Radlinski, Kurup & Joachims, "How does clickthrough data reflect retrieval
+  quality?", CIKM 2008): the two rankings take turns like captains picking teams, a coin deciding who picks first
+  when both have picked as many; each picks its best result not yet shown. A click counts for the team that
+  picked the clicked result.
+* **Balanced** (:func:`balanced`; Joachims, "Evaluating retrieval performance using clickthrough data", 2003): the
+  shown list takes the two rankings' results alternately by their own ranks, a coin deciding which goes first; for
+  the credit (:func:`balanced_credit`), let ``k`` be the smaller of the two ranks of the lowest clicked result;
+  each ranking is credited with the clicked results among its own top ``k``.
+
+An impression's **winner** (:func:`winner`) is the ranking with more credited clicks ("A", "B"), or ``"tie"``
+(equal, or no click). :func:`compare` counts wins over impressions and tests them with the two-sided sign test
+(an exact binomial test of the wins against 1/2, ties left out: ``scipy.stats.binomtest``), and says after how many
+impressions with a preference the test first fell below ``alpha`` and whether it stayed there.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Interleaved:
+    """A shown list (``hits``, best first) and, per position, the ranking it is credited to (``teams``: "A"/"B";
+    for balanced interleaving, the ranking it was taken from)."""
+
+    hits: tuple[str, ...]
+    teams: tuple[str, ...]
+    method: str
+    a_first: bool
+
+
+def team_draft(a: Sequence[str], b: Sequence[str], k: int, rng: random.Random) -> Interleaved:
+    """Team-draft interleaving of rankings ``a`` and ``b`` (module docstring), at most ``k`` results; it stops
+    when ``k`` are shown or either ranking has nothing left to add (as the paper's algorithm).
+
+    Raises:
+        ValueError: ``k`` below 1.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k!r}")
+    shown: list[str] = []
+    teams: list[str] = []
+    seen: set[str] = set()
+    ia = ib = 0
+    na = nb = 0
+    first: bool | None = None
+    while len(shown) < k:
+        while ia < len(a) and a[ia] in seen:
+            ia += 1
+        while ib < len(b) and b[ib] in seen:
+            ib += 1
+        if ia >= len(a) or ib >= len(b):
+            break
+        pick_a = na < nb or (na == nb and rng.random() < 0.5)
+        if first is None:
+            first = pick_a
+        doc = a[ia] if pick_a else b[ib]
+        shown.append(doc)
+        teams.append("A" if pick_a else "B")
+        seen.add(doc)
+        na, nb = na + pick_a, nb + (not pick_a)
+    return Interleaved(tuple(shown), tuple(teams), "team-draft", bool(first))
+
+
+def balanced(a: Sequence[str], b: Sequence[str], k: int, rng: random.Random) -> Interleaved:
+    """Balanced interleaving of ``a`` and ``b`` (module docstring), at most ``k`` results.
+
+    Raises:
+        ValueError: ``k`` below 1.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k!r}")
+    a_first = rng.random() < 0.5
+    shown: list[str] = []
+    teams: list[str] = []
+    seen: set[str] = set()
+    ka = kb = 0
+    while len(shown) < k and ka < len(a) and kb < len(b):
+        if ka < kb or (ka == kb and a_first):
+            doc, team, ka = a[ka], "A", ka + 1
+        else:
+            doc, team, kb = b[kb], "B", kb + 1
+        if doc not in seen:
+            shown.append(doc)
+            teams.append(team)
+            seen.add(doc)
+    return Interleaved(tuple(shown), tuple(teams), "balanced", a_first)
+
+
+def credit(shown: Interleaved, clicked: Iterable[int], a: Sequence[str] = (), b: Sequence[str] = ()) -> tuple[int, int]:
+    """Clicks credited to A and to B for the clicked positions (ranks from 1 in ``shown.hits``): by team for
+    team-draft, by :func:`balanced_credit` (which needs the two rankings ``a`` and ``b``) for balanced.
+
+    Raises:
+        ValueError: a clicked rank outside the list shown.
+    """
+    ranks = sorted(set(clicked))
+    bad = [r for r in ranks if not 1 <= r <= len(shown.hits)]
+    if bad:
+        raise ValueError(f"clicked rank(s) {bad} outside the {len(shown.hits)} results shown")
+    if shown.method == "balanced":
+        return balanced_credit(shown.hits, ranks, a, b)
+    got = [shown.teams[r - 1] for r in ranks]
+    return got.count("A"), got.count("B")
+
+
+def balanced_credit(hits: Sequence[str], clicked: Sequence[int], a: Sequence[str], b: Sequence[str]) -> tuple[int, int]:
+    """Balanced interleaving's credit (module docstring): with ``k`` the smaller rank, in ``a`` or ``b``, of the
+    lowest clicked result, the clicked results in ``a[:k]`` and in ``b[:k]``."""
+    if not clicked:
+        return 0, 0
+    docs = [hits[r - 1] for r in clicked]
+    lowest = hits[max(clicked) - 1]
+    inf = len(a) + len(b) + 1  # a result one ranking lacks does not bound k there
+    ra = list(a).index(lowest) + 1 if lowest in a else inf
+    rb = list(b).index(lowest) + 1 if lowest in b else inf
+    k = min(ra, rb)
+    return sum(1 for d in docs if d in a[:k]), sum(1 for d in docs if d in b[:k])
+
+
+def winner(credited: tuple[int, int]) -> str:
+    """``"A"``, ``"B"`` or ``"tie"`` for an impression's credited clicks."""
+    ca, cb = credited
+    return "A" if ca > cb else "B" if cb > ca else "tie"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Wins over impressions and the sign test: ``p_value`` (two-sided, ties left out; 1.0 with no preference),
+    ``first_significant`` (impressions with a preference after which p first fell below ``alpha``, or None) and
+    ``stayed`` (p stayed below ``alpha`` from then to the end)."""
+
+    wins_a: int
+    wins_b: int
+    ties: int
+    p_value: float
+    alpha: float
+    first_significant: int | None
+    stayed: bool
+
+    @property
+    def verdict(self) -> str:
+        """``"A"`` or ``"B"`` when the sign test says so at ``alpha``, else ``"no difference shown"``."""
+        if self.p_value < self.alpha:
+            return "A" if self.wins_a > self.wins_b else "B"
+        return "no difference shown"
+
+
+def sign_test(wins_a: int, wins_b: int) -> float:
+    """Two-sided exact binomial test of ``wins_a`` of ``wins_a + wins_b`` against 1/2 (1.0 when there are none)."""
+    n = wins_a + wins_b
+    if n == 0:
+        return 1.0
+    from scipy.stats import binomtest
+
+    return float(binomtest(wins_a, n, 0.5, alternative="two-sided").pvalue)
+
+
+def compare(winners: Iterable[str], alpha: float = 0.05) -> Comparison:
+    """Count ``winners`` (``"A"``, ``"B"``, ``"tie"``, in time order) and test them (module docstring).
+
+    Raises:
+        ValueError: a winner that is none of the three, or ``alpha`` not in (0, 1).
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    wa = wb = ties = 0
+    first: int | None = None
+    stayed = False
+    for w in winners:
+        if w == "tie":
+            ties += 1
+            continue
+        if w not in ("A", "B"):
+            raise ValueError(f"a winner is 'A', 'B' or 'tie', got {w!r}")
+        wa, wb = wa + (w == "A"), wb + (w == "B")
+        below = sign_test(wa, wb) < alpha
+        if first is None:
+            if below:
+                first, stayed = wa + wb, True
+        elif not below:
+            stayed = False
+    return Comparison(wa, wb, ties, sign_test(wa, wb), alpha, first, stayed)
