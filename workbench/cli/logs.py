@@ -56,3 +56,43 @@ def logs_import(
     for reason, entry in body["skipped"].items():
         typer.echo(f"  skipped {entry['count']:,}: {reason} (e.g. {', '.join(entry['examples'])})")
     typer.echo(f"  written to {folder}")
+
+
+@logs_app.command("compare")
+def logs_compare(
+    name: str = typer.Argument(..., help="A log set (workbench logs import NAME ...)."),
+    alpha: float = typer.Option(0.05, "--alpha", min=0.0001, max=0.5, help="The sign test's level."),
+    as_json: bool = json_option("each interleaved pair's result", "a JSON list"),
+) -> None:
+    """Which of two interleaved configs readers preferred (serve --interleave A,B): each search's clicks and
+    follow-up fetches credited to the config that put the hit there, the wins tested with the two-sided sign test,
+    and after how many searches with a preference it first said so.
+
+    Example: workbench logs compare week49 --json
+    """
+    from workbench.settings import home_dir
+    from workbench.traffic.importer import load_log_set
+    from workbench.traffic.interleave import compare_log
+
+    try:
+        queries, events = load_log_set(home_dir(), name)
+    except WorkbenchError as exc:
+        _fail(exc)
+    results = compare_log(queries, events, alpha)
+    if as_json:
+        echo_json([r.as_dict() for r in results])
+        return
+    if not results:
+        typer.echo(f"log set {name} holds no interleaved search (serve --interleave A,B --ubi-log DIR writes them)")
+        return
+    for r in results:
+        c = r.comparison
+        secho(f"{r.a} vs {r.b} ({r.method}): {r.impressions:,} searches, {r.with_clicks:,} with a click; wins "
+              f"{r.a} {c.wins_a:,}, {r.b} {c.wins_b:,}, ties {c.ties:,}; sign test p = {c.p_value:.4g}", bold=True)
+        if c.verdict == "no difference shown":
+            typer.echo(f"  no difference shown at alpha = {c.alpha:g}")
+        else:
+            won = r.a if c.verdict == "A" else r.b
+            when = f"first after {c.first_significant:,} searches with a preference" if c.first_significant else ""
+            typer.echo(f"  {won} wins at alpha = {c.alpha:g}; {when}"
+                       f"{'' if c.stayed else ' (it did not stay significant throughout)'}")

@@ -16,7 +16,7 @@ from workbench.errors import WorkbenchError
 
 @app.command("serve")
 def serve_cmd(
-    config: str = typer.Option(..., "--config", "-c", help="A config name of the experiment."),
+    config: Optional[str] = typer.Option(None, "--config", "-c", help="A config name of the experiment."),
     experiment: Path = typer.Option(Path("experiments/seeds.toml"), "--experiment", "-e", help="Experiment TOML."),
     dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Dataset (default: the experiment's first)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (beyond loopback: needs access tokens, "
@@ -31,6 +31,10 @@ def serve_cmd(
     ubi_max_mb: int = typer.Option(64, "--ubi-max-mb", min=1, help="Rotate a UBI log file at this size (MB)."),
     ubi_keep: int = typer.Option(4, "--ubi-keep", min=0, help="Rotated UBI log files kept per stream (the log "
                                  "holds at most 2 x (keep + 1) x max-mb)."),
+    interleave: Optional[str] = typer.Option(None, "--interleave", help="A,B: show each reader one list made of "
+                                             "two configs' rankings and log which config each hit came from (needs "
+                                             "--ubi-log; compare with `workbench logs compare`)."),
+    method: str = typer.Option("team-draft", "--interleave-method", help="team-draft or balanced."),
 ) -> None:
     """Serve one config as an HTTP search API (/search) and an MCP server (/mcp, tool `search`), to shadow it.
 
@@ -40,12 +44,14 @@ def serve_cmd(
     UBI's schema for `workbench logs import`.
 
     Example: workbench serve -e experiments/seeds.toml -c aicharya-rrf60-ref --ubi-log ~/ubi
+    Interleaving two configs: workbench serve --interleave aicharya-rrf60,aicharya-rrf60-ref --ubi-log ~/ubi
     """
     from workbench.live.serve import SERVE_BOUNDS, Searcher, guarded_app, mcp_server
     from workbench.services import policy
     from workbench.settings import home_dir
 
     try:
+        config, other = _configs(config, interleave, ubi_log is not None)
         home = home_dir()
         bearer = None
         if not stdio:
@@ -55,7 +61,7 @@ def serve_cmd(
                                                "clients send it as 'Authorization: Bearer TOKEN')")
             explicit = [*(policy.normal_name(n, what="--allow-host") for n in allow_host or []), *policy.env_names()]
             sock = _bind_or_fail(host, port)
-        searcher = Searcher(experiment, config, dataset, home, log=_log)
+        searcher = Searcher(experiment, config, dataset, home, log=_log, interleave=other, method=method)
         if ubi_log is not None:
             from workbench.traffic.log import TrafficLog
 
@@ -83,7 +89,8 @@ def serve_cmd(
     base = f"http://{f'[{shown}]' if ':' in shown else shown}:{sock.getsockname()[1]}"
     auth_line = ("\nheaders = {Authorization = \"Bearer ${WORKBENCH_SERVE_TOKEN}\"}   # export WORKBENCH_SERVE_TOKEN="
                  "<an access token>" if bearer else "")
-    _log(f"serving {config} of {experiment} on {searcher.served.dataset} at {base}/search and MCP at {base}/mcp "
+    what = f"{config} interleaved with {other} ({method})" if other else config
+    _log(f"serving {what} of {experiment} on {searcher.served.dataset} at {base}/search and MCP at {base}/mcp "
          f"({'access token required' if bearer else 'this machine only, no token'}; Ctrl-C stops it). As a lane:\n"
          f'[lanes.served]\nkind = "http"\nurl = "{base}/search"\nmethod = "POST"\n'
          f'body = {{query = "{{query}}", k = "{{k}}", filters = "{{filters}}"}}\nhits = "result.hits"\nid = "doc_id"\n'
@@ -93,6 +100,26 @@ def serve_cmd(
     sock.listen(128)
     cfg = policy.uvicorn_config(app, SERVE_BOUNDS, log_level="warning", access_log=False, lifespan="on")
     uvicorn.Server(cfg).run(sockets=[sock])
+
+
+def _configs(config: str | None, interleave: str | None, logging: bool) -> tuple[str, str | None]:
+    """The config served and the one interleaved with it (or None), from ``-c`` and ``--interleave A,B``.
+
+    Raises:
+        WorkbenchError: neither given, ``--interleave`` not two names, ``-c`` another than A, no ``--ubi-log``.
+    """
+    if interleave is None:
+        if config is None:
+            raise WorkbenchError("name the config to serve: -c NAME (or --interleave A,B to serve two interleaved)")
+        return config, None
+    names = [n.strip() for n in interleave.split(",")]
+    if len(names) != 2 or not all(names):
+        raise WorkbenchError(f"--interleave {interleave!r}: give two config names, A,B")
+    if config is not None and config != names[0]:
+        raise WorkbenchError(f"-c {config} and --interleave {interleave}: A is the config served; drop -c or make it A")
+    if not logging:
+        raise WorkbenchError("--interleave needs --ubi-log DIR: the comparison is made from what readers click")
+    return names[0], names[1]
 
 
 def access_check(home: Path) -> Callable[[str], bool] | None:

@@ -13,7 +13,9 @@ A team shadows a tuned config before it ships by pointing its clients (or the wo
 
 With ``--ubi-log DIR`` (off by default) each answered search is written as a UBI query and each click or
 follow-up fetch as a UBI event (:mod:`workbench.traffic.log`: hashed clients, sessions, rotated files); a
-search's ``result`` then carries its ``query_id``, which ``/click`` names.
+search's ``result`` then carries its ``query_id``, which ``/click`` names. With ``--interleave A,B`` each search
+shows one list made of both configs' rankings (team-draft, or balanced: :mod:`workbench.traffic.interleave`); the
+log keeps which config each hit came from, and ``workbench logs compare`` credits the clicks and says which won.
 
 Every answer is AICharya's envelope (``../shared/seeds/000_*``)::
 
@@ -52,6 +54,8 @@ from workbench.errors import ConfigError, WorkbenchError
 from workbench.services import policy
 from workbench.services.policy import Bounds
 
+#: Interleaving methods of ``serve --interleave`` (:mod:`workbench.traffic.interleave`).
+INTERLEAVE_METHODS = ("team-draft", "balanced")
 #: Envelope error codes (AICharya's).
 INVALID, NOT_FOUND, DEPENDENCY = "invalid_argument", "not_found", "dependency_failed"
 #: The longest query text served, in characters.
@@ -94,7 +98,8 @@ class Searcher:
     """
 
     def __init__(self, experiment: Path, config: str, dataset: str | None, home: Path,
-                 log: Callable[[str], None] = lambda _m: None) -> None:
+                 log: Callable[[str], None] = lambda _m: None, *, interleave: str | None = None,
+                 method: str = "team-draft") -> None:
         from workbench.data import catalog
         from workbench.eval.spans import transcript
         from workbench.experiment.config import load_experiment
@@ -107,12 +112,23 @@ class Searcher:
         if name not in exp.datasets:
             raise ConfigError(f"dataset {name!r} is not one of {experiment}'s datasets ({', '.join(exp.datasets)}); "
                               "pass -d with one of them")
+        if interleave is not None and interleave not in exp.configs:
+            raise ConfigError(f"unknown config {interleave!r} to interleave with; {experiment} defines: "
+                              f"{', '.join(exp.configs)}")
+        if interleave == config:
+            raise ConfigError(f"--interleave names {config} twice; interleave two different configs (A,B)")
+        if method not in INTERLEAVE_METHODS:
+            raise ConfigError(f"interleaving method {method!r} is not one of {', '.join(INTERLEAVE_METHODS)}")
         self.exp, self.cfg = exp, exp.configs[config]
+        #: The config interleaved with ``cfg`` (``serve --interleave A,B``: ``cfg`` is A), or None.
+        self.other = exp.configs[interleave] if interleave is not None else None
+        self.method = method
         self.served = Served(Path(experiment), config, name)
         self.ds = catalog.ensure(name, catalog.load_definitions(), home=home, log=log)
         self.engine = Engine(exp, home, progress=False, log=log)
-        self.engine.check_rerankers([name], [self.cfg.rerank.reranker] if self.cfg.rerank is not None else [])
-        needed = list(dict.fromkeys((*self.cfg.lanes, *exp.reranker_lanes(self.cfg))))
+        cfgs = [self.cfg, *([self.other] if self.other is not None else [])]
+        self.engine.check_rerankers([name], [c.rerank.reranker for c in cfgs if c.rerank is not None])
+        needed = list(dict.fromkeys(n for c in cfgs for n in (*c.lanes, *exp.reranker_lanes(c))))
         self.lanes = {n: self.engine.lane(self.ds, exp.lanes[n]) for n in needed}
         self.docs = {d.doc_id: d for d in self.ds.documents}
         self.transcript = transcript(self.ds.documents, self.cfg.window_ms)
@@ -156,24 +172,42 @@ class Searcher:
             problem = f"filter {flt.text} admits no document of {self.served.dataset}; loosen it"
         if problem:
             raise BadRequest(INVALID, problem[:300])
-        k = min(k, self.cfg.top_k)
+        k = min(k, self.cfg.top_k if self.other is None else min(self.cfg.top_k, self.other.top_k))
         q = Query(f"s{next(self._ids)}", clean(text), "paraphrase", "und", "test", filter=flt.text if flt else "")
         try:
             with self._lock:
                 runs = {n: filter_hits(lane.search([q], self.exp.depth), [q], self.ds.facet_index)[0]
                         for n, lane in self.lanes.items()}
-                run = config_run(self.cfg, runs, self.ds, self.engine, [q])
+                ranked = list(config_run(self.cfg, runs, self.ds, self.engine, [q]).get_hits(q.query_id)[:k])
+                if self.other is not None:
+                    ranked_b = list(config_run(self.other, runs, self.ds, self.engine, [q]).get_hits(q.query_id)[:k])
         except WorkbenchError as exc:
             raise BadRequest(DEPENDENCY, " ".join(str(exc).split())[:500]) from None
+        mixed = None
+        if self.other is not None:  # one list of both, each hit with its own config's scores
+            import random
+
+            from workbench.traffic.interleave import balanced, team_draft
+
+            mix = team_draft if self.method == "team-draft" else balanced
+            ranked_a = ranked
+            mixed = mix([h.doc_id for h in ranked], [h.doc_id for h in ranked_b], k, random.Random())
+            a_by_id, b_by_id = {h.doc_id: h for h in ranked}, {h.doc_id: h for h in ranked_b}
+            ranked = [b_by_id[d] if t == "B" else a_by_id[d] for d, t in zip(mixed.hits, mixed.teams, strict=True)]
         hits = []
-        for rank, h in enumerate(run.get_hits(q.query_id)[:k], start=1):
+        for rank, h in enumerate(ranked, start=1):
             d = self.docs.get(h.doc_id)
             hits.append({"rank": rank, "doc_id": h.doc_id, "address": d.address if d else "", "score": h.score,
                          # a hit the tie-break lane lacks carries -inf there, which JSON cannot: null
                          "tiebreak": h.tiebreak if math.isfinite(h.tiebreak) else None,
                          **({"window": self.transcript.window_records(h.doc_id, self.cfg.window_ms)}
                             if self.transcript is not None else {})})
-        return {"config": self.served.config, "dataset": self.served.dataset, "query": text, "hits": hits}
+        out: dict[str, Any] = {"config": self.served.config, "dataset": self.served.dataset, "query": text, "hits": hits}
+        if mixed is not None:  # what the log needs to credit clicks (not shown to readers: dropped by answer())
+            out["_interleave"] = {"a": self.cfg.name, "b": self.other.name if self.other else "",
+                                  "method": mixed.method, "teams": list(mixed.teams), "a_first": mixed.a_first,
+                                  "a_hits": [h.doc_id for h in ranked_a], "b_hits": [h.doc_id for h in ranked_b]}
+        return out
 
     def answer(self, text: Any, k: Any = 10, filters: Any = None, client: str = "") -> dict[str, Any]:
         """:meth:`search` in the envelope: ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": ...}``;
@@ -181,10 +215,12 @@ class Searcher:
         :mod:`workbench.traffic.log`) and the result carries its ``query_id``."""
         def run() -> dict[str, Any]:
             result = self.search(text, k, filters)
+            mixed = result.pop("_interleave", None)
             if self.traffic is not None:
                 qid = self._record(lambda: self.traffic.searched(
                     client, text, [h["doc_id"] for h in result["hits"]],
-                    {"k": k, **({"filters": json.dumps(filters, ensure_ascii=False)} if filters else {})}))
+                    {"k": k, **({"filters": json.dumps(filters, ensure_ascii=False)} if filters else {}),
+                     **({"interleave": mixed} if mixed else {})}))
                 if qid is not None:
                     result["query_id"] = qid
             return result

@@ -185,3 +185,75 @@ def compare(winners: Iterable[str], alpha: float = 0.05) -> Comparison:
         elif not below:
             stayed = False
     return Comparison(wa, wb, ties, sign_test(wa, wb), alpha, first, stayed)
+
+
+#: Actions that count as using a hit when crediting an interleaved list (an impression or a view does not).
+USES = frozenset({"click", "click_through", "fetch", "add_to_cart", "watch", "purchase"})
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """One interleaved pair of configs in a log: ``a``, ``b``, ``method``, the searches shown (``impressions``),
+    those with a used hit (``with_clicks``), and the :class:`Comparison`."""
+
+    a: str
+    b: str
+    method: str
+    impressions: int
+    with_clicks: int
+    comparison: Comparison
+
+    def as_dict(self) -> dict:
+        """JSON-ready, the comparison's fields and verdict inline."""
+        c = self.comparison
+        return {"a": self.a, "b": self.b, "method": self.method, "impressions": self.impressions,
+                "with_clicks": self.with_clicks, "wins_a": c.wins_a, "wins_b": c.wins_b, "ties": c.ties,
+                "p_value": c.p_value, "alpha": c.alpha, "verdict": c.verdict,
+                "first_significant": c.first_significant, "stayed_significant": c.stayed}
+
+
+def compare_log(queries, events, alpha: float = 0.05) -> list[PairResult]:
+    """The interleaved searches of a log set (``serve --interleave``: a query's attributes hold ``interleave``)
+    credited with their events (:data:`USES`; the rank is the event's position, else the hit's place in the list)
+    and compared per pair of configs, in time order.
+
+    Args:
+        queries, events: the log set's tables (:func:`workbench.traffic.importer.load_log_set`).
+        alpha: the sign test's level.
+
+    Returns:
+        One :class:`PairResult` per (A, B, method), sorted by A, B, method; empty when no search was interleaved.
+    """
+    import json
+
+    used: dict[str, set[int]] = {}
+    hits_of = {str(q): list(h) for q, h in zip(queries["query_id"], queries["hit_ids"], strict=True)}
+    for qid, action, oid, pos in zip(events["query_id"], events["action"], events["object_id"], events["position"],
+                                     strict=True):
+        if action not in USES or qid not in hits_of:
+            continue
+        rank = int(pos) if pos == pos and pos is not None else None  # NaN for a missing position
+        if rank is None and oid in hits_of[qid]:
+            rank = hits_of[qid].index(oid) + 1
+        if rank is not None and 1 <= rank <= len(hits_of[qid]):
+            used.setdefault(qid, set()).add(rank)
+    groups: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
+    order = queries.sort_values("time", kind="stable")
+    for qid, attrs, hits in zip(order["query_id"], order["attributes"], order["hit_ids"], strict=True):
+        try:
+            mix = json.loads(attrs).get("interleave") if attrs else None
+        except ValueError:
+            mix = None
+        if not isinstance(mix, dict) or len(mix.get("teams") or []) != len(hits):
+            continue
+        shown = Interleaved(tuple(hits), tuple(mix["teams"]), str(mix.get("method", "team-draft")),
+                            bool(mix.get("a_first")))
+        clicks = used.get(str(qid), set())
+        got = credit(shown, clicks, mix.get("a_hits") or [], mix.get("b_hits") or [])
+        key = (str(mix.get("a", "")), str(mix.get("b", "")), shown.method)
+        groups.setdefault(key, []).append((winner(got), len(clicks)))
+    out = []
+    for (a, b, method), rows in sorted(groups.items()):
+        out.append(PairResult(a, b, method, len(rows), sum(1 for _w, n in rows if n),
+                              compare([w for w, _n in rows], alpha)))
+    return out

@@ -57,3 +57,47 @@ def test_the_sign_test_and_when_it_first_said_so():
     assert (back.first_significant, back.stayed, back.p_value, back.verdict) == (6, False, 1.0, "no difference shown")
     with pytest.raises(ValueError, match="'A', 'B' or 'tie'"):
         compare(["C"])
+
+
+def test_a_log_of_interleaved_searches_is_credited_and_compared(tmp_path, monkeypatch):
+    """40 searches interleaved by team-draft between A = (a1 a2 a3) and B = (b1 b2 b3), written as serve writes
+    them and imported: every other reader takes the first hit (A's or B's by the coin), the others look for a1;
+    each search's winner is the team that placed the hit used, and the sign test is binomtest(wins of A, 40)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from workbench.cli import app
+    from workbench.traffic.importer import load_log_set, read_logs, write_log_set
+    from workbench.traffic.log import TrafficLog
+
+    log = TrafficLog(tmp_path / "ubi")
+    rng = random.Random(3)
+    want_a = 0
+    for i in range(40):
+        shown = team_draft(["a1", "a2", "a3"], ["b1", "b2", "b3"], 4, rng)
+        attrs = {"interleave": {"a": "cfgA", "b": "cfgB", "method": shown.method, "teams": list(shown.teams),
+                                "a_first": shown.a_first, "a_hits": ["a1", "a2", "a3"], "b_hits": ["b1", "b2", "b3"]}}
+        qid = log.searched(f"id:r{i}", "karma", shown.hits, attrs)
+        used = shown.hits[0] if i % 2 == 0 else "a1"  # half the readers take the first hit, half look for a1
+        want_a += shown.teams[shown.hits.index(used)] == "A"
+        log.clicked(qid, used)
+    log.searched("id:plain", "not interleaved", ["a1"])  # left out of the comparison
+    log.close()
+    queries, events, report = read_logs([tmp_path / "ubi"], "t")
+    write_log_set(tmp_path / "home" / "logs" / "t", queries, events, report)
+    from workbench.traffic.interleave import compare_log
+
+    (pair,) = compare_log(*load_log_set(tmp_path / "home", "t"))
+    c = pair.comparison
+    from scipy.stats import binomtest
+
+    assert 20 < want_a < 40 and (pair.a, pair.b, pair.method, pair.impressions, pair.with_clicks) == (
+        "cfgA", "cfgB", "team-draft", 40, 40)
+    assert (c.wins_a, c.wins_b, c.ties, c.verdict) == (want_a, 40 - want_a, 0, "A")
+    assert c.p_value == pytest.approx(binomtest(want_a, 40, 0.5).pvalue)
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "home"))
+    got = CliRunner().invoke(app, ["logs", "compare", "t", "--json"])
+    assert got.exit_code == 0 and json.loads(got.stdout)[0]["verdict"] == "A"
+    got = CliRunner().invoke(app, ["logs", "compare", "t"])
+    assert f"cfgA wins at alpha = 0.05; first after {c.first_significant} searches with a preference" in got.stdout

@@ -90,3 +90,28 @@ def test_without_a_log_clicks_are_refused_and_answers_carry_no_query_id(searcher
         assert r["ok"] and "query_id" not in r["result"]
         bad = c.post("/click", json={"query_id": "x", "doc_id": ids[3]})
         assert bad.status_code == 404 and "--ubi-log" in bad.json()["error"]["message"]
+
+
+def test_serve_interleaves_two_configs_and_logs_the_teams(searcher, tmp_path):
+    """Two configs of the same lane rank alike: team-draft then shows that ranking, the teams alternating from
+    the coin's pick; the answer hides the teams, the log keeps them with both rankings."""
+    s0, _ids = searcher
+    exp = s0.served.experiment
+    exp.write_text(exp.read_text() + '[configs.ref5]\nlanes = ["ref"]\ntop_k = 5\n')
+    s = Searcher(exp, "ref", None, s0.engine.home, interleave="ref5")
+    s.traffic = TrafficLog(tmp_path / "ubi")
+    try:
+        alone = s0.search("SN 56.11", 5)["hits"]
+        got = s.answer("SN 56.11", 5, None, "id:r")
+        assert "_interleave" not in got["result"]
+        assert [h["doc_id"] for h in got["result"]["hits"]] == [h["doc_id"] for h in alone]
+    finally:
+        s.traffic.close()
+    (q,), _events, _report = read_logs([tmp_path / "ubi"], "t")
+    mix = q.attributes["interleave"]
+    assert (mix["a"], mix["b"], mix["method"]) == ("ref", "ref5", "team-draft")
+    assert mix["a_hits"] == mix["b_hits"] == [h["doc_id"] for h in alone]
+    first = "A" if mix["a_first"] else "B"
+    assert mix["teams"] == [first, "B" if first == "A" else "A"] * 2 + [first]  # the coin's pick, then turns
+    with pytest.raises(Exception, match="unknown config 'nope' to interleave with"):
+        Searcher(exp, "ref", None, s0.engine.home, interleave="nope")
