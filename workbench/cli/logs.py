@@ -96,3 +96,63 @@ def logs_compare(
             when = f"first after {c.first_significant:,} searches with a preference" if c.first_significant else ""
             typer.echo(f"  {won} wins at alpha = {c.alpha:g}; {when}"
                        f"{'' if c.stayed else ' (it did not stay significant throughout)'}")
+
+
+@logs_app.command("sample")
+def logs_sample(
+    name: str = typer.Argument(..., help="A log set (workbench logs import NAME ...)."),
+    out: Path = typer.Option(..., "--out", "-o", help="The queries file to write (TSV; give it to a dataset as "
+                             "traffic_queries in datasets.toml)."),
+    size: int = typer.Option(200, "--size", min=1, help="Distinct queries to draw."),
+    method: str = typer.Option("stratified", "--method", help="random, pps (by frequency) or stratified (by "
+                               "predicted query type x script)."),
+    seed: int = typer.Option(7, "--seed", help="The draw's seed (also the split hashing's)."),
+    as_json: bool = json_option("what was drawn"),
+) -> None:
+    """Draw a query set from what readers typed: searches normalised and deduplicated, each with its frequency and
+    predicted type, drawn at random, by frequency or by stratum, split by group hashing, written as a queries
+    file for a dataset's traffic_queries (then pooled and judged like any other set).
+
+    Example: workbench logs sample week49 --size 300 --method stratified -o datasets/traffic/week49.tsv
+    """
+    import csv
+
+    from workbench.settings import home_dir
+    from workbench.traffic.importer import load_log_set
+    from workbench.traffic.sample import METHODS, distinct, draw, rows
+
+    try:
+        if method not in METHODS:
+            raise WorkbenchError(f"--method {method!r} is not one of {', '.join(METHODS)}")
+        queries, _events = load_log_set(home_dir(), name)
+        population = distinct(queries["user_query"], queries["client_id"])
+        if not population:
+            raise WorkbenchError(f"log set {name} holds no query with text to draw from")
+        drawn = draw(population, size, method, seed)
+        table = rows(drawn, seed)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        from workbench._infra.durable import atomic_path
+
+        with atomic_path(out) as tmp, tmp.open("w", encoding="utf-8", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(table[0]), delimiter="\t", lineterminator="\n")
+            w.writeheader()
+            w.writerows(table)
+    except (WorkbenchError, OSError, ValueError) as exc:
+        _fail(exc)
+    strata: dict[str, list[int]] = {}
+    for q in population:
+        strata.setdefault(q.stratum, [0, 0])[0] += 1
+    for q in drawn:
+        strata[q.stratum][1] += 1
+    body = {"log_set": name, "searches": int(len(queries)), "distinct": len(population), "drawn": len(drawn),
+            "method": method, "seed": seed, "file": str(out),
+            "strata": {s: {"distinct": a, "drawn": b} for s, (a, b) in sorted(strata.items())}}
+    if as_json:
+        echo_json(body)
+        return
+    secho(f"{len(drawn):,} of {len(population):,} distinct queries ({len(queries):,} searches) drawn by {method} "
+          f"(seed {seed}) into {out}", bold=True)
+    for s, (a, b) in sorted(strata.items()):
+        typer.echo(f"  {s:<28} {b:>6,} of {a:,}")
+    typer.echo(f"  use it: traffic_queries = \"{out}\" in a dataset's section of datasets.toml, then "
+               "workbench data build and workbench judge pool")

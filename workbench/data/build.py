@@ -371,6 +371,15 @@ def _build_locked(name: str, defs: Definitions, defn: dict[str, Any], data: Path
         except ValueError as exc:
             raise ConfigError(f"cannot build dataset {name} (dataset.{name} in {defs.path}): {exc}") from exc
         built = replace(built, queries=[*built.queries, *fq], qrels=[*built.qrels, *fr])
+    if defn.get("traffic_queries"):
+        from dataclasses import replace
+
+        from workbench.data.querysets import traffic
+
+        step("reading traffic queries")
+        extra = traffic.read(traffic.paths(defn, defs.path.parent), {q.query_id for q in built.queries}, defs.seed,
+                             defs.splits)
+        built = replace(built, queries=[*built.queries, *extra])
     kept = f"the previous build in {out} is kept" if out.is_dir() else "nothing was kept"
     tmp = out.with_name(f".{name}-build-{os.getpid()}-{secrets.token_hex(4)}")
     try:

@@ -81,8 +81,9 @@ def default_definitions_path() -> Path:
 
 #: Keys every ``[dataset.NAME]`` may hold whatever its source: ``filters``, the facets filtered copies of its
 #: queries are drawn by (:func:`workbench.data.querysets.builders.filtered_variants`); ``negatives``: the
-#: unanswerable queries it draws (:data:`NEGATIVE_KINDS`).
-GENERIC_KEYS = frozenset({"filters", "negatives"})
+#: unanswerable queries it draws (:data:`NEGATIVE_KINDS`); ``traffic_queries``: query files drawn from readers'
+#: traffic, appended unjudged (:mod:`workbench.data.querysets.traffic`).
+GENERIC_KEYS = frozenset({"filters", "negatives", "traffic_queries"})
 
 #: The facets ``filters`` may name.
 FILTER_FACETS = ("collection", "category", "book", "work", "chapter")
@@ -125,6 +126,10 @@ def _check_dataset(path: Path, name: str, d: object, datasets: dict[str, Any]) -
     if "filters" in d:
         str_list(path, f"{where}.filters", d["filters"], known=FILTER_FACETS, nonempty=True,
                  example='["collection", "work"]')
+    if "traffic_queries" in d:
+        from workbench.data.querysets.traffic import check as check_traffic
+
+        check_traffic(path, where, d["traffic_queries"])
     if source.check is not None:
         source.check(path, where, d, datasets)
 

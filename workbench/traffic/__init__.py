@@ -6,5 +6,6 @@
 * :mod:`workbench.traffic.importer`: UBI JSON lines (the workbench's own, or exported from OpenSearch's
   ``ubi_queries`` / ``ubi_events`` indexes) read into a log set, with a counted list of what was skipped;
 * :mod:`workbench.traffic.clicks`: implicit relevance from clicks (COEC, the position-based and cascade models);
-* :mod:`workbench.traffic.interleave`: team-draft and balanced interleaving, their credit, the sign test.
+* :mod:`workbench.traffic.interleave`: team-draft and balanced interleaving, their credit, the sign test;
+* :mod:`workbench.traffic.sample`: query sets drawn from traffic (normalised, deduplicated, typed, split).
 """

@@ -73,4 +73,8 @@ def input_files(defn: dict[str, Any], defs: Definitions, data: Path) -> list[Pat
     for kind, corpus in (("absent_lemmas", "ms-dpd"), ("gita_questions", "gita")):  # what the negatives are drawn from
         if kind in negative_kinds(defn):
             files = sorted(set(files) | set(tree(data, corpus)))
+    if defn.get("traffic_queries"):
+        from workbench.data.querysets.traffic import paths
+
+        files = sorted(set(files) | {p for p in paths(defn, defs.path.parent) if p.is_file()})
     return files
