@@ -52,9 +52,10 @@ def qrels_option(default: str) -> Any:
     """The ``--qrels`` option every command that scores runs takes (one wording, its choices shown in
     ``--help``); ``default`` says where the layer comes from when it is not given. The value is checked
     by :func:`workbench.judging.layers.check_layer` (its message names the choices)."""
-    return typer.Option(None, "--qrels", **choices("built", "human", "merged"),
-                        help="Qrels layer: built (corpus-derived labels), human (scholars' final grades) or merged "
-                        f"(human over built); default: {default}.")
+    return typer.Option(None, "--qrels", **choices("built", "human", "merged", "implicit"),
+                        help="Qrels layer: built (corpus-derived labels), human (scholars' final grades), merged "
+                        "(human over built) or implicit (grades from readers' clicks: workbench logs judge); "
+                        f"default: {default}.")
 
 
 def json_option(what: str, shape: str = "one JSON object") -> Any:

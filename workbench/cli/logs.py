@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -156,3 +157,78 @@ def logs_sample(
         typer.echo(f"  {s:<28} {b:>6,} of {a:,}")
     typer.echo(f"  use it: traffic_queries = \"{out}\" in a dataset's section of datasets.toml, then "
                "workbench data build and workbench judge pool")
+
+
+@logs_app.command("judge")
+def logs_judge(
+    name: str = typer.Argument(..., help="A log set (workbench logs import NAME ...)."),
+    dataset: str = typer.Option(..., "--dataset", "-d", help="The dataset whose queries and documents are graded."),
+    model: str = typer.Option("pbm", "--model", help="pbm (position-based, EM), cascade or coec (clicks over "
+                              "expected clicks)."),
+    min_impressions: int = typer.Option(10, "--min-impressions", min=1, help="Least times a (query, document) pair "
+                                        "was shown before it is graded."),
+    thresholds: Optional[str] = typer.Option(None, "--thresholds", help="LO,HI: grade 1 from LO, 2 from HI (default "
+                                             "pbm and cascade 0.2,0.5; coec 0.8,1.5)."),
+    agreement: bool = typer.Option(True, "--agreement/--no-agreement", help="Compare with the scholars' grades "
+                                   "(the judgment store) per query type x script."),
+    as_json: bool = json_option("the layer written and its agreement"),
+) -> None:
+    """Derive implicit judgments for a dataset from readers' clicks and follow-up fetches, write them as its
+    `implicit` qrels layer (eval --qrels implicit), and report their agreement with the scholars per stratum.
+
+    Example: workbench logs judge week49 -d gita --model pbm --min-impressions 10
+    """
+    from workbench.data import catalog
+    from workbench.judging import implicit as layer_file
+    from workbench.settings import home_dir
+    from workbench.traffic.clicks import grades
+    from workbench.traffic.implicit import MODELS, THRESHOLDS, agreement_by_stratum, derive, impressions, to_dataset
+    from workbench.traffic.importer import load_log_set
+
+    try:
+        if model not in MODELS:
+            raise WorkbenchError(f"--model {model!r} is not one of {', '.join(MODELS)}")
+        cut = THRESHOLDS[model]
+        if thresholds is not None:
+            try:
+                lo, hi = (float(x) for x in thresholds.split(","))
+            except ValueError:
+                raise WorkbenchError(f"--thresholds {thresholds!r}: give two numbers, LO,HI (e.g. 0.2,0.5)") from None
+            if not lo < hi:
+                raise WorkbenchError(f"--thresholds {thresholds!r}: LO must be below HI")
+            cut = (lo, hi)
+        home = home_dir()
+        queries, events = load_log_set(home, name)
+        ds = catalog.ensure(dataset, catalog.load_definitions(), home=home, log=_log)
+        imps = impressions(queries, events)
+        scores = derive(imps, model, min_impressions)
+        graded, rows, left = to_dataset(scores, grades(scores, cut), ds)
+        provenance = {"log_set": name, "model": model, "min_impressions": min_impressions, "thresholds": list(cut),
+                      "searches": len(imps), "pairs_scored": len(scores), **left}
+        path = layer_file.write(home, dataset, graded, rows, provenance)
+        report: dict = {"dataset": dataset, "file": str(path), "pairs": len(graded),
+                        "queries": len({q for q, _d in graded}), **provenance}
+        if agreement:
+            from workbench.judging.layers import load_layer
+            from workbench.text.scripts import script_of
+
+            human = {(r.query_id, r.doc_id): r.relevance for r in load_layer("human", ds, home=home).qrels}
+            strata = {q.query_id: f"{q.query_type}/{script_of(q.text)}" for q in ds.queries}
+            report["agreement"] = agreement_by_stratum(graded, human, strata)
+    except (WorkbenchError, OSError, ValueError) as exc:
+        _fail(exc)
+    if as_json:
+        echo_json(report)
+        return
+    secho(f"implicit qrels of {dataset}: {report['pairs']:,} pairs on {report['queries']:,} queries from "
+          f"{report['searches']:,} searches of log set {name} ({model}, at least {min_impressions} impressions, "
+          f"grades from {cut[0]:g} and {cut[1]:g}) -> {path}", bold=True)
+    if left["keys_without_query"] or left["pairs_without_document"]:
+        typer.echo(f"  left out: {left['keys_without_query']:,} queries the dataset lacks (draw them with logs "
+                   f"sample and add them as traffic_queries), {left['pairs_without_document']:,} pairs whose "
+                   "document it lacks")
+    for stratum, a in (report.get("agreement") or {}).items():
+        k, al = a["kappa"], a["alpha"]
+        fmt = lambda e: "n/a" if e["value"] is None else (  # noqa: E731
+            f"{e['value']:.2f}" + (f" [{e['low']:.2f}, {e['high']:.2f}]" if e["low"] is not None else ""))
+        typer.echo(f"  agreement with the scholars, {stratum}: {a['pairs']:,} pairs, kappa {fmt(k)}, alpha {fmt(al)}")

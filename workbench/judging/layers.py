@@ -1,5 +1,7 @@
 """Qrels layers: ``built`` (the labels the query-set builders derive from the corpora), ``human``
-(the final grades of human judges) and ``merged`` (human over built, pair by pair).
+(the final grades of human judges), ``merged`` (human over built, pair by pair) and ``implicit`` (grades derived
+from readers' clicks by ``workbench logs judge``: :mod:`workbench.judging.implicit`; like ``human`` it evaluates
+only the queries it grades).
 
 **The human grade of a pair** (:func:`final_grades`), from each rater's current judgment
 (``wb_judge.current_judgments``) and the latest adjudication:
@@ -37,7 +39,7 @@ from typing import Any
 from workbench.types import Qrel
 
 #: The qrels layers an experiment, ``eval``, ``tune`` and ``gate`` may use.
-LAYERS = ("built", "human", "merged")
+LAYERS = ("built", "human", "merged", "implicit")
 
 #: The layer used when none is named.
 DEFAULT_LAYER = "built"
@@ -189,7 +191,8 @@ def check_layer(value, where: str) -> str:
     if isinstance(value, str) and value in LAYERS:
         return value
     raise ConfigError(f"{where} must be one of {', '.join(LAYERS)} (built: the corpus-derived labels; human: the "
-                      f"scholars' final grades; merged: human over built), got {value!r}")
+                      f"scholars' final grades; merged: human over built; implicit: grades from readers' clicks, "
+                      f"workbench logs judge), got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -224,12 +227,12 @@ class LayerQrels:
         for ``built`` and ``merged``; for ``human`` only those with a human grade (grade 0 included), since a
         query nobody judged has no human answer to score against."""
         queries = list(queries)
-        if self.layer != "human":
+        if self.layer not in ("human", "implicit"):
             return queries
         return [q for q in queries if q.query_id in self.human_queries]
 
     def left_out(self, queries: Iterable) -> int:
-        """How many of ``queries`` this layer does not evaluate (only ``human`` leaves any out)."""
+        """How many of ``queries`` this layer does not evaluate (only ``human`` and ``implicit`` leave any out)."""
         queries = list(queries)
         return len(queries) - len(self.evaluated(queries))
 
@@ -242,13 +245,15 @@ class LayerQrels:
                          f"{self.added} added")
         elif self.layer == "human":
             parts.append(f"; {self.human_pairs} human grades on {len(self.human_queries)} queries")
+        elif self.layer == "implicit":
+            parts.append(f"; {self.human_pairs} grades from clicks on {len(self.human_queries)} queries")
         parts.append(")")
         if self.stale:
             parts.append(f"; {self.stale} stale judgment(s) left out (the document changed since; re-judge them)")
-        if queries is not None and self.layer == "human":
+        if queries is not None and self.layer in ("human", "implicit"):
             queries = list(queries)
             n = self.left_out(queries)
-            parts.append(f"; {n} of {len(queries)} queries have no human grade and are not evaluated")
+            parts.append(f"; {n} of {len(queries)} queries have no {self.layer} grade and are not evaluated")
         return "".join(parts)
 
 
@@ -308,11 +313,30 @@ def human_layers(ds, store) -> tuple[LayerQrels, LayerQrels]:
             LayerQrels("merged", ds.name, merged, qrels_sha256(merged), overridden=overridden, added=added, **common))
 
 
+def implicit_layer(ds, home=None) -> LayerQrels:
+    """The ``implicit`` layer of a loaded dataset: the grades ``workbench logs judge`` derived from clicks, kept
+    for the dataset's queries and documents (:mod:`workbench.judging.implicit`).
+
+    Raises:
+        ConfigError: the dataset has no implicit qrels (names the command that derives them).
+    """
+    from workbench.judging import implicit
+    from workbench.settings import home_dir
+
+    rows, _provenance = implicit.read(home if home is not None else home_dir(), ds.name)
+    queries = {q.query_id for q in ds.queries}
+    docs = {d.doc_id for d in ds.documents}
+    qrels = tuple(sorted(r for r in rows if r.query_id in queries and r.doc_id in docs))
+    return LayerQrels("implicit", ds.name, qrels, qrels_sha256(qrels), human_pairs=len(qrels),
+                      human_queries=frozenset(r.query_id for r in qrels))
+
+
 def load_layer(layer: str, ds, *, store=None, home=None) -> LayerQrels:
     """The qrels of ``layer`` for a loaded dataset.
 
-    ``built`` reads nothing else; ``human`` and ``merged`` read the judgment store (``store``, else
-    the home's: :meth:`~workbench.judging.store.JudgmentStore.open`, closed again).
+    ``built`` reads nothing else; ``implicit`` reads the home's implicit qrels file; ``human`` and ``merged``
+    read the judgment store (``store``, else the home's: :meth:`~workbench.judging.store.JudgmentStore.open`,
+    closed again).
 
     Raises:
         ConfigError: ``layer`` is not one of :data:`LAYERS`.
@@ -321,6 +345,8 @@ def load_layer(layer: str, ds, *, store=None, home=None) -> LayerQrels:
     check_layer(layer, "the qrels layer")
     if layer == "built":
         return built_layer(ds)
+    if layer == "implicit":
+        return implicit_layer(ds, home)
     own = store is None
     if own:
         from workbench.judging.store import JudgmentStore

@@ -7,5 +7,7 @@
   ``ubi_queries`` / ``ubi_events`` indexes) read into a log set, with a counted list of what was skipped;
 * :mod:`workbench.traffic.clicks`: implicit relevance from clicks (COEC, the position-based and cascade models);
 * :mod:`workbench.traffic.interleave`: team-draft and balanced interleaving, their credit, the sign test;
-* :mod:`workbench.traffic.sample`: query sets drawn from traffic (normalised, deduplicated, typed, split).
+* :mod:`workbench.traffic.sample`: query sets drawn from traffic (normalised, deduplicated, typed, split);
+* :mod:`workbench.traffic.implicit`: a dataset's ``implicit`` qrels layer from a log set (``logs judge``), and its
+  agreement with the scholars.
 """

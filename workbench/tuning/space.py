@@ -12,7 +12,7 @@ lanes a fused config may use, the baseline config, the objective and the search 
     seed = 20261129
     split = "train"                   # the split trials are scored on (dev and test stay held out)
     queries = "filtered"              # optional: only the queries that carry a filter (default: all)
-    qrels = "merged"                  # optional: built | human | merged; default the experiment's qrels
+    qrels = "merged"                  # optional: built | human | merged | implicit; default the experiment's qrels
 
     [objective]
     measure = "R@10"                  # R@k, P@k, RR@k, nDCG@k or Judged@k

@@ -311,7 +311,7 @@ def test_an_unknown_layer_exits_2_with_one_error_line(env, store, tmp_path, wher
     if where == "toml":
         bad = tmp_path / "bad.toml"
         bad.write_text(EXPERIMENT.replace('splits = ["test"]', 'splits = ["test"]\nqrels = "gold"'))
-        args, msg = ["eval", str(bad), "--no-track"], f"{bad}: qrels must be one of built, human, merged"
+        args, msg = ["eval", str(bad), "--no-track"], f"{bad}: qrels must be one of built, human, merged, implicit"
     elif where == "eval":
         args, msg = ["eval", str(folder / "e.toml"), "--no-track", "--qrels", "gold"], "--qrels must be one of"
     elif where == "tune":

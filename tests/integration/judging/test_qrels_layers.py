@@ -91,7 +91,7 @@ def test_stale_text_judgments_are_left_out_and_counted():
 
 @pytest.mark.parametrize("bad", ["gold", "", "Built", None, 1])
 def test_an_unknown_layer_names_where_it_came_from(bad):
-    with pytest.raises(ConfigError, match=r"exp\.toml: qrels must be one of built, human, merged"):
+    with pytest.raises(ConfigError, match=r"exp\.toml: qrels must be one of built, human, merged, implicit"):
         check_layer(bad, "exp.toml: qrels")
     assert check_layer("merged", "x") == "merged"
 

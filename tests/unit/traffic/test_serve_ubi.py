@@ -93,8 +93,8 @@ def test_without_a_log_clicks_are_refused_and_answers_carry_no_query_id(searcher
 
 
 def test_serve_interleaves_two_configs_and_logs_the_teams(searcher, tmp_path):
-    """Two configs of the same lane rank alike: team-draft then shows that ranking, the teams alternating from
-    the coin's pick; the answer hides the teams, the log keeps them with both rankings."""
+    """Two configs of the same lane rank alike: team-draft then shows that ranking, each pair of places one from
+    each team (the coin picks who goes first); the answer hides the teams, the log keeps them with both rankings."""
     s0, _ids = searcher
     exp = s0.served.experiment
     exp.write_text(exp.read_text() + '[configs.ref5]\nlanes = ["ref"]\ntop_k = 5\n')
@@ -111,7 +111,7 @@ def test_serve_interleaves_two_configs_and_logs_the_teams(searcher, tmp_path):
     mix = q.attributes["interleave"]
     assert (mix["a"], mix["b"], mix["method"]) == ("ref", "ref5", "team-draft")
     assert mix["a_hits"] == mix["b_hits"] == [h["doc_id"] for h in alone]
-    first = "A" if mix["a_first"] else "B"
-    assert mix["teams"] == [first, "B" if first == "A" else "A"] * 2 + [first]  # the coin's pick, then turns
+    t = mix["teams"]  # a coin whenever both teams have picked as many, the other team next
+    assert len(t) == 5 and {t[0], t[1]} == {t[2], t[3]} == {"A", "B"} and t[0] == ("A" if mix["a_first"] else "B")
     with pytest.raises(Exception, match="unknown config 'nope' to interleave with"):
         Searcher(exp, "ref", None, s0.engine.home, interleave="nope")
