@@ -2,7 +2,7 @@
 
 The engineer pages read only the MLflow store, the Optuna storage and the artifacts and
 files the main job wrote under the workbench home; they never query a retrieval service:
-overview, compare two configs, query drill-down, study, gate. The judging pages read and
+overview, compare two configs, query drill-down, study, gate, online (the UBI log sets). The judging pages read and
 write the judgment store (:mod:`workbench.judging.store`): Judge (a rater grades one pair at a
 time), Adjudicate (adjudicators only) and Agreement (adjudicators and engineers).
 
@@ -57,6 +57,7 @@ def _engineer_pages() -> list:
                 url_path="filters"),
         st.Page(HERE / "study.py", title="Study", icon=":material/tune:", url_path="study"),
         st.Page(HERE / "gate.py", title="Gate", icon=":material/traffic:", url_path="gate"),
+        st.Page(HERE / "online.py", title="Online", icon=":material/query_stats:", url_path="online"),
     ]
 
 

@@ -212,17 +212,13 @@ class PairResult:
                 "first_significant": c.first_significant, "stayed_significant": c.stayed}
 
 
-def compare_log(queries, events, alpha: float = 0.05) -> list[PairResult]:
-    """The interleaved searches of a log set (``serve --interleave``: a query's attributes hold ``interleave``)
-    credited with their events (:data:`USES`; the rank is the event's position, else the hit's place in the list)
-    and compared per pair of configs, in time order.
+def interleaved_searches(queries, events) -> list[tuple[tuple[str, str, str], str, int]]:
+    """The interleaved searches of a log set (``serve --interleave``: a query's attributes hold ``interleave``) in
+    time order, each as ``((A, B, method), winner, clicks)``: its events (:data:`USES`; the rank is the event's
+    position, else the hit's place in the list) credited to the teams.
 
     Args:
         queries, events: the log set's tables (:func:`workbench.traffic.importer.load_log_set`).
-        alpha: the sign test's level.
-
-    Returns:
-        One :class:`PairResult` per (A, B, method), sorted by A, B, method; empty when no search was interleaved.
     """
     import json
 
@@ -237,7 +233,7 @@ def compare_log(queries, events, alpha: float = 0.05) -> list[PairResult]:
             rank = hits_of[qid].index(oid) + 1
         if rank is not None and 1 <= rank <= len(hits_of[qid]):
             used.setdefault(qid, set()).add(rank)
-    groups: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
+    out = []
     order = queries.sort_values("time", kind="stable")
     for qid, attrs, hits in zip(order["query_id"], order["attributes"], order["hit_ids"], strict=True):
         try:
@@ -250,8 +246,23 @@ def compare_log(queries, events, alpha: float = 0.05) -> list[PairResult]:
                             bool(mix.get("a_first")))
         clicks = used.get(str(qid), set())
         got = credit(shown, clicks, mix.get("a_hits") or [], mix.get("b_hits") or [])
-        key = (str(mix.get("a", "")), str(mix.get("b", "")), shown.method)
-        groups.setdefault(key, []).append((winner(got), len(clicks)))
+        out.append(((str(mix.get("a", "")), str(mix.get("b", "")), shown.method), winner(got), len(clicks)))
+    return out
+
+
+def compare_log(queries, events, alpha: float = 0.05) -> list[PairResult]:
+    """The interleaved searches of a log set (:func:`interleaved_searches`) compared per pair of configs.
+
+    Args:
+        queries, events: the log set's tables (:func:`workbench.traffic.importer.load_log_set`).
+        alpha: the sign test's level.
+
+    Returns:
+        One :class:`PairResult` per (A, B, method), sorted by A, B, method; empty when no search was interleaved.
+    """
+    groups: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
+    for key, w, n in interleaved_searches(queries, events):
+        groups.setdefault(key, []).append((w, n))
     out = []
     for (a, b, method), rows in sorted(groups.items()):
         out.append(PairResult(a, b, method, len(rows), sum(1 for _w, n in rows if n),

@@ -178,6 +178,39 @@ def test_gate_page_shows_the_regression_and_the_failing_stratum(at_home):
     assert command.startswith("workbench gate --candidate ") and command.endswith("--dataset gita -m R@10")
 
 
+def test_online_page_shows_a_log_set_and_which_interleaved_config_won(at_home, tmp_path, monkeypatch):
+    """A log set of 30 team-draft searches (readers always take the first hit: the coin's team wins each) beside
+    the board's runs: the page's counts are the import's, its pair table is compare_log's, and no run holds a
+    traffic query yet."""
+    import random
+
+    from workbench.traffic.importer import load_log_set, read_logs, write_log_set
+    from workbench.traffic.interleave import compare_log, team_draft
+    from workbench.traffic.log import TrafficLog
+
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path / "empty"))
+    assert "workbench logs import" in _app("online").info[0].value
+    monkeypatch.setenv("WORKBENCH_HOME", str(at_home))
+    log, rng = TrafficLog(tmp_path / "ubi"), random.Random(11)
+    for i in range(30):
+        shown = team_draft(["bg2.47", "bg2.48"], ["bg3.19", "bg2.47"], 3, rng)
+        qid = log.searched(f"id:{i % 7}", "karma yoga", shown.hits, {"interleave": {
+            "a": "rrf", "b": "ref", "method": shown.method, "teams": list(shown.teams), "a_first": shown.a_first,
+            "a_hits": ["bg2.47", "bg2.48"], "b_hits": ["bg3.19", "bg2.47"]}})
+        log.clicked(qid, shown.hits[0])
+    log.close()
+    write_log_set(at_home / "logs" / "wk", *read_logs([tmp_path / "ubi"], "wk"))
+    at = _app("online")
+    assert {m.label: m.value for m in at.metric} == {"Searches": "30", "Events": "30", "Clients": "7",
+                                                     "Sessions": "7"}
+    (want,) = compare_log(*load_log_set(at_home, "wk"))
+    pairs = at.dataframe[0].value.iloc[0]
+    assert (pairs["a"], pairs["b"], pairs["wins_a"], pairs["wins_b"], pairs["ties"]) == (
+        "rrf", "ref", want.comparison.wins_a, want.comparison.wins_b, 0)
+    assert want.comparison.wins_a + want.comparison.wins_b == 30
+    assert any("No evaluated run holds a query drawn from traffic" in i.value for i in at.info)
+
+
 def test_a_copied_home_reads_its_own_artifacts_and_one_broken_run_hides_no_other(board, tmp_path, monkeypatch):
     """MLflow records absolute artifact paths; a copy of the home must read the copy's files. Deleting
     one run's per-query table in the copy (the original keeps it) proves which files are read, and
@@ -263,7 +296,8 @@ def test_every_page_renders_in_headless_chromium(board, tmp_path):
                   "query": ["Query drill-down", "Qrels", "lanes: vector, fts, ref"],
                   "filters": ["Filters and empty answers", "no filtered and no unanswerable queries"],
                   "study": ["Chosen trial", "Optimisation history", "Export the chosen trial"],
-                  "gate": ["REGRESSION", "reference"]}
+                  "gate": ["REGRESSION", "reference"],
+                  "online": ["Online"]}
         problems = []
         for page, strings in expect.items():
             path = "" if page == "overview" else page  # the default page lives at the root URL
