@@ -94,7 +94,8 @@ def logs_compare(
             typer.echo(f"  no difference shown at alpha = {c.alpha:g}")
         else:
             won = r.a if c.verdict == "A" else r.b
-            when = f"first after {c.first_significant:,} searches with a preference" if c.first_significant else ""
+            when = (f"first after {c.first_significant:,} searches with a preference ({r.sessions_needed:,} of "
+                    f"{r.sessions:,} sessions)") if c.first_significant else ""
             typer.echo(f"  {won} wins at alpha = {c.alpha:g}; {when}"
                        f"{'' if c.stayed else ' (it did not stay significant throughout)'}")
 

@@ -57,7 +57,7 @@ def cumulative_wins(home: Path, name: str) -> pd.DataFrame:
 
     out = []
     counts: dict[str, list[int]] = {}
-    for (a, b, method), w, _n in interleaved_searches(*load_log_set(home, name)):
+    for (a, b, method), w, _n, _session in interleaved_searches(*load_log_set(home, name)):
         if w == "tie":
             continue
         pair = f"{a} vs {b} ({method})"

@@ -194,7 +194,8 @@ USES = frozenset({"click", "click_through", "fetch", "add_to_cart", "watch", "pu
 @dataclass(frozen=True)
 class PairResult:
     """One interleaved pair of configs in a log: ``a``, ``b``, ``method``, the searches shown (``impressions``),
-    those with a used hit (``with_clicks``), and the :class:`Comparison`."""
+    those with a used hit (``with_clicks``), the :class:`Comparison`, the readers' ``sessions`` and the sessions
+    it took until the sign test first said so (``sessions_needed``, None when it never did)."""
 
     a: str
     b: str
@@ -202,6 +203,8 @@ class PairResult:
     impressions: int
     with_clicks: int
     comparison: Comparison
+    sessions: int = 0
+    sessions_needed: int | None = None
 
     def as_dict(self) -> dict:
         """JSON-ready, the comparison's fields and verdict inline."""
@@ -209,13 +212,14 @@ class PairResult:
         return {"a": self.a, "b": self.b, "method": self.method, "impressions": self.impressions,
                 "with_clicks": self.with_clicks, "wins_a": c.wins_a, "wins_b": c.wins_b, "ties": c.ties,
                 "p_value": c.p_value, "alpha": c.alpha, "verdict": c.verdict,
-                "first_significant": c.first_significant, "stayed_significant": c.stayed}
+                "first_significant": c.first_significant, "stayed_significant": c.stayed,
+                "sessions": self.sessions, "sessions_needed": self.sessions_needed}
 
 
-def interleaved_searches(queries, events) -> list[tuple[tuple[str, str, str], str, int]]:
+def interleaved_searches(queries, events) -> list[tuple[tuple[str, str, str], str, int, str]]:
     """The interleaved searches of a log set (``serve --interleave``: a query's attributes hold ``interleave``) in
-    time order, each as ``((A, B, method), winner, clicks)``: its events (:data:`USES`; the rank is the event's
-    position, else the hit's place in the list) credited to the teams.
+    time order, each as ``((A, B, method), winner, clicks, session_id)``: its events (:data:`USES`; the rank is the
+    event's position, else the hit's place in the list) credited to the teams.
 
     Args:
         queries, events: the log set's tables (:func:`workbench.traffic.importer.load_log_set`).
@@ -246,7 +250,9 @@ def interleaved_searches(queries, events) -> list[tuple[tuple[str, str, str], st
                             bool(mix.get("a_first")))
         clicks = used.get(str(qid), set())
         got = credit(shown, clicks, mix.get("a_hits") or [], mix.get("b_hits") or [])
-        out.append(((str(mix.get("a", "")), str(mix.get("b", "")), shown.method), winner(got), len(clicks)))
+        session = json.loads(attrs).get("session_id", "") if attrs else ""
+        out.append(((str(mix.get("a", "")), str(mix.get("b", "")), shown.method), winner(got), len(clicks),
+                    str(session or qid)))
     return out
 
 
@@ -260,11 +266,21 @@ def compare_log(queries, events, alpha: float = 0.05) -> list[PairResult]:
     Returns:
         One :class:`PairResult` per (A, B, method), sorted by A, B, method; empty when no search was interleaved.
     """
-    groups: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
-    for key, w, n in interleaved_searches(queries, events):
-        groups.setdefault(key, []).append((w, n))
+    groups: dict[tuple[str, str, str], list[tuple[str, int, str]]] = {}
+    for key, w, n, session in interleaved_searches(queries, events):
+        groups.setdefault(key, []).append((w, n, session))
     out = []
     for (a, b, method), rows in sorted(groups.items()):
-        out.append(PairResult(a, b, method, len(rows), sum(1 for _w, n in rows if n),
-                              compare([w for w, _n in rows], alpha)))
+        c = compare([w for w, _n, _s in rows], alpha)
+        needed = None
+        if c.first_significant is not None:  # the sessions of the searches up to the one that made it significant
+            seen, preferred = set(), 0
+            for w, _n, session in rows:
+                seen.add(session)
+                preferred += w != "tie"
+                if preferred == c.first_significant:
+                    break
+            needed = len(seen)
+        out.append(PairResult(a, b, method, len(rows), sum(1 for _w, n, _s in rows if n), c,
+                              len({s for _w, _n, s in rows}), needed))
     return out

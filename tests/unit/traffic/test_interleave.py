@@ -100,4 +100,7 @@ def test_a_log_of_interleaved_searches_is_credited_and_compared(tmp_path, monkey
     got = CliRunner().invoke(app, ["logs", "compare", "t", "--json"])
     assert got.exit_code == 0 and json.loads(got.stdout)[0]["verdict"] == "A"
     got = CliRunner().invoke(app, ["logs", "compare", "t"])
-    assert f"cfgA wins at alpha = 0.05; first after {c.first_significant} searches with a preference" in got.stdout
+    # every search its own client (its own session) and a click (no tie): sessions needed = searches needed
+    assert pair.sessions == 40 and pair.sessions_needed == c.first_significant
+    assert (f"cfgA wins at alpha = 0.05; first after {c.first_significant} searches with a preference "
+            f"({pair.sessions_needed} of 40 sessions)") in got.stdout
