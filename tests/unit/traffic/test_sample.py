@@ -108,3 +108,25 @@ def test_a_sample_becomes_a_datasets_unjudged_queries(data_dir, tmp_path, monkey
         catalog.build("talk", defs, tmp_path, home, force=True)
     (tmp_path / "t" / "wk.tsv").write_text(good)  # the file as it was: the previous build is current again
     assert len(catalog.load("talk", defs, tmp_path, home).queries) == 1 + 4
+
+
+def test_pps_draws_read_like_the_traffic_and_random_draws_do_not():
+    """3,000 distinct queries: 1,000 of each type, searched 6, 3 and once each, so the traffic is 60 % references,
+    30 % terms, 10 % paraphrases while the distinct queries are a third each. A pps draw of 300 matches the
+    traffic's shares (chi-squared goodness of fit, p > 0.01); a uniform draw matches the distinct shares and
+    fails the same test (p < 1e-6)."""
+    from scipy.stats import chisquare
+
+    from workbench.traffic.sample import TrafficQuery
+
+    pop = [TrafficQuery(f"{t}{i}", f"{t}{i}", f, 1, t, "ASCII")
+           for t, f in (("reference", 6), ("term", 3), ("paraphrase", 1)) for i in range(1000)]
+    traffic = [0.6, 0.3, 0.1]
+
+    def shares(method: str, seed: int) -> list[int]:
+        got = [q.query_type for q in draw(pop, 300, method, seed)]
+        return [got.count(t) for t in ("reference", "term", "paraphrase")]
+
+    for seed in (1, 2, 3):
+        assert chisquare(shares("pps", seed), [300 * s for s in traffic]).pvalue > 0.01
+        assert chisquare(shares("random", seed), [300 * s for s in traffic]).pvalue < 1e-6
