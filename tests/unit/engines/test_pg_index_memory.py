@@ -1,4 +1,5 @@
-"""The HNSW build's ``maintenance_work_mem``: sized to the graph, bounded by the machine (issue #42's 1M row)."""
+"""Indexing a million documents (issue #42): the HNSW build's ``maintenance_work_mem`` sized to the graph and bounded by
+the machine; the OpenSearch heap warning before a long bulk load."""
 
 from __future__ import annotations
 
@@ -27,3 +28,16 @@ def test_small_corpora_keep_the_floor_and_a_million_vectors_get_their_graph():
 @pytest.mark.parametrize("memory_gib, expected", [(2, 512), (3, 768), (64, 1004)])
 def test_the_setting_never_passes_a_quarter_of_the_memory_nor_goes_under_the_floor(memory_gib, expected):
     assert maintenance_work_mem_mb(1_000_000, 32, 16, False, memory_bytes=memory_gib * GIB) == expected
+
+
+def test_the_opensearch_heap_advice_before_a_long_bulk_load():
+    """A node whose heap is under what the corpus needed in docs/measured gets a line with the heap to give."""
+    from workbench.engines.os_index import heap_advice
+
+    # 1,000,000 x 800 B = 763 MB needed; a 512 MB heap: said, 763 / 0.75 = 1017 MB -> 1g
+    line = heap_advice(512 * 2**20, 1_000_000, "http://127.0.0.1:9200")
+    assert line is not None and "a 512 MB heap" in line and "WORKBENCH_OS_HEAP=1g" in line
+    assert "needed about 763 MB" in line
+    assert heap_advice(2 * 2**30, 1_000_000, "u") is None  # 763 MB of 2 GB: fine (measured: it built)
+    assert heap_advice(512 * 2**20, 100_000, "u") is None  # 76 MB of 512 MB: fine (measured at 100k)
+    assert "WORKBENCH_OS_HEAP=10g" in heap_advice(2 * 2**30, 10_000_000, "u")  # 7.45 GiB / 0.75 = 9.93 -> 10
