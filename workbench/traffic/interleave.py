@@ -34,8 +34,9 @@ class Interleaved:
 
 
 def team_draft(a: Sequence[str], b: Sequence[str], k: int, rng: random.Random) -> Interleaved:
-    """Team-draft interleaving of rankings ``a`` and ``b`` (module docstring), at most ``k`` results; it stops
-    when ``k`` are shown or either ranking has nothing left to add (as the paper's algorithm).
+    """Team-draft interleaving of rankings ``a`` and ``b`` (module docstring), at most ``k`` results. When one
+    ranking has nothing left to add, the other fills the list (the paper's algorithm stops there, which shows a
+    reader nothing at all when one config answers nothing).
 
     Raises:
         ValueError: ``k`` below 1.
@@ -53,9 +54,12 @@ def team_draft(a: Sequence[str], b: Sequence[str], k: int, rng: random.Random) -
             ia += 1
         while ib < len(b) and b[ib] in seen:
             ib += 1
-        if ia >= len(a) or ib >= len(b):
+        if ia >= len(a) and ib >= len(b):
             break
-        pick_a = na < nb or (na == nb and rng.random() < 0.5)
+        if ia >= len(a) or ib >= len(b):  # one has nothing left to add: the other fills the list
+            pick_a = ib >= len(b)
+        else:
+            pick_a = na < nb or (na == nb and rng.random() < 0.5)
         if first is None:
             first = pick_a
         doc = a[ia] if pick_a else b[ib]
@@ -67,7 +71,8 @@ def team_draft(a: Sequence[str], b: Sequence[str], k: int, rng: random.Random) -
 
 
 def balanced(a: Sequence[str], b: Sequence[str], k: int, rng: random.Random) -> Interleaved:
-    """Balanced interleaving of ``a`` and ``b`` (module docstring), at most ``k`` results.
+    """Balanced interleaving of ``a`` and ``b`` (module docstring), at most ``k`` results; when one ranking is
+    spent, the other's remaining results follow.
 
     Raises:
         ValueError: ``k`` below 1.
@@ -79,8 +84,8 @@ def balanced(a: Sequence[str], b: Sequence[str], k: int, rng: random.Random) -> 
     teams: list[str] = []
     seen: set[str] = set()
     ka = kb = 0
-    while len(shown) < k and ka < len(a) and kb < len(b):
-        if ka < kb or (ka == kb and a_first):
+    while len(shown) < k and (ka < len(a) or kb < len(b)):
+        if kb >= len(b) or (ka < len(a) and (ka < kb or (ka == kb and a_first))):  # a spent ranking: the other
             doc, team, ka = a[ka], "A", ka + 1
         else:
             doc, team, kb = b[kb], "B", kb + 1

@@ -29,8 +29,13 @@ def test_team_draft_by_hand():
     assert (shown.hits, shown.teams, shown.a_first) == (("a1", "b1", "b3", "a2"), ("A", "B", "B", "A"), True)
     assert credit(shown, [2, 4]) == (1, 1) and winner(credit(shown, [2, 4])) == "tie"
     assert winner(credit(shown, [1, 2, 3])) == "B" and winner(credit(shown, [])) == "tie"
-    # it stops when either ranking has nothing left to add
-    assert team_draft(["x"], ["x", "y"], 5, Coins(0.1)).hits == ("x",)
+    # one ranking spent, the other fills the list (the paper's algorithm would stop: an empty list for a config
+    # that answers nothing)
+    assert team_draft(["x"], ["x", "y"], 5, Coins(0.1)) == team_draft(["x"], ["x", "y"], 5, Coins(0.1))
+    filled = team_draft(["x"], ["x", "y"], 5, Coins(0.1))
+    assert (filled.hits, filled.teams) == (("x", "y"), ("A", "B"))
+    empty_b = team_draft(["a1", "a2"], [], 5, Coins())
+    assert (empty_b.hits, empty_b.teams) == (("a1", "a2"), ("A", "A"))
     with pytest.raises(ValueError, match=r"clicked rank\(s\) \[5\] outside the 4 results shown"):
         credit(shown, [5])
 
@@ -45,6 +50,7 @@ def test_balanced_by_hand():
     assert credit(shown, [1, 3], a, b) == (1, 1)  # x and w: k = 2, x in A's top 2, w in B's
     assert credit(shown, [2], a, b) == (0, 1)  # y: A's 2nd, B's 1st, k = 1: only B's top 1 holds it
     assert balanced(a, b, 2, Coins(0.9)).hits == ("y", "x")  # B first
+    assert balanced(["x"], ["y", "w", "v"], 10, Coins(0.3)).hits == ("x", "y", "w", "v")  # A spent, B goes on
 
 
 def test_the_sign_test_and_when_it_first_said_so():
