@@ -1,9 +1,8 @@
 """Online (issue #43): what UBI logging costs ``workbench serve``, and how fast ``workbench logs import`` reads.
 
-1. **Logging overhead.** Two ``workbench serve`` apps over the same Searcher (the gita, a config of the reference
-   lane alone: a search takes about a millisecond, so logging weighs as much as it ever will), one without a log
-   and one with ``--ubi-log`` (a :class:`~workbench.traffic.log.TrafficLog` in a temporary folder), each behind
-   its own uvicorn on loopback as ``serve`` runs it. The gita's reference queries are sent to both in turns
+1. **Logging overhead.** Two ``workbench serve`` processes on the gita (a config of the reference lane alone: a
+   search takes about a millisecond, so logging weighs as much as it ever will), one without a log and one with
+   ``--ubi-log`` in a temporary folder, each on its own loopback port. The gita's reference queries are sent to both in turns
    (A, B, A, B…: drift hits both alike) over HTTP (``GET /search``), at concurrency 1 and 8 (threads, one
    keep-alive session each); p50 and p95 per search, and the ratio with/without. Target: p50 ratio <= 1.05.
 2. **Import rate.** ``--events`` UBI events (clicks and fetches, positions 1-10) and a quarter as many queries,
@@ -25,6 +24,7 @@ import json
 import os
 import random
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -41,28 +41,27 @@ EVENTS_PER_S_MIN = 100_000
 EXPERIMENT = 'datasets = ["gita"]\n[lanes.ref]\nkind = "reference"\n[configs.ref]\nlanes = ["ref"]\n'
 
 
-def serve(searcher) -> tuple[str, object]:
-    """The guarded app of ``serve`` over ``searcher`` on a free loopback port; (base URL, server)."""
-    import uvicorn
-
-    from workbench.live.serve import SERVE_BOUNDS, guarded_app, mcp_server
-    from workbench.services import policy
-
-    app = guarded_app(searcher, mcp_server(searcher), host="127.0.0.1", explicit=[], bearer=None)
-    sock = socket.create_server(("127.0.0.1", 0), backlog=256)
-    server = uvicorn.Server(policy.uvicorn_config(app, SERVE_BOUNDS, log_level="warning", access_log=False,
-                                                  lifespan="on"))
-    threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
-    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+def serve(exp: Path, extra: list[str], log: Path) -> tuple[str, subprocess.Popen]:
+    """``workbench serve`` of config ``ref`` of ``exp`` on the gita in a process of its own on a free loopback port
+    (as a team runs it: its own interpreter, its own GIL); (base URL, the process) once /health answers."""
     import requests
 
-    for _ in range(200):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "serve", "-e", str(exp), "-c", "ref", "-d", "gita",
+                             "--port", str(port), *extra], stdout=log.open("w"), stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(600):
         try:
             if requests.get(f"{base}/health", timeout=1).ok:
-                return base, server
+                return base, proc
         except requests.RequestException:
-            time.sleep(0.05)
-    raise SystemExit(f"the app at {base} did not answer /health")
+            time.sleep(0.1)
+        if proc.poll() is not None:
+            break
+    proc.kill()
+    raise SystemExit(f"workbench serve at {base} did not answer /health; see {log}")
 
 
 def latencies(bases: list[str], texts: list[str], concurrency: int) -> dict[str, list[float]]:
@@ -98,22 +97,27 @@ def pct(xs: list[float], p: float) -> float:
 
 def overhead(n_searches: int) -> bool:
     from workbench.data import catalog
-    from workbench.live.serve import Searcher
     from workbench.settings import home_dir
-    from workbench.traffic.log import TrafficLog
 
     home = home_dir()
     tmp = Path(tempfile.mkdtemp(prefix="bench-online-"))
     (tmp / "e.toml").write_text(EXPERIMENT)
     t0 = time.perf_counter()
-    plain = Searcher(tmp / "e.toml", "ref", None, home)
-    logged = Searcher(tmp / "e.toml", "ref", None, home)
-    logged.traffic = TrafficLog(tmp / "ubi")
-    print(cold_line("two searchers", time.perf_counter() - t0, "the gita's load, the lanes"))
+    (a, pa), (b, pb) = serve(tmp / "e.toml", [], tmp / "plain.log"), \
+        serve(tmp / "e.toml", ["--ubi-log", str(tmp / "ubi")], tmp / "logged.log")
+    print(cold_line("two `workbench serve` processes up", time.perf_counter() - t0, "imports, the gita's load"))
     ds = catalog.load("gita", catalog.load_definitions(), home=home)
     refs = [q.text for q in ds.queries if q.query_type == "reference" and q.text.strip()]
     texts = (refs * (n_searches // max(len(refs), 1) + 1))[:n_searches]
-    (a, _sa), (b, _sb) = serve(plain), serve(logged)
+    try:
+        return _measure(a, b, texts, tmp)
+    finally:
+        for proc in (pa, pb):
+            proc.terminate()
+            proc.wait(10)
+
+
+def _measure(a: str, b: str, texts: list[str], tmp: Path) -> bool:
     latencies([a, b], texts[:50], 1)  # warm: connections, the first searches
     ok = True
     print("\n| concurrency | searches each | p50 without (ms) | p50 with (ms) | p50 ratio | p95 without (ms) | "

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from workbench.errors import ConfigError, DataError
 from workbench.traffic.ubi import ACTIONS, Skip, UbiEvent, UbiQuery, kind_of, read_event, read_query
 
@@ -192,8 +194,8 @@ def _line(no: int, raw: str, path: Path, report: ImportReport, *, last: bool):
         report.lines -= 1
         return
     try:
-        rec = json.loads(text)
-    except ValueError:
+        rec = orjson.loads(text)
+    except ValueError:  # orjson.JSONDecodeError is one
         report.skip("a torn last line" if last and not raw.endswith("\n") else "not JSON", where)
         return
     yield from _record(rec, where, report)

@@ -54,9 +54,12 @@ def parse_timestamp(value: Any) -> float:
     if isinstance(value, str) and value.strip():
         text = value.strip()
         try:
-            t = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+            t = datetime.fromisoformat(text)  # Python 3.11 reads a trailing Z
         except ValueError:
-            raise ValueError(f"timestamp {value[:40]!r} is not ISO 8601 (e.g. 2026-12-08T10:20:39.123Z)") from None
+            try:
+                t = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+            except ValueError:
+                raise ValueError(f"timestamp {value[:40]!r} is not ISO 8601 (e.g. 2026-12-08T10:20:39.123Z)") from None
         return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
     raise ValueError(f"timestamp {str(value)[:40]!r} is not a time")
 
@@ -120,6 +123,10 @@ class Skip(ValueError):
 
 def _ident(rec: Mapping[str, Any], key: str, *, required: bool) -> str:
     v = rec.get(key)
+    if type(v) is str:  # the common case, first
+        t = v.strip()
+        if t:
+            return t[:MAX_ID]
     if v is None or (isinstance(v, str) and not v.strip()):
         if required:
             raise Skip(f"no {key}")
@@ -165,13 +172,17 @@ def read_event(rec: Mapping[str, Any], actions: frozenset[str] = ACTIONS) -> Ubi
             ``event_attributes.object.object_id``), a bad ``timestamp`` or ``position.ordinal``.
     """
     action = rec.get("action_name")
-    if not isinstance(action, str) or action.strip() not in actions:
-        raise Skip("unknown action", str(action)[:40])
+    if action not in actions:
+        action = action.strip() if isinstance(action, str) else action
+        if action not in actions:
+            raise Skip("unknown action", str(action)[:40])
     qid = _ident(rec, "query_id", required=True)
     attrs = rec.get("event_attributes") or {}
     obj = attrs.get("object") if isinstance(attrs, dict) else None
     oid = obj.get("object_id") if isinstance(obj, dict) else None
-    if oid is None or isinstance(oid, bool) or not isinstance(oid, (str, int)) or not str(oid).strip():
+    if type(oid) is str and oid and not oid[0].isspace() and not oid[-1].isspace():
+        pass  # the common case: an id as it should be
+    elif oid is None or isinstance(oid, bool) or not isinstance(oid, (str, int)) or not str(oid).strip():
         raise Skip("a hit without an id", f"event on query {qid}")
     pos = attrs.get("position") if isinstance(attrs, dict) else None
     ordinal = pos.get("ordinal") if isinstance(pos, dict) else None
@@ -181,7 +192,7 @@ def read_event(rec: Mapping[str, Any], actions: frozenset[str] = ACTIONS) -> Ubi
         t = parse_timestamp(rec.get("timestamp"))
     except ValueError as exc:
         raise Skip("bad timestamp", str(exc)) from None
-    return UbiEvent(action.strip(), qid, _ident(rec, "client_id", required=False),
+    return UbiEvent(action, qid, _ident(rec, "client_id", required=False),
                     _ident(rec, "session_id", required=False), t, str(oid).strip(), ordinal,
                     str(rec.get("application") or ""))
 
