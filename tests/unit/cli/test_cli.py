@@ -32,7 +32,7 @@ def test_help_shows_the_choices_and_one_wording_of_qrels():
 
     for cmd in (["eval"], ["tune"], ["gate"], ["reranker", "train"]):
         text = help_of(*cmd)
-        assert "[built|human|merged]" in text and "Qrels layer: built (corpus-derived labels)" in text, cmd
+        assert "[built|human|merged|implicit]" in text and "Qrels layer: built (corpus-derived labels)" in text, cmd
     assert "[json|postgres|opensearch]" in help_of("export")
     assert "[warn|fail]" in help_of("gate")
     assert "--install-completion" in help_of()

@@ -237,7 +237,7 @@ def test_the_report_gives_the_wall_clock_when_stages_overlapped(tmp_path, monkey
                                               "b\t300.0\t0\t1.80\t2026-12-07T11:58:20Z\n")
     lines = stages.report().splitlines()
     assert stages.wall_seconds() == 600.0
-    assert lines[-2].split() == ["total", "(stages", "added)", "15", "min", "0", "s"]
+    assert lines[-2].split() == ["total", "(stages", "added;", "they", "overlap)", "15", "min", "0", "s"]
     assert lines[-1].split() == ["wall", "clock", "10", "min", "0", "s"]
     (tmp_path / "main-stages.tsv").write_text("a\t600.0\t0\t1.90\t2026-12-07T12:00:00Z\n"
                                               "b\t300.0\t0\t1.80\t2026-12-07T12:05:00Z\n")
