@@ -37,19 +37,10 @@ def impressions(queries, events) -> list[Impression]:
     Args:
         queries, events: the log set's tables (:func:`workbench.traffic.importer.load_log_set`).
     """
-    from workbench.traffic.interleave import USES
+    from workbench.traffic.interleave import used_ranks
     from workbench.traffic.sample import normalise
 
-    hits_of = {str(q): list(h) for q, h in zip(queries["query_id"], queries["hit_ids"], strict=True)}
-    used: dict[str, set[int]] = {}
-    for qid, action, oid, pos in zip(events["query_id"], events["action"], events["object_id"], events["position"],
-                                     strict=True):
-        hits = hits_of.get(str(qid))
-        if action not in USES or hits is None:
-            continue
-        rank = int(pos) if pos == pos and pos is not None else (hits.index(oid) + 1 if oid in hits else None)
-        if rank is not None and 1 <= rank <= len(hits):
-            used.setdefault(str(qid), set()).add(rank)
+    used = used_ranks(queries, events)
     out = []
     order = queries.sort_values("time", kind="stable")
     for qid, text, hits in zip(order["query_id"], order["user_query"], order["hit_ids"], strict=True):

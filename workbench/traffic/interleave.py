@@ -221,6 +221,22 @@ class PairResult:
                 "sessions": self.sessions, "sessions_needed": self.sessions_needed}
 
 
+def used_ranks(queries, events) -> dict[str, set[int]]:
+    """query_id → the ranks (from 1) its events of :data:`USES` used: the event's position, else the hit's place in
+    the query's list; events of another action, of an unknown query or outside its list are left out."""
+    used: dict[str, set[int]] = {}
+    hits_of = {str(q): list(h) for q, h in zip(queries["query_id"], queries["hit_ids"], strict=True)}
+    for qid, action, oid, pos in zip(events["query_id"], events["action"], events["object_id"], events["position"],
+                                     strict=True):
+        hits = hits_of.get(str(qid))
+        if action not in USES or hits is None:
+            continue
+        rank = int(pos) if pos == pos and pos is not None else (hits.index(oid) + 1 if oid in hits else None)
+        if rank is not None and 1 <= rank <= len(hits):
+            used.setdefault(str(qid), set()).add(rank)
+    return used
+
+
 def interleaved_searches(queries, events) -> list[tuple[tuple[str, str, str], str, int, str]]:
     """The interleaved searches of a log set (``serve --interleave``: a query's attributes hold ``interleave``) in
     time order, each as ``((A, B, method), winner, clicks, session_id)``: its events (:data:`USES`; the rank is the
@@ -231,17 +247,7 @@ def interleaved_searches(queries, events) -> list[tuple[tuple[str, str, str], st
     """
     import json
 
-    used: dict[str, set[int]] = {}
-    hits_of = {str(q): list(h) for q, h in zip(queries["query_id"], queries["hit_ids"], strict=True)}
-    for qid, action, oid, pos in zip(events["query_id"], events["action"], events["object_id"], events["position"],
-                                     strict=True):
-        if action not in USES or qid not in hits_of:
-            continue
-        rank = int(pos) if pos == pos and pos is not None else None  # NaN for a missing position
-        if rank is None and oid in hits_of[qid]:
-            rank = hits_of[qid].index(oid) + 1
-        if rank is not None and 1 <= rank <= len(hits_of[qid]):
-            used.setdefault(qid, set()).add(rank)
+    used = used_ranks(queries, events)
     out = []
     order = queries.sort_values("time", kind="stable")
     for qid, attrs, hits in zip(order["query_id"], order["attributes"], order["hit_ids"], strict=True):
